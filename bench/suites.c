@@ -1,0 +1,9 @@
+/* The registry of benchmark suites; each lives in bench/suite_<name>.c. */
+#include <stddef.h>
+#include "bench.h"
+#include "suites.h"
+
+const mt_bench_suite mt_bench_suites[] = {
+    {"track", "first-write and collect cost: signal vs uffd backends", mt_bench_suite_track},
+    {NULL, NULL, NULL},
+};

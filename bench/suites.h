@@ -1,0 +1,7 @@
+#ifndef MT_BENCH_SUITES_H
+#define MT_BENCH_SUITES_H
+#include "bench.h"
+
+int mt_bench_suite_track(mt_bench_ctx *ctx);
+
+#endif

@@ -1,0 +1,61 @@
+/* memtrack base: version and error codes shared by every module.
+ *
+ * Every function in memtrack that can fail returns 0 (or a count) on success
+ * and a negative errno-style code on failure: either a plain negated errno
+ * value (-ENOMEM, -EINVAL, -EFAULT, ...) or one of the MT_E* codes below,
+ * which live above the errno range. mt_strerror() turns any of them into
+ * text. */
+#ifndef MEMTRACK_BASE_H
+#define MEMTRACK_BASE_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MT_VERSION_MAJOR 0
+#define MT_VERSION_MINOR 1
+#define MT_VERSION_PATCH 0
+#define MT_VERSION_STRING "0.1.0"
+/* Encoded as MAJOR*10000 + MINOR*100 + PATCH, comparable with <, >. */
+#define MT_VERSION (MT_VERSION_MAJOR * 10000 + MT_VERSION_MINOR * 100 + MT_VERSION_PATCH)
+
+#if defined(_WIN32)
+#define MT_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define MT_API __attribute__((visibility("default")))
+#else
+#define MT_API
+#endif
+
+/* memtrack's own error codes. They are negative, start at -4096 so they never
+ * collide with a negated errno value, and never change meaning once released. */
+enum mt_error {
+    MT_OK = 0,
+    MT_ECORRUPT = -4096,   /* input data failed validation (bad magic, lengths, offsets) */
+    MT_ECHECKSUM = -4097,  /* a checksum did not match the data it covers */
+    MT_ETRUNCATED = -4098, /* input ended in the middle of a unit */
+    MT_EVERSION = -4099,   /* input written by an unsupported format version */
+    MT_EDEVLOST = -4100,   /* the (real or simulated) device was lost */
+    MT_EDEGRADED = -4101,  /* the operation worked, but with reduced precision */
+    MT_EUNSUPPORTED = -4102, /* the platform or kernel cannot do this */
+    MT_ECANCELED = -4103,  /* a wait was cancelled by another thread */
+    MT_ETIMEDOUT = -4104,  /* a wait reached its deadline */
+    MT_ERROR_LAST = -4104
+};
+
+/* Returns the library's run-time version as MAJOR*10000 + MINOR*100 + PATCH.
+ * Compare with MT_VERSION to detect a header/library mismatch. Any thread. */
+MT_API int mt_version(void);
+
+/* Returns the run-time version as a static string "MAJOR.MINOR.PATCH". Any thread. */
+MT_API const char *mt_version_string(void);
+
+/* Returns a static, human-readable description of `code`: 0, a negated errno
+ * value or an MT_E* code. Never NULL; unknown codes give "unknown error".
+ * Any thread; the returned string is never modified. */
+MT_API const char *mt_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

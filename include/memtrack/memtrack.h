@@ -1,0 +1,10 @@
+/* memtrack umbrella header: includes every public module header.
+ * Each module also has its own header under memtrack/ for users who want
+ * only one piece. */
+#ifndef MEMTRACK_H
+#define MEMTRACK_H
+
+#include "memtrack/base.h"
+#include "memtrack/track.h"
+
+#endif

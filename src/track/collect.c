@@ -1,0 +1,148 @@
+/* Collect: turn a range's dirty state into runs and re-arm what was reported.
+ *
+ * The range is processed in windows of MT_WINDOW_WORDS bitmap words. For each
+ * window the dirty bits are taken (atomic exchange), the uffd scan's written
+ * pages are ORed in (the scan re-protects them itself), and the result is
+ * emitted as runs. When the caller's array is full, the pages not reported
+ * are put back as dirty bits, so the next collect reports them: for the
+ * signal backend they were never re-armed, for uffd the bit replaces the
+ * written state the scan consumed. Nothing is lost either way. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MT_WINDOW_WORDS 64 /* 4096 pages per window */
+
+void mt_bits_set_range(_Atomic uint64_t *bits, size_t first, size_t n)
+{
+    size_t end = first + n;
+    while (first < end) {
+        size_t w = first / 64, b = first % 64;
+        size_t take = 64 - b < end - first ? 64 - b : end - first;
+        uint64_t mask = take == 64 ? ~0ull : ((1ull << take) - 1) << b;
+        atomic_fetch_or_explicit(&bits[w], mask, memory_order_release);
+        first += take;
+    }
+}
+
+/* Index of the first set bit at or after `from` in a window of `nbits`, or nbits. */
+static size_t next_set(const uint64_t *w, size_t from, size_t nbits)
+{
+    while (from < nbits) {
+        uint64_t x = w[from / 64] >> (from % 64);
+        if (x)
+            return from + (size_t)__builtin_ctzll(x) < nbits ? from + (size_t)__builtin_ctzll(x) : nbits;
+        from = (from / 64 + 1) * 64;
+    }
+    return nbits;
+}
+
+static size_t next_clear(const uint64_t *w, size_t from, size_t nbits)
+{
+    while (from < nbits) {
+        uint64_t x = ~w[from / 64] >> (from % 64);
+        if (x)
+            return from + (size_t)__builtin_ctzll(x) < nbits ? from + (size_t)__builtin_ctzll(x) : nbits;
+        from = (from / 64 + 1) * 64;
+    }
+    return nbits;
+}
+
+/* Appends pages [a, b) of r as a run, merging with the previous run when they
+ * touch. Returns 0, or -ENOSPC when a new run is needed and none is left. */
+static int emit(const mt_range *r, size_t a, size_t b, mt_dirty_run *runs, size_t max, size_t *n)
+{
+    uintptr_t lo = r->span_start + ((uintptr_t)a << r->page_shift);
+    uintptr_t hi = r->span_start + ((uintptr_t)b << r->page_shift);
+    if (lo < r->start)
+        lo = r->start;
+    if (hi > r->end)
+        hi = r->end;
+    size_t off = lo - r->start, len = hi - lo;
+    if (*n > 0) {
+        mt_dirty_run *last = &runs[*n - 1];
+        if (last->range == r->id && last->offset + last->length == off) {
+            last->length += len;
+            return 0;
+        }
+    }
+    if (*n >= max)
+        return -ENOSPC;
+    runs[(*n)++] = (mt_dirty_run){r->id, off, len};
+    return 0;
+}
+
+/* Puts the set bits of `local` from bit `from` on back into the range. */
+static void put_back(mt_range *r, size_t word0, const uint64_t *local, size_t nwords, size_t from)
+{
+    for (size_t i = from / 64; i < nwords; i++) {
+        uint64_t x = local[i];
+        if (i == from / 64)
+            x &= ~0ull << (from % 64);
+        if (x)
+            atomic_fetch_or_explicit(&r->bits[word0 + i], x, memory_order_release);
+    }
+}
+
+long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max)
+{
+    size_t n = 0;
+    uint64_t local[MT_WINDOW_WORDS];
+    atomic_fetch_add_explicit(&r->collects, 1, memory_order_relaxed);
+    for (size_t w0 = 0; w0 < r->nwords; w0 += MT_WINDOW_WORDS) {
+        size_t nw = r->nwords - w0 < MT_WINDOW_WORDS ? r->nwords - w0 : MT_WINDOW_WORDS;
+        size_t p0 = w0 * 64;
+        size_t nbits = r->npages - p0 < nw * 64 ? r->npages - p0 : nw * 64;
+        uint64_t any = 0;
+        for (size_t i = 0; i < nw; i++) {
+            /* Cheap read first: most words of a mostly clean range are zero,
+             * and an exchange would dirty the cache line for nothing. */
+            uint64_t x = atomic_load_explicit(&r->bits[w0 + i], memory_order_relaxed);
+            /* acquire: pairs with the release in mt_bits_set. */
+            local[i] = x ? atomic_exchange_explicit(&r->bits[w0 + i], 0, memory_order_acquire) : 0;
+            any |= local[i];
+        }
+        if (r->backend == MT_TRACK_UFFD) {
+            uintptr_t s = r->span_start + ((uintptr_t)p0 << r->page_shift);
+            uintptr_t e = s + ((uintptr_t)nbits << r->page_shift);
+            uint64_t scanned[MT_WINDOW_WORDS];
+            memset(scanned, 0, nw * sizeof *scanned);
+            if (mt_uffd_scan(t, s, e, r->page_shift, scanned) != 0) {
+                /* Unknown state: report the whole window. Pages the scan did
+                 * not re-protect stay "written" and come back next time. */
+                memset(scanned, 0, nw * sizeof *scanned);
+                for (size_t p = 0; p < nbits; p++)
+                    scanned[p / 64] |= 1ull << (p % 64);
+                atomic_fetch_add_explicit(&r->degradations, 1, memory_order_relaxed);
+            }
+            /* The scan re-protected pages we may share with neighbouring
+             * uffd ranges: they were written for them too. */
+            size_t last = r->npages - 1;
+            if (p0 == 0 && (scanned[0] & 1))
+                mt_track_share_page(t, r, r->span_start);
+            if (last >= p0 && last < p0 + nbits && last != 0 &&
+                (scanned[(last - p0) / 64] >> ((last - p0) % 64) & 1))
+                mt_track_share_page(t, r, r->span_end - ((uintptr_t)1 << r->page_shift));
+            for (size_t i = 0; i < nw; i++) {
+                local[i] |= scanned[i];
+                any |= scanned[i];
+            }
+        }
+        if (!any)
+            continue;
+        for (size_t a = next_set(local, 0, nbits); a < nbits;) {
+            size_t b = next_clear(local, a, nbits);
+            if (emit(r, p0 + a, p0 + b, runs, max, &n) != 0) {
+                put_back(r, w0, local, nw, a);
+                return (long)n;
+            }
+            if (r->backend == MT_TRACK_SIGNAL)
+                mt_sig_rearm(r, p0 + a, b - a);
+            atomic_fetch_add_explicit(&r->pages_collected, b - a, memory_order_relaxed);
+            a = next_set(local, b, nbits);
+        }
+    }
+    return (long)n;
+}

@@ -1,0 +1,188 @@
+/* The coherent memory table: every signal-backend range of every tracker in
+ * the process, sorted by address, read by the fault handler without locks.
+ *
+ * Left-right scheme: two copies of the sorted array. Readers (the handler)
+ * count themselves in on the active copy and re-check that it is still
+ * active; the single writer (mutex) edits the inactive copy, flips `active`,
+ * then waits until the old copy has no readers. Readers never wait and never
+ * allocate, which is what a signal handler needs; writers pay a copy of the
+ * array per change, which add/remove can afford. After mt_sigtable_remove()
+ * returns, no handler holds a pointer to the removed range. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+#define MT_SIGTABLE_CAP (1u << 16)
+#define MT_REMOVED_RING 256 /* power of two */
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static mt_sig_entry *g_copy[2];
+static _Atomic uint32_t g_count[2];
+static _Atomic unsigned g_active;
+static _Atomic uint32_t g_readers[2];
+
+/* Spans removed recently, for the stale-fault retry (signal_posix.c). */
+static struct {
+    _Atomic uintptr_t start, end;
+} g_removed[MT_REMOVED_RING];
+static _Atomic uint32_t g_removed_next;
+
+void mt_sigtable_lock(void) { pthread_mutex_lock(&g_lock); }
+void mt_sigtable_unlock(void) { pthread_mutex_unlock(&g_lock); }
+
+/* Async-signal-safe. */
+unsigned mt_sigtable_enter(const mt_sig_entry **entries, uint32_t *count)
+{
+    for (;;) {
+        unsigned i = atomic_load_explicit(&g_active, memory_order_acquire);
+        /* seq_cst increment then seq_cst re-check: pairs with the writer's
+         * seq_cst flip then seq_cst readers load (Dekker): either we see the
+         * flip and back off, or the writer sees us and waits. */
+        atomic_fetch_add_explicit(&g_readers[i], 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&g_active, memory_order_seq_cst) == i) {
+            *entries = g_copy[i];
+            *count = g_copy[i] ? atomic_load_explicit(&g_count[i], memory_order_acquire) : 0;
+            return i;
+        }
+        atomic_fetch_sub_explicit(&g_readers[i], 1, memory_order_release);
+    }
+}
+
+/* Async-signal-safe. */
+void mt_sigtable_leave(unsigned token)
+{
+    /* release: our reads of the copy happen before the writer reuses it. */
+    atomic_fetch_sub_explicit(&g_readers[token], 1, memory_order_release);
+}
+
+/* Async-signal-safe. Entries never overlap, so sorting by start also sorts by end. */
+uint32_t mt_sigtable_first_ending_after(const mt_sig_entry *e, uint32_t n, uintptr_t addr)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (e[mid].end <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void wait_no_readers(unsigned i)
+{
+    while (atomic_load_explicit(&g_readers[i], memory_order_seq_cst) != 0)
+        sched_yield();
+}
+
+static int ensure_copies(void)
+{
+    if (g_copy[0])
+        return 0;
+    size_t bytes = (size_t)MT_SIGTABLE_CAP * sizeof(mt_sig_entry);
+    for (int i = 0; i < 2; i++) {
+        /* mmap rather than malloc: large, zero-filled, touched lazily. */
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            if (i == 1) {
+                munmap(g_copy[0], bytes);
+                g_copy[0] = NULL;
+            }
+            return -ENOMEM;
+        }
+        g_copy[i] = p;
+    }
+    return 0;
+}
+
+/* Writes the inactive copy as `edit` of the active one, publishes it and waits
+ * for the old copy to drain. pos/insert describe the edit. */
+static void publish_edit(uint32_t pos, const mt_sig_entry *insert)
+{
+    unsigned cur = atomic_load_explicit(&g_active, memory_order_relaxed);
+    unsigned nxt = cur ^ 1u;
+    wait_no_readers(nxt); /* late readers that backed off from it */
+    uint32_t n = atomic_load_explicit(&g_count[cur], memory_order_relaxed);
+    mt_sig_entry *src = g_copy[cur], *dst = g_copy[nxt];
+    memcpy(dst, src, pos * sizeof *dst);
+    if (insert) {
+        dst[pos] = *insert;
+        memcpy(dst + pos + 1, src + pos, (n - pos) * sizeof *dst);
+        n++;
+    } else {
+        memcpy(dst + pos, src + pos + 1, (n - pos - 1) * sizeof *dst);
+        n--;
+    }
+    atomic_store_explicit(&g_count[nxt], n, memory_order_release);
+    atomic_store_explicit(&g_active, nxt, memory_order_seq_cst);
+    wait_no_readers(cur);
+}
+
+int mt_sigtable_insert(mt_range *r)
+{
+    int rc = ensure_copies();
+    if (rc)
+        return rc;
+    unsigned cur = atomic_load_explicit(&g_active, memory_order_relaxed);
+    uint32_t n = atomic_load_explicit(&g_count[cur], memory_order_relaxed);
+    if (n >= MT_SIGTABLE_CAP)
+        return -ENOSPC;
+    const mt_sig_entry *e = g_copy[cur];
+    uint32_t pos = mt_sigtable_first_ending_after(e, n, r->start);
+    if (pos < n && e[pos].start < r->end)
+        return -EEXIST;
+    mt_sig_entry ins = {r->start, r->end, r};
+    publish_edit(pos, &ins);
+    return 0;
+}
+
+void mt_sigtable_remove(mt_range *r)
+{
+    unsigned cur = atomic_load_explicit(&g_active, memory_order_relaxed);
+    uint32_t n = atomic_load_explicit(&g_count[cur], memory_order_relaxed);
+    const mt_sig_entry *e = g_copy[cur];
+    uint32_t pos = mt_sigtable_first_ending_after(e, n, r->start);
+    if (pos < n && e[pos].range == r)
+        publish_edit(pos, NULL);
+}
+
+int mt_sigtable_page_shared(uintptr_t page, size_t page_size, const mt_range *self)
+{
+    unsigned cur = atomic_load_explicit(&g_active, memory_order_relaxed);
+    uint32_t n = atomic_load_explicit(&g_count[cur], memory_order_relaxed);
+    const mt_sig_entry *e = g_copy[cur];
+    if (!e)
+        return 0;
+    for (uint32_t i = mt_sigtable_first_ending_after(e, n, page);
+         i < n && e[i].start < page + page_size; i++)
+        if (e[i].range != self)
+            return 1;
+    return 0;
+}
+
+void mt_sigtable_note_removed(uintptr_t start, uintptr_t end)
+{
+    uint32_t i = atomic_fetch_add_explicit(&g_removed_next, 1, memory_order_relaxed);
+    i &= MT_REMOVED_RING - 1;
+    atomic_store_explicit(&g_removed[i].start, 0, memory_order_relaxed);
+    atomic_store_explicit(&g_removed[i].end, end, memory_order_release);
+    atomic_store_explicit(&g_removed[i].start, start, memory_order_release);
+}
+
+/* Async-signal-safe. */
+int mt_sigtable_recently_removed(uintptr_t addr)
+{
+    for (unsigned i = 0; i < MT_REMOVED_RING; i++) {
+        uintptr_t s = atomic_load_explicit(&g_removed[i].start, memory_order_acquire);
+        uintptr_t e = atomic_load_explicit(&g_removed[i].end, memory_order_acquire);
+        if (s && addr >= s && addr < e)
+            return 1;
+    }
+    return 0;
+}

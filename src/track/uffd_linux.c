@@ -1,0 +1,267 @@
+/* uffd backend (Linux >= 6.7): userfaultfd write-protect in asynchronous mode
+ * and the PAGEMAP_SCAN ioctl.
+ *
+ * With UFFD_FEATURE_WP_ASYNC the kernel resolves a write to a protected page
+ * by itself (clears the page's uffd-wp bit, no message, no signal, no
+ * handler thread). PAGEMAP_SCAN with PM_SCAN_WP_MATCHING then reports the
+ * pages whose bit is clear ("written") and sets it again in the same page
+ * table walk, so a write racing with the scan is either reported now or left
+ * for the next scan. Protection lives in page tables, not in VMAs: no VMA
+ * splitting, no vm.max_map_count pressure. Kernel writes (read(2) into the
+ * buffer) are resolved the same way and recorded. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Debian 12's kernel headers (6.1) predate these; values from the 6.7 UAPI. */
+#ifndef UFFD_FEATURE_WP_UNPOPULATED
+#define UFFD_FEATURE_WP_UNPOPULATED (1 << 13)
+#endif
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+#ifndef PAGEMAP_SCAN
+struct page_region {
+    uint64_t start;
+    uint64_t end;
+    uint64_t categories;
+};
+struct pm_scan_arg {
+    uint64_t size;
+    uint64_t flags;
+    uint64_t start;
+    uint64_t end;
+    uint64_t walk_end;
+    uint64_t vec;
+    uint64_t vec_len;
+    uint64_t max_pages;
+    uint64_t category_inverted;
+    uint64_t category_mask;
+    uint64_t category_anyof_mask;
+    uint64_t return_mask;
+};
+#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#define PAGE_IS_WRITTEN (1 << 1)
+#define PM_SCAN_WP_MATCHING (1 << 0)
+#define PM_SCAN_CHECK_WPASYNC (1 << 1)
+#endif
+
+#define MT_SCAN_VEC 256
+
+/* Opens a userfaultfd with the features we need; -errno or MT_EUNSUPPORTED. */
+static int open_uffd(void)
+{
+    /* UFFD_USER_MODE_ONLY lets unprivileged processes use userfaultfd when
+     * vm.unprivileged_userfaultfd is 0; async WP never delivers kernel-mode
+     * faults to us anyway. Older kernels reject the flag: retry without. */
+    int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    if (fd < 0 && errno == EINVAL)
+        fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return errno == ENOSYS ? MT_EUNSUPPORTED : -errno;
+    /* UFFDIO_API may be called once per descriptor: ask for what we need;
+     * the kernel refuses unknown feature bits with EINVAL. */
+    struct uffdio_api api = {.api = UFFD_API,
+                             .features = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED};
+    if (ioctl(fd, UFFDIO_API, &api) != 0) {
+        close(fd);
+        return MT_EUNSUPPORTED;
+    }
+    return fd;
+}
+
+int mt_uffd_open(mt_tracker *t)
+{
+    if (t->uffd >= 0)
+        return 0;
+    int fd = open_uffd();
+    if (fd < 0)
+        return fd;
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pm < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    t->uffd = fd;
+    t->pagemap_fd = pm;
+    return 0;
+}
+
+void mt_uffd_close(mt_tracker *t)
+{
+    if (t->uffd >= 0)
+        close(t->uffd);
+    if (t->pagemap_fd >= 0)
+        close(t->pagemap_fd);
+    t->uffd = t->pagemap_fd = -1;
+}
+
+static int writeprotect(int uffd, uintptr_t start, uintptr_t end, int on)
+{
+    if (end <= start)
+        return 0;
+    struct uffdio_writeprotect wp = {
+        .range = {.start = start, .len = end - start},
+        .mode = on ? UFFDIO_WRITEPROTECT_MODE_WP : 0,
+    };
+    return ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) == 0 ? 0 : -errno;
+}
+
+/* Reads and re-protects the written pages of [start, end), setting their bits
+ * in `out` (bit 0 = page `start`). Loops when the region vector fills up:
+ * PAGEMAP_SCAN then stops at walk_end and leaves later pages untouched. */
+static int scan_fd(int pagemap_fd, uintptr_t start, uintptr_t end, unsigned shift, uint64_t *out)
+{
+    struct page_region vec[MT_SCAN_VEC];
+    uintptr_t cur = start;
+    while (cur < end) {
+        struct pm_scan_arg arg;
+        memset(&arg, 0, sizeof arg);
+        arg.size = sizeof arg;
+        arg.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC;
+        arg.start = cur;
+        arg.end = end;
+        arg.vec = (uint64_t)(uintptr_t)vec;
+        arg.vec_len = MT_SCAN_VEC;
+        arg.category_mask = PAGE_IS_WRITTEN;
+        arg.return_mask = PAGE_IS_WRITTEN;
+        long n = ioctl(pagemap_fd, PAGEMAP_SCAN, &arg);
+        if (n < 0)
+            return -errno;
+        for (long i = 0; i < n; i++) {
+            size_t a = (size_t)((vec[i].start - start) >> shift);
+            size_t b = (size_t)((vec[i].end - start) >> shift);
+            for (size_t p = a; p < b; p++)
+                out[p / 64] |= 1ull << (p % 64);
+        }
+        if (arg.walk_end <= cur)
+            break; /* no progress: nothing more to walk */
+        cur = arg.walk_end;
+    }
+    return 0;
+}
+
+int mt_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_shift, uint64_t *out)
+{
+    return scan_fd(t->pagemap_fd, start, end, page_shift, out);
+}
+
+int mt_uffd_arm_range(mt_tracker *t, mt_range *r)
+{
+    int rc = mt_uffd_open(t);
+    if (rc)
+        return rc;
+    struct uffdio_register reg = {
+        .range = {.start = r->span_start, .len = r->span_end - r->span_start},
+        .mode = UFFDIO_REGISTER_MODE_WP,
+    };
+    if (ioctl(t->uffd, UFFDIO_REGISTER, &reg) != 0)
+        return -errno;
+    /* Pages at the ends may already be tracked by a neighbouring uffd range of
+     * this tracker: protecting them again would erase a write the neighbour
+     * has not collected yet. Scan them (which protects them too) and hand
+     * what was written to the neighbour. */
+    size_t ps = (size_t)1 << r->page_shift;
+    uintptr_t s = r->span_start, e = r->span_end;
+    uint32_t lo = mt_track_sorted_lower(t, r->span_start);
+    int first_shared = 0, last_shared = 0;
+    for (uint32_t i = lo; i < t->nsorted && t->sorted[i]->start < r->span_end; i++) {
+        mt_range *o = t->sorted[i];
+        if (o->backend != MT_TRACK_UFFD || o == r)
+            continue;
+        if (o->span_end > r->span_start && o->span_start <= r->span_start)
+            first_shared = 1;
+        if (o->span_start < r->span_end && o->span_end >= r->span_end)
+            last_shared = 1;
+    }
+    uintptr_t edges[2] = {s, e - ps};
+    int shared[2] = {first_shared, last_shared};
+    for (int k = 0; k < 2; k++) {
+        if (!shared[k] || (k == 1 && edges[1] == edges[0] && shared[0]))
+            continue;
+        uint64_t w = 0;
+        rc = scan_fd(t->pagemap_fd, edges[k], edges[k] + ps, r->page_shift, &w);
+        if (rc)
+            return rc;
+        if (w)
+            mt_track_share_page(t, r, edges[k]);
+    }
+    if (first_shared)
+        s += ps;
+    if (last_shared && e > s)
+        e -= ps;
+    rc = writeprotect(t->uffd, s, e, 1);
+    if (rc) {
+        struct uffdio_range ur = {.start = r->span_start, .len = r->span_end - r->span_start};
+        ioctl(t->uffd, UFFDIO_UNREGISTER, &ur);
+    }
+    return rc;
+}
+
+void mt_uffd_disarm_range(mt_tracker *t, mt_range *r)
+{
+    size_t ps = (size_t)1 << r->page_shift;
+    uintptr_t s = r->span_start, e = r->span_end;
+    uint32_t lo = mt_track_sorted_lower(t, r->span_start);
+    for (uint32_t i = lo; i < t->nsorted && t->sorted[i]->start < r->span_end; i++) {
+        mt_range *o = t->sorted[i];
+        if (o == r || o->backend != MT_TRACK_UFFD)
+            continue;
+        if (o->span_end > s && o->span_start <= s)
+            s += ps;
+        if (o->span_start < e && o->span_end >= e && e > s)
+            e -= ps;
+    }
+    if (e > s) {
+        /* Unregistering clears the uffd-wp bits of the range's pages. */
+        struct uffdio_range ur = {.start = s, .len = e - s};
+        ioctl(t->uffd, UFFDIO_UNREGISTER, &ur);
+    }
+}
+
+int mt_uffd_probe(void)
+{
+    static _Atomic int cached = -1;
+    int c = atomic_load_explicit(&cached, memory_order_acquire);
+    if (c >= 0)
+        return c;
+    /* A functional probe, not a version check: register one page, write it,
+     * and expect PAGEMAP_SCAN to report exactly that page. */
+    int ok = 0;
+    int fd = open_uffd();
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    long ps = sysconf(_SC_PAGESIZE);
+    void *p = mmap(NULL, (size_t)ps * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (fd >= 0 && pm >= 0 && p != MAP_FAILED) {
+        struct uffdio_register reg = {.range = {(uintptr_t)p, (uint64_t)ps * 2},
+                                      .mode = UFFDIO_REGISTER_MODE_WP};
+        if (ioctl(fd, UFFDIO_REGISTER, &reg) == 0 &&
+            writeprotect(fd, (uintptr_t)p, (uintptr_t)p + (uintptr_t)ps * 2, 1) == 0) {
+            ((volatile char *)p)[ps] = 1;
+            uint64_t w = 0;
+            if (scan_fd(pm, (uintptr_t)p, (uintptr_t)p + (uintptr_t)ps * 2, (unsigned)__builtin_ctzl((unsigned long)ps), &w) == 0 && w == 2)
+                ok = 1;
+        }
+    }
+    if (p != MAP_FAILED)
+        munmap(p, (size_t)ps * 2);
+    if (fd >= 0)
+        close(fd);
+    if (pm >= 0)
+        close(pm);
+    atomic_store_explicit(&cached, ok, memory_order_release);
+    return ok;
+}

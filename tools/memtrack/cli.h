@@ -1,0 +1,23 @@
+/* The memtrack CLI: one file per subcommand, registered in commands.c.
+ * Subcommands return the process exit status: 0 success, 1 failure of the
+ * work itself (e.g. verify found a mismatch), 2 usage error. */
+#ifndef MT_CLI_H
+#define MT_CLI_H
+
+typedef struct mt_cli_command {
+    const char *name;
+    const char *args;    /* one-line argument synopsis */
+    const char *summary; /* one line for `memtrack --help` */
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+    void (*usage)(void);               /* detailed help, to stdout */
+} mt_cli_command;
+
+extern const mt_cli_command mt_cli_commands[]; /* NULL-terminated */
+
+/* Prints "memtrack: <msg>" and the short usage to stderr; returns 2. */
+int mt_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int mt_cmd_bench(int argc, char **argv);
+void mt_cmd_bench_usage(void);
+
+#endif

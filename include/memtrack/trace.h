@@ -97,7 +97,7 @@ enum {
 };
 
 typedef struct mt_trace_writer_opts {
-    size_t chunk_size;    /* raw bytes per chunk; 0 = 1 MiB; 4 KiB .. MT_TRACE_MAX_CHUNK_RAW */
+    size_t chunk_size;    /* raw bytes per chunk; 0 = 1 MiB; 512 B .. 63 MiB */
     unsigned queue_depth; /* chunks waiting for the compressor; 0 = 4. Memory bound:
                              about (queue_depth + 2) * chunk_size plus zstd's state */
     int level;            /* zstd level; 0 = 1 (fast) */

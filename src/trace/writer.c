@@ -10,7 +10,7 @@
 #include "writer.h"
 
 #define MT_DEFAULT_CHUNK (1u << 20)
-#define MT_MIN_CHUNK (4u << 10)
+#define MT_MIN_CHUNK 512u
 #define MT_DEFAULT_DEPTH 4u
 /* Room past the seal threshold for any one non-update record (the largest
  * is a META with two MT_TRACE_MAX_TEXT strings). */

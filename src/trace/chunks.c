@@ -7,9 +7,11 @@
 
 #include "reader.h"
 
+/* Never leaves *buf NULL, even for an empty payload: the iterator does
+ * pointer arithmetic on it. */
 static int grow(uint8_t **buf, size_t *cap, size_t need)
 {
-    if (need <= *cap)
+    if (need <= *cap && *buf)
         return 0;
     uint8_t *n = realloc(*buf, need ? need : 1);
     if (!n)

@@ -10,6 +10,8 @@ int mt_src_read(const mt_src *s, uint64_t off, void *buf, size_t n)
 {
     if (off > s->size || n > s->size - off)
         return MT_ETRUNCATED;
+    if (n == 0)
+        return 0;
     if (s->fd < 0) {
         memcpy(buf, s->mem + off, n);
         return 0;

@@ -196,10 +196,13 @@ static void one_case(const mt_diff_kernel *k, size_t n, size_t gap, size_t maxca
     free(gpu0b);
 }
 
-/* The kernels themselves against the reference, stopping early at random. */
+/* The kernels themselves against the reference, with a random merge gap,
+ * stopping early at random. Runs of separate calls are not merged with each
+ * other, so the concatenation, merged once more, must equal the reference. */
 static void kernel_case(const mt_diff_kernel *k)
 {
-    size_t n = mt_test_below(&rng, 3000);
+    static const size_t gaps[] = {1, 1, 2, 5, 32, 200};
+    size_t n = mt_test_below(&rng, 3000), gap = gaps[mt_test_below(&rng, 6)];
     uint8_t *a = malloc(n + 1), *b = malloc(n + 1);
     mt_diff_region *ref = malloc((n + 1) * sizeof *ref), *got = malloc((n + 1) * sizeof *got);
     MT_CHECK(a && b && ref && got);
@@ -207,20 +210,32 @@ static void kernel_case(const mt_diff_kernel *k)
         a[i] = b[i] = (uint8_t)mt_test_rand(&rng);
     edit(b, n);
     size_t start = n ? mt_test_below(&rng, n) : 0;
-    size_t nref = ref_runs(a + start, b + start, n - start, ref);
+    size_t nref = ref_merge(ref, ref_runs(a + start, b + start, n - start, ref), gap);
     size_t ngot = 0, pos = start, max = 1 + mt_test_below(&rng, 5);
     while (pos < n) {
         size_t stop;
-        size_t r = k->scan(a, b, pos, n, got + ngot, max, &stop);
+        size_t r = k->scan(a, b, pos, n, gap, got + ngot, max, &stop);
         MT_CHECK(r <= max && stop >= pos && stop <= n);
         if (r < max)
             MT_CHECK_UINT_EQ(stop, n);
         ngot += r;
         pos = stop;
     }
+    for (size_t i = 0; i < ngot; i++) { /* each run: bounds, changed ends, no gap inside */
+        MT_CHECK(got[i].offset >= start && got[i].offset + got[i].length <= n);
+        MT_CHECK(a[got[i].offset] != b[got[i].offset]);
+        MT_CHECK(a[got[i].offset + got[i].length - 1] != b[got[i].offset + got[i].length - 1]);
+        size_t same = 0;
+        for (size_t j = got[i].offset; j < got[i].offset + got[i].length; j++) {
+            same = a[j] == b[j] ? same + 1 : 0;
+            MT_CHECK(same < gap);
+        }
+        got[i].offset -= start;
+    }
+    ngot = ref_merge(got, ngot, gap);
     MT_CHECK_UINT_EQ(ngot, nref);
     for (size_t i = 0; i < nref; i++) {
-        MT_CHECK_UINT_EQ(got[i].offset, ref[i].offset + start);
+        MT_CHECK_UINT_EQ(got[i].offset, ref[i].offset);
         MT_CHECK_UINT_EQ(got[i].length, ref[i].length);
     }
     free(a);

@@ -1,6 +1,7 @@
-/* mt_diff(): the driver around the compare kernels. The kernel finds exact
- * runs; this file keeps the shadow (and the write-back target) in step with
- * them and merges runs closer than the merge gap into the caller's output.
+/* mt_diff(): the driver around the compare kernels. The kernel finds runs
+ * (merged, or exact when writing back); this file keeps the shadow (and the
+ * write-back target) in step with them and merges runs closer than the
+ * merge gap across kernel batches and candidate regions.
  *
  * Copy rule: an exact run is copied live -> shadow, then shadow -> writeback,
  * so the driver mapping receives exactly the bytes the packet (read from the
@@ -14,12 +15,19 @@
 #include "job.h"
 #include "kernel.h"
 
-#define MT_DIFF_BATCH 256 /* exact runs per kernel call */
+#define MT_DIFF_BATCH 256 /* runs per kernel call */
 
-/* Most runs are a few bytes: avoid a libc call for them. */
+/* Most runs are a few bytes: fixed-size (inlined) overlapping copies instead
+ * of a libc call; dst and src never overlap (different buffers). */
 static inline void copy_bytes(uint8_t *dst, const uint8_t *src, size_t n)
 {
-    if (n <= 16) {
+    if (n >= 8 && n <= 16) {
+        memcpy(dst, src, 8);
+        memcpy(dst + n - 8, src + n - 8, 8);
+    } else if (n > 16 && n <= 32) {
+        memcpy(dst, src, 16);
+        memcpy(dst + n - 16, src + n - 16, 16);
+    } else if (n < 8) {
         for (size_t i = 0; i < n; i++)
             dst[i] = src[i];
     } else {
@@ -35,7 +43,7 @@ typedef struct diff_state {
     size_t max, nout;
 } diff_state;
 
-/* Takes one exact run. Returns 0, or 1 when the output is full and the run
+/* Takes one run from the kernel. Returns 0, or 1 when the output is full and the run
  * was not taken (nothing copied for it). */
 static int take_run(diff_state *s, const mt_diff_region *r)
 {
@@ -69,6 +77,10 @@ long mt_diff(mt_diff_job *job, const mt_diff_opts *opts, mt_diff_region *out, si
                     opts && opts->merge_gap ? opts->merge_gap : MT_DIFF_DEFAULT_MERGE_GAP,
                     out, max, 0};
     mt_diff_scan_fn scan = mt_diff_kernel_get()->scan;
+    /* Write-back needs exact runs (only changed bytes may reach the driver
+     * mapping); otherwise the kernel merges, which is much cheaper for dense
+     * changes. Either way take_run merges across batches and regions. */
+    size_t kgap = s.wb ? 1 : s.gap;
     mt_diff_region whole, batch[MT_DIFF_BATCH];
     size_t nreg;
     const mt_diff_region *reg = mt_diff_job_regions(job, &whole, &nreg);
@@ -78,7 +90,7 @@ long mt_diff(mt_diff_job *job, const mt_diff_opts *opts, mt_diff_region *out, si
         size_t end = reg[i].offset + reg[i].length;
         while (pos < end) {
             size_t stop;
-            size_t n = scan(s.live, s.shadow, pos, end, batch, MT_DIFF_BATCH, &stop);
+            size_t n = scan(s.live, s.shadow, pos, end, kgap, batch, MT_DIFF_BATCH, &stop);
             for (size_t k = 0; k < n; k++) {
                 if (take_run(&s, &batch[k])) {
                     job->cursor = batch[k].offset;

@@ -60,9 +60,7 @@ static size_t small_trace(const char *path, tr_rec *recs, size_t nrec)
     MT_CHECK_OK(mt_trace_writer_open(path, &o, &w));
     size_t k = 0;
     for (size_t i = 0; i < 2; i++) {
-        mt_trace_record r = {.type = MT_TRACE_META};
-        r.u.meta.key = meta[i].key, r.u.meta.key_len = strlen(meta[i].key);
-        r.u.meta.value = meta[i].value, r.u.meta.value_len = strlen(meta[i].value);
+        mt_trace_record r = tr_meta_record(meta[i].key, meta[i].value);
         tr_own(&recs[k++], &r);
     }
     while (k < nrec) {

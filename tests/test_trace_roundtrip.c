@@ -54,9 +54,7 @@ static size_t write_trace(const char *path, const mt_trace_writer_opts *o, size_
     MT_CHECK_OK(mt_trace_writer_open(path, o, &w));
     size_t k = 0;
     for (size_t i = 0; i < o->nmeta; i++) {
-        mt_trace_record r = {.type = MT_TRACE_META};
-        r.u.meta.key = meta[i].key, r.u.meta.key_len = strlen(meta[i].key);
-        r.u.meta.value = meta[i].value, r.u.meta.value_len = strlen(meta[i].value);
+        mt_trace_record r = tr_meta_record(meta[i].key, meta[i].value);
         tr_own(&recs[k++], &r);
     }
     for (size_t i = 0; i < nrec; i++) {

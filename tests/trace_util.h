@@ -66,6 +66,15 @@ static inline void tr_own(tr_rec *t, const mt_trace_record *r)
     }
 }
 
+/* A META record pointing at two C strings. */
+static inline mt_trace_record tr_meta_record(const char *key, const char *value)
+{
+    mt_trace_record r = {.type = MT_TRACE_META};
+    r.u.meta.key = key, r.u.meta.key_len = strlen(key);
+    r.u.meta.value = value, r.u.meta.value_len = strlen(value);
+    return r;
+}
+
 #define TR_EQ_BYTES(p, q, n) MT_CHECK((n) == 0 || memcmp((p), (q), (n)) == 0)
 
 /* Exact equality of two records, every field of the type. */

@@ -96,61 +96,45 @@ static int append_update(mt_trace_writer *w, const mt_trace_record *rec)
     return 0;
 }
 
-int mt_trace_write(mt_trace_writer *w, const mt_trace_record *rec)
+/* Appends a record under the lock; SUBMIT and FRAME take the writer's next
+ * number, returned in *index when index is not NULL. */
+static int write_locked(mt_trace_writer *w, mt_trace_record *r, uint64_t *index)
 {
-    if (!w || !rec)
-        return -EINVAL;
-    size_t size = mt_record_size(rec);
-    if (size == 0)
-        return -EINVAL;
-    if (rec->type == MT_TRACE_UPDATE && rec->u.update.offset > UINT64_MAX - rec->u.update.length)
-        return -EINVAL;
     pthread_mutex_lock(&w->lock);
     int rc = writer_error(w);
     if (rc == 0) {
-        mt_trace_record r = *rec;
-        if (r.type == MT_TRACE_SUBMIT)
-            r.u.submit.index = w->next_submit++;
-        else if (r.type == MT_TRACE_FRAME)
-            r.u.frame.index = w->next_frame++;
-        rc = r.type == MT_TRACE_UPDATE ? append_update(w, &r) : append(w, &r, mt_record_size(&r));
+        uint64_t *num = r->type == MT_TRACE_SUBMIT ? &r->u.submit.index
+                        : r->type == MT_TRACE_FRAME ? &r->u.frame.index : NULL;
+        if (num)
+            *num = r->type == MT_TRACE_SUBMIT ? w->next_submit++ : w->next_frame++;
+        rc = r->type == MT_TRACE_UPDATE ? append_update(w, r) : append(w, r, mt_record_size(r));
+        if (rc == 0 && num && index)
+            *index = *num;
     }
     pthread_mutex_unlock(&w->lock);
     return rc;
+}
+
+int mt_trace_write(mt_trace_writer *w, const mt_trace_record *rec)
+{
+    if (!w || !rec || mt_record_size(rec) == 0)
+        return -EINVAL;
+    if (rec->type == MT_TRACE_UPDATE && rec->u.update.offset > UINT64_MAX - rec->u.update.length)
+        return -EINVAL;
+    mt_trace_record r = *rec;
+    return write_locked(w, &r, NULL);
 }
 
 int mt_trace_write_submit(mt_trace_writer *w, uint64_t queue, uint64_t *index)
 {
     mt_trace_record r = {.type = MT_TRACE_SUBMIT, .u.submit = {0, queue}};
-    if (!w)
-        return -EINVAL;
-    pthread_mutex_lock(&w->lock);
-    int rc = writer_error(w);
-    if (rc == 0) {
-        r.u.submit.index = w->next_submit++;
-        rc = append(w, &r, mt_record_size(&r));
-        if (rc == 0 && index)
-            *index = r.u.submit.index;
-    }
-    pthread_mutex_unlock(&w->lock);
-    return rc;
+    return w ? write_locked(w, &r, index) : -EINVAL;
 }
 
 int mt_trace_write_frame(mt_trace_writer *w, uint64_t *index)
 {
     mt_trace_record r = {.type = MT_TRACE_FRAME};
-    if (!w)
-        return -EINVAL;
-    pthread_mutex_lock(&w->lock);
-    int rc = writer_error(w);
-    if (rc == 0) {
-        r.u.frame.index = w->next_frame++;
-        rc = append(w, &r, mt_record_size(&r));
-        if (rc == 0 && index)
-            *index = r.u.frame.index;
-    }
-    pthread_mutex_unlock(&w->lock);
-    return rc;
+    return w ? write_locked(w, &r, index) : -EINVAL;
 }
 
 int mt_trace_writer_flush(mt_trace_writer *w)

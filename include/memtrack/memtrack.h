@@ -6,5 +6,7 @@
 
 #include "memtrack/base.h"
 #include "memtrack/track.h"
+#include "memtrack/diff.h"
+#include "memtrack/trace.h"
 
 #endif

@@ -116,7 +116,13 @@ static int collected(lt_memory *m, cand *c, size_t *pages)
         if (n < 0)
             return (int)n;
         for (long i = 0; i < n; i++) {
-            if (cand_push(c, runs[i].offset, runs[i].length) != 0)
+            /* Runs are clipped to the range, which is the mapping: keep it
+             * that way even if a range were ever larger (diff refuses
+             * candidates outside the job). */
+            size_t end = runs[i].offset + runs[i].length;
+            if (end > m->map_size)
+                end = (size_t)m->map_size;
+            if (runs[i].offset < end && cand_push(c, runs[i].offset, end - runs[i].offset) != 0)
                 return -ENOMEM;
             *pages += (runs[i].length + page_size() - 1) / page_size();
         }
@@ -130,8 +136,9 @@ static void write_update(lt_memory *m, uint64_t object, VkDeviceSize off, const 
 {
     if (!lt_ctx.trace || lt_ctx.trace_failed)
         return;
+    if (++lt_ctx.st.packets == lt_ctx.drop_update)
+        return; /* test hook: a lost write */
     lt_trace_check(mt_trace_write_update(lt_ctx.trace, m->id, object, off, data, len));
-    lt_ctx.st.packets++;
     lt_ctx.st.packet_bytes += len;
 }
 
@@ -277,8 +284,9 @@ static int shadow_start(lt_memory *m)
     if (p == MAP_FAILED)
         return -errno;
     memcpy(p, m->driver_ptr, (size_t)m->map_size);
-    /* Tracked after the copy: the app gets the pointer only when we return. */
-    int rc = mt_tracker_add(lt_ctx.tracker, p, m->app_len, NULL, &m->range);
+    /* Tracked after the copy: the app gets the pointer only when we return.
+     * Only the mapped bytes: the page-rounded tail is not the memory's. */
+    int rc = mt_tracker_add(lt_ctx.tracker, p, (size_t)m->map_size, NULL, &m->range);
     if (rc) {
         munmap(p, m->app_len);
         m->range = 0;

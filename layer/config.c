@@ -7,7 +7,9 @@
  *   MEMTRACK_VERIFY    1: a content hash of every exposed memory at each submit
  *   MEMTRACK_PROGRESS  1: submits and MB captured on stderr every 2 s
  *   MEMTRACK_STATS     path: capture statistics as JSON when the trace closes
- *   MEMTRACK_MERGE_GAP diff merge gap in bytes (default: diff's default) */
+ *   MEMTRACK_MERGE_GAP diff merge gap in bytes (default: diff's default)
+ *   MEMTRACK_TEST_DROP_UPDATE  k: drop the k-th update packet (tests that
+ *                      `memtrack verify` detects a lost write) */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,6 +83,8 @@ static void load_once(void)
     lt_ctx.progress = v && *v && strcmp(v, "0") != 0;
     v = getenv("MEMTRACK_MERGE_GAP");
     lt_ctx.merge_gap = v ? strtoull(v, NULL, 0) : 0;
+    v = getenv("MEMTRACK_TEST_DROP_UPDATE");
+    lt_ctx.drop_update = v ? strtoull(v, NULL, 0) : 0;
     v = getenv("MEMTRACK_OUTPUT");
     if (v && *v)
         snprintf(lt_ctx.output, sizeof lt_ctx.output, "%s", v);

@@ -228,6 +228,9 @@ typedef struct lt_context {
     lt_stats st;
     uint64_t last_progress_ns;
     int ninstances;
+    /* Test hook (MEMTRACK_TEST_DROP_UPDATE=k): the k-th update packet is not
+     * written, as if the capture had lost a write; verify must catch it. */
+    uint64_t drop_update;
 } lt_context;
 
 extern lt_context lt_ctx;

@@ -6,5 +6,6 @@
 
 #include "memtrack/base.h"
 #include "memtrack/track.h"
+#include "memtrack/alloc.h"
 
 #endif

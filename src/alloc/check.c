@@ -1,0 +1,253 @@
+/* The consistency checker: re-derives every fact the allocator keeps
+ * incrementally (chains, class lists, bitmaps, offset map, counters) from
+ * scratch and compares. Each node must be accounted for exactly once: in a
+ * region chain or on the unused list. Slow on purpose; tests call it after
+ * every step. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "offmap.h"
+
+typedef struct checker {
+    const mt_alloc *a;
+    uint8_t *seen; /* per node: 1 chain, 2 class list, 4 unused list */
+    char *msg;
+    size_t len;
+    uint64_t free_in_chains, used_in_chains, used_bytes;
+} checker;
+
+__attribute__((format(printf, 2, 3))) static int fail(checker *c, const char *fmt, ...)
+{
+    if (c->msg && c->len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->msg, c->len, fmt, ap);
+        va_end(ap);
+    }
+    return MT_ECORRUPT;
+}
+
+static int mark(checker *c, uint32_t id, uint8_t bit, const char *where)
+{
+    if (id == NIL || id >= c->a->b_cap)
+        return fail(c, "%s: node id %" PRIu32 " out of range", where, id);
+    if (c->seen[id] & bit)
+        return fail(c, "%s: node %" PRIu32 " reached twice (cycle)", where, id);
+    c->seen[id] |= bit;
+    return 0;
+}
+
+/* Two used blocks of different kinds with only free space between them must
+ * not share a granularity page. */
+static int check_granularity(checker *c, const blk *prev_used, const blk *x)
+{
+    unsigned p = c->a->pshift;
+    if (p == 0 || !prev_used || prev_used->kind == x->kind)
+        return 0;
+    if (((prev_used->off + prev_used->size - 1) >> p) == (x->off >> p))
+        return fail(c, "blocks at 0x%" PRIx64 " and 0x%" PRIx64 " of different kinds share a page",
+                    prev_used->off, x->off);
+    return 0;
+}
+
+static int check_region(checker *c, uint32_t rid)
+{
+    const mt_alloc *a = c->a;
+    const region *r = &a->reg[rid];
+    uint64_t g = 1ull << a->gshift, pos = 0, used = 0, allocs = 0;
+    uint32_t prev = NIL;
+    const blk *prev_used = NULL;
+    int rc;
+    for (uint32_t id = r->first; id != NIL; prev = id, id = a->b[id].next_phys) {
+        if ((rc = mark(c, id, 1, "region chain")))
+            return rc;
+        const blk *x = &a->b[id];
+        if (x->region != rid || x->prev_phys != prev || x->off != pos)
+            return fail(c, "region %" PRIu32 ": block %" PRIu32 " at 0x%" PRIx64
+                        " has region %" PRIu32 ", prev %" PRIu32 ", offset 0x%" PRIx64
+                        " (expected %" PRIu32 ", 0x%" PRIx64 ")",
+                        rid, id, x->off, x->region, x->prev_phys, x->off, prev, pos);
+        if (x->size == 0 || (x->size & (g - 1)) || x->size > r->size - pos)
+            return fail(c, "block %" PRIu32 ": bad size %" PRIu64, id, x->size);
+        if (x->free) {
+            if (prev != NIL && a->b[prev].free)
+                return fail(c, "free blocks %" PRIu32 " and %" PRIu32 " not coalesced", prev, id);
+            if (map_get(a, r, x->off) != NIL)
+                return fail(c, "free block at 0x%" PRIx64 " is in the offset map", x->off);
+            c->free_in_chains++;
+        } else {
+            if (x->kind > MT_ALLOC_NONLINEAR)
+                return fail(c, "block %" PRIu32 ": bad kind %u", id, x->kind);
+            if (map_get(a, r, x->off) != id)
+                return fail(c, "used block at 0x%" PRIx64 " missing from the offset map", x->off);
+            if ((rc = check_granularity(c, prev_used, x)))
+                return rc;
+            prev_used = x;
+            used += x->size;
+            allocs++;
+            c->used_in_chains++;
+        }
+        pos += x->size;
+    }
+    if (pos != r->size)
+        return fail(c, "region %" PRIu32 ": blocks cover 0x%" PRIx64 " of 0x%" PRIx64 " bytes",
+                    rid, pos, r->size);
+    if (used != r->used || allocs != r->allocs)
+        return fail(c, "region %" PRIu32 ": counted %" PRIu64 " bytes in %" PRIu64
+                    " allocations, recorded %" PRIu64 " in %" PRIu64, rid, used, allocs,
+                    r->used, r->allocs);
+    c->used_bytes += used;
+    return 0;
+}
+
+static int check_classes(checker *c)
+{
+    const mt_alloc *a = c->a;
+    uint64_t listed = 0;
+    int rc;
+    for (unsigned fl = 0; fl < FL_N; fl++) {
+        if (((a->fl_map >> fl) & 1) != (a->sl_map[fl] != 0))
+            return fail(c, "first-level bit %u disagrees with its second level", fl);
+        for (unsigned sl = 0; sl < SL_N; sl++) {
+            uint32_t h = a->head[fl][sl];
+            if (((a->sl_map[fl] >> sl) & 1) != (h != NIL))
+                return fail(c, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
+            for (uint32_t id = h, prev = NIL; id != NIL; prev = id, id = a->b[id].next_free) {
+                if ((rc = mark(c, id, 2, "class list")))
+                    return rc;
+                const blk *x = &a->b[id];
+                unsigned f, s;
+                class_of(x->size >> a->gshift, &f, &s);
+                if (!x->free || !(c->seen[id] & 1) || x->prev_free != prev || f != fl || s != sl)
+                    return fail(c, "class (%u,%u): node %" PRIu32 " is not a free block of "
+                                "this class in a region chain", fl, sl, id);
+                listed++;
+            }
+        }
+    }
+    if (listed != c->free_in_chains || listed != a->free_blocks)
+        return fail(c, "%" PRIu64 " blocks listed, %" PRIu64 " free in chains, %" PRIu64
+                    " recorded", listed, c->free_in_chains, a->free_blocks);
+    return 0;
+}
+
+/* Every live leaf entry names a used block found in a chain; live counts and
+ * unused leaves (all zero) agree. */
+static int check_map(checker *c)
+{
+    const mt_alloc *a = c->a;
+    uint64_t entries = 0, leaves = 0;
+    for (uint32_t rid = 0; rid < a->reg_cap; rid++) {
+        const region *r = &a->reg[rid];
+        if (r->size == 0)
+            continue;
+        uint64_t n = mta_dir_len(a, r->size);
+        for (uint64_t d = 0; d < n; d++) {
+            uint32_t leaf = r->dir[d];
+            if (leaf == 0)
+                continue;
+            if (leaf >= a->leaf_cap)
+                return fail(c, "region %" PRIu32 ": bad leaf id %" PRIu32, rid, leaf);
+            uint32_t live = 0;
+            for (uint32_t i = 0; i < LEAF_N; i++) {
+                uint32_t id = a->leaf[(uint64_t)leaf * LEAF_N + i];
+                if (id == NIL)
+                    continue;
+                uint64_t off = ((d << LEAF_SHIFT) + i) << a->gshift;
+                if (id >= a->b_cap || !(c->seen[id] & 1) || a->b[id].free ||
+                    a->b[id].region != rid || a->b[id].off != off)
+                    return fail(c, "map entry at 0x%" PRIx64 " names node %" PRIu32
+                                ", not the used block there", off, id);
+                live++;
+            }
+            if (live == 0 || live != a->leaf_live[leaf])
+                return fail(c, "leaf %" PRIu32 ": %" PRIu32 " entries, recorded %" PRIu32,
+                            leaf, live, a->leaf_live[leaf]);
+            entries += live;
+            leaves++;
+        }
+    }
+    if (entries != c->used_in_chains)
+        return fail(c, "map has %" PRIu64 " entries for %" PRIu64 " used blocks", entries,
+                    c->used_in_chains);
+    for (uint32_t l = a->leaf_unused; l != 0; l = a->leaf_live[l], leaves++) {
+        if (l >= a->leaf_cap || leaves >= a->leaf_cap)
+            return fail(c, "unused leaf list broken at %" PRIu32, l);
+        for (uint32_t i = 0; i < LEAF_N; i++)
+            if (a->leaf[(uint64_t)l * LEAF_N + i] != NIL)
+                return fail(c, "unused leaf %" PRIu32 " is not clear", l);
+    }
+    if (a->leaf_cap && leaves != a->leaf_cap - 1)
+        return fail(c, "%" PRIu64 " leaves accounted for, %" PRIu32 " exist", leaves,
+                    a->leaf_cap - 1);
+    return 0;
+}
+
+static int check_nodes(checker *c)
+{
+    const mt_alloc *a = c->a;
+    uint32_t n = 0;
+    int rc;
+    for (uint32_t id = a->b_unused; id != NIL; id = a->b[id].next_free, n++)
+        if ((rc = mark(c, id, 4, "unused nodes")))
+            return rc;
+    if (n != a->b_unused_n)
+        return fail(c, "%" PRIu32 " unused nodes, recorded %" PRIu32, n, a->b_unused_n);
+    for (uint32_t id = 1; id < a->b_cap; id++) {
+        uint8_t s = c->seen[id];
+        if (s != 4 && s != 1 && s != 3)
+            return fail(c, "node %" PRIu32 " is lost or in two places (marks %u)", id, s);
+        if (s == 1 && a->b[id].free)
+            return fail(c, "free block %" PRIu32 " is on no class list", id);
+    }
+    return 0;
+}
+
+static int check_totals(checker *c)
+{
+    const mt_alloc *a = c->a;
+    uint64_t total = 0;
+    uint32_t live = 0, empty = 0;
+    for (uint32_t rid = 0; rid < a->reg_cap; rid++)
+        if (a->reg[rid].size) {
+            total += a->reg[rid].size;
+            live++;
+            empty += a->reg[rid].allocs == 0;
+        }
+    if (total != a->total || c->used_bytes != a->used || c->used_in_chains != a->allocs ||
+        live != a->reg_live || empty != a->reg_empty)
+        return fail(c, "totals disagree: bytes %" PRIu64 "/%" PRIu64 ", used %" PRIu64 "/%" PRIu64
+                    ", allocations %" PRIu64 "/%" PRIu64 ", regions %" PRIu32 "/%" PRIu32
+                    ", empty %" PRIu32 "/%" PRIu32, total, a->total, c->used_bytes, a->used,
+                    c->used_in_chains, a->allocs, live, a->reg_live, empty, a->reg_empty);
+    return 0;
+}
+
+int mt_alloc_check(const mt_alloc *a, char *msg, size_t msg_len)
+{
+    if (!a)
+        return -EINVAL;
+    checker c = {.a = a, .msg = msg, .len = msg_len};
+    if (msg && msg_len)
+        msg[0] = '\0';
+    c.seen = calloc(a->b_cap ? a->b_cap : 1, 1);
+    if (!c.seen)
+        return -ENOMEM;
+    int rc = 0;
+    for (uint32_t rid = 0; rc == 0 && rid < a->reg_cap; rid++)
+        if (a->reg[rid].size)
+            rc = check_region(&c, rid);
+    if (rc == 0)
+        rc = check_classes(&c);
+    if (rc == 0)
+        rc = check_map(&c);
+    if (rc == 0)
+        rc = check_nodes(&c);
+    if (rc == 0)
+        rc = check_totals(&c);
+    free(c.seen);
+    return rc;
+}

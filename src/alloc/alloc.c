@@ -106,14 +106,20 @@ static uint32_t carve(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r
     return uid;
 }
 
-static int try_allocate(mt_alloc *a, const mta_req *r, mt_alloc_block *out)
+/* Allocates in free block `in` when given (a region just grown), else
+ * wherever the strategy says. */
+static int try_allocate(mt_alloc *a, const mta_req *r, uint32_t in, mt_alloc_block *out)
 {
     /* A split makes at most two new blocks (leading pad, tail). */
     if (a->b_unused_n < 2 && mta_node_reserve(a, 2) != 0)
         return -ENOMEM;
-    uint64_t start;
-    uint32_t id = mta_search(a, r, &start);
-    if (id == NIL)
+    uint64_t start = NO_FIT;
+    uint32_t id = in;
+    if (id != NIL)
+        start = a->b[id].free ? mta_fit(a, id, r) : NO_FIT;
+    else
+        id = mta_search(a, r, &start);
+    if (id == NIL || start == NO_FIT)
         return -ENOSPC;
     uint32_t rid = a->b[id].region;
     region *rg = &a->reg[rid];
@@ -147,13 +153,16 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
     mta_req r = {align_up(size, g), align < g ? g : align, (unsigned)kind};
     if (r.align > MT_ALLOC_MAX_SIZE)
         r.align = MT_ALLOC_MAX_SIZE;
-    int rc = try_allocate(a, &r, out);
+    int rc = try_allocate(a, &r, NIL, out);
     if (rc == -ENOSPC && a->grow) {
         /* A fresh region of r.size holds the request: offset 0 is aligned to
-         * everything and has no neighbour to keep a page away from. */
-        if (a->grow(a->user, a, r.size) != 0)
+         * everything and has no neighbour to keep a page away from. The
+         * class search may not look at its block (it can sit in a class
+         * below the guaranteed one), so it is tried directly. */
+        uint32_t live = a->reg_live;
+        if (a->grow(a->user, a, r.size) != 0 || a->reg_live == live)
             return -ENOSPC;
-        rc = try_allocate(a, &r, out);
+        rc = try_allocate(a, &r, a->reg[a->reg_added].first, out);
     }
     return rc;
 }

@@ -90,6 +90,7 @@ struct mt_alloc {
     uint32_t reg_unused; /* list of unused slots (ids + 1; 0 = none) */
     uint32_t reg_live;
     uint32_t reg_empty;  /* live regions with no allocation */
+    uint32_t reg_added;  /* id of the region added last */
 
     uint64_t total, used, allocs, free_blocks;
 
@@ -139,6 +140,8 @@ typedef struct mta_req {
     unsigned kind;
 } mta_req;
 uint32_t mta_search(const mt_alloc *a, const mta_req *r, uint64_t *start);
+/* Where the request starts in free block id, or NO_FIT. */
+uint64_t mta_fit(const mt_alloc *a, uint32_t id, const mta_req *r);
 /* Size of a free block that holds the request wherever it starts. */
 uint64_t mta_worst_case(const mt_alloc *a, const mta_req *r);
 

@@ -58,6 +58,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     a->total += size;
     a->reg_live++;
     a->reg_empty++;
+    a->reg_added = rid;
     *id = rid;
     return 0;
 }

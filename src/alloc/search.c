@@ -35,6 +35,11 @@ static inline uint64_t fit(const mt_alloc *a, const blk *x, const mta_req *r)
     return start + r->size <= x->off + x->size ? start : NO_FIT;
 }
 
+uint64_t mta_fit(const mt_alloc *a, uint32_t id, const mta_req *r)
+{
+    return fit(a, &a->b[id], r);
+}
+
 uint64_t mta_worst_case(const mt_alloc *a, const mta_req *r)
 {
     uint64_t g = 1ull << a->gshift;

@@ -7,6 +7,7 @@
  * of every region catches any overlap or early reuse; at the end every
  * queued free must have been carried out exactly once. --seed N replays. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "alloc_util.h"
@@ -325,9 +326,11 @@ typedef struct worker {
     uint64_t sent_plain, sent_fenced, own_fenced, nopool_frees;
 } worker;
 
-static inbox g_inbox[NTHREADS];
+/* Inbox NTHREADS belongs to a thread without a pool (mt_pools_free). */
+static inbox g_inbox[NTHREADS + 1];
 static pthread_barrier_t g_barrier;
-static worker g_workers[NTHREADS];
+static worker g_workers[NTHREADS + 1];
+static _Atomic int g_finished;
 
 static void shadow_take(const item *it)
 {
@@ -352,7 +355,7 @@ static void shadow_give(const item *it, uint64_t state)
 
 static void give_away(worker *w, item it, uint64_t *rng)
 {
-    int to = (int)mt_test_below(rng, NTHREADS);
+    int to = (int)mt_test_below(rng, NTHREADS + 1);
     if (to == w->id) {
         /* Own: free now, or fenced at a value close to the timeline's. */
         if (mt_test_below(rng, 4) == 0) {
@@ -390,17 +393,37 @@ static void empty_inbox(worker *w, uint64_t *rng)
     ib->n = 0;
     pthread_mutex_unlock(&ib->lock);
     for (int i = 0; i < n; i++) {
+        const mt_alloc_block *b = &local[i].b;
         if (mt_test_below(rng, 3) == 0) {
             uint64_t v = completed_cb(NULL) + mt_test_below(rng, 3);
             shadow_give(&local[i], 2 + v);
-            MT_CHECK_OK(mt_pool_free_fenced(w->pool, local[i].b.region, local[i].b.offset, v));
+            MT_CHECK_OK(w->pool ? mt_pool_free_fenced(w->pool, b->region, b->offset, v)
+                                : mt_pools_free_fenced(w->s, b->region, b->offset, v));
             w->sent_fenced++;
         } else {
             shadow_give(&local[i], 0);
-            MT_CHECK_OK(mt_pool_free(w->pool, local[i].b.region, local[i].b.offset));
+            MT_CHECK_OK(w->pool ? mt_pool_free(w->pool, b->region, b->offset)
+                                : mt_pools_free(w->s, b->region, b->offset));
             w->sent_plain++;
         }
     }
+}
+
+/* A thread with no pool: frees what it is handed until the workers finish. */
+static void *poolless_main(void *arg)
+{
+    worker *w = arg;
+    uint64_t rng = w->seed;
+    while (atomic_load(&g_finished) < NTHREADS) {
+        empty_inbox(w, &rng);
+        sched_yield();
+    }
+    pthread_barrier_wait(&g_barrier);
+    empty_inbox(w, &rng);
+    /* Like every thread, moves the timeline past the values it used. */
+    atomic_fetch_add_explicit(&g_timeline, 1000, memory_order_release);
+    pthread_barrier_wait(&g_barrier);
+    return NULL;
 }
 
 static void *worker_main(void *arg)
@@ -424,6 +447,7 @@ static void *worker_main(void *arg)
             /* release: pairs with completed_cb's acquire. */
             atomic_fetch_add_explicit(&g_timeline, 1, memory_order_release);
     }
+    atomic_fetch_add(&g_finished, 1);
     pthread_barrier_wait(&g_barrier); /* nobody hands out any more */
     empty_inbox(w, &rng);
     atomic_fetch_add_explicit(&g_timeline, 1000, memory_order_release);
@@ -442,27 +466,35 @@ static void test_threads(uint64_t seed)
 #endif
     atomic_store(&g_timeline, 0);
     mt_pools *s = new_set(2, MT_ALLOC_RELEASE_EMPTY, 1);
-    pthread_barrier_init(&g_barrier, NULL, NTHREADS);
-    pthread_t th[NTHREADS];
-    for (int i = 0; i < NTHREADS; i++) { /* all inboxes before any thread runs */
+    pthread_barrier_init(&g_barrier, NULL, NTHREADS + 1);
+    atomic_store(&g_finished, 0);
+    pthread_t th[NTHREADS + 1];
+    for (int i = 0; i <= NTHREADS; i++) { /* all inboxes before any thread runs */
         pthread_mutex_init(&g_inbox[i].lock, NULL);
         g_inbox[i].n = 0;
     }
-    for (int i = 0; i < NTHREADS; i++) {
+    for (int i = 0; i <= NTHREADS; i++) {
         g_workers[i] = (worker){.id = i, .seed = seed + 77u * (uint64_t)i, .iters = iters, .s = s};
-        MT_CHECK_INT_EQ(pthread_create(&th[i], NULL, worker_main, &g_workers[i]), 0);
+        MT_CHECK_INT_EQ(pthread_create(&th[i], NULL, i < NTHREADS ? worker_main : poolless_main,
+                                       &g_workers[i]), 0);
     }
-    for (int i = 0; i < NTHREADS; i++)
+    for (int i = 0; i <= NTHREADS; i++)
         pthread_join(th[i], NULL);
     /* Every free queued anywhere was carried out exactly once. */
     uint64_t sent_plain = 0, sent_fenced = 0, own_fenced = 0, nopool = 0;
     uint64_t done = 0, fenced = 0, errors = 0, live = 0, pending = 0;
-    for (int i = 0; i < NTHREADS; i++) {
+    uint64_t pooless_plain = 0, pooless_fenced = 0;
+    for (int i = 0; i <= NTHREADS; i++) {
         worker *w = &g_workers[i];
         sent_plain += w->sent_plain;
         sent_fenced += w->sent_fenced;
         own_fenced += w->own_fenced;
         nopool += w->nopool_frees;
+        if (i == NTHREADS) {
+            pooless_plain = w->sent_plain;
+            pooless_fenced = w->sent_fenced;
+            continue;
+        }
         for (uint32_t t = 0; t < 2; t++) {
             mt_pool_stats st = pstats(w->pool, t);
             live += st.alloc.allocations;
@@ -475,16 +507,20 @@ static void test_threads(uint64_t seed)
         }
     }
     printf("threads: %d x %d allocations; %" PRIu64 " cross-thread frees, %" PRIu64
-           " fenced cross-thread, %" PRIu64 " fenced own, %" PRIu64 " without a pool\n",
-           NTHREADS, iters, sent_plain, sent_fenced, own_fenced, nopool);
+           " fenced cross-thread, %" PRIu64 " fenced own; by the thread without a pool: %"
+           PRIu64 " + %" PRIu64 " fenced; %" PRIu64 " more when an inbox was full\n",
+           NTHREADS, iters, sent_plain, sent_fenced, own_fenced, pooless_plain, pooless_fenced,
+           nopool);
     MT_CHECK(sent_plain > 0 && sent_fenced > 0 && own_fenced > 0);
+    MT_CHECK(pooless_plain > 0 && pooless_fenced > 0);
     MT_CHECK_UINT_EQ(done, sent_plain + nopool);
     MT_CHECK_UINT_EQ(fenced, sent_fenced + own_fenced);
     MT_CHECK_UINT_EQ(errors, 0);
     MT_CHECK_UINT_EQ(pending, 0);
     MT_CHECK_UINT_EQ(live, 0);
-    for (int i = 0; i < NTHREADS; i++) {
-        mt_pool_detach(g_workers[i].pool);
+    for (int i = 0; i <= NTHREADS; i++) {
+        if (i < NTHREADS)
+            mt_pool_detach(g_workers[i].pool);
         pthread_mutex_destroy(&g_inbox[i].lock);
     }
     pthread_barrier_destroy(&g_barrier);

@@ -18,15 +18,15 @@
 
 #include "pool_internal.h"
 
-/* Pushes the chain first..last onto a stack any thread may push to. */
-static void push(_Atomic(dnode *) *head, dnode *first, dnode *last)
+/* Pushes n onto a stack any thread may push to. */
+static void push(_Atomic(dnode *) *head, dnode *n)
 {
     dnode *old = atomic_load_explicit(head, memory_order_relaxed);
     do
-        last->next = old;
-    /* release: publishes the nodes' contents before they become reachable;
+        n->next = old;
+    /* release: publishes the node's contents before it becomes reachable;
      * pairs with the acquire exchange of the taker. */
-    while (!atomic_compare_exchange_weak_explicit(head, &old, first, memory_order_release,
+    while (!atomic_compare_exchange_weak_explicit(head, &old, n, memory_order_release,
                                                   memory_order_relaxed));
 }
 
@@ -65,7 +65,7 @@ static void node_return(mt_pool *p, dnode *n)
         n->next = p->cache;
         p->cache = n;
     } else if (n->home) {
-        push(&n->home->returned, n, n);
+        push(&n->home->returned, n);
     } else {
         free(n); /* from mt_pools_free: a thread without a pool */
     }
@@ -188,7 +188,7 @@ int mtp_queue(mt_pool *self, mt_pool *owner, uint32_t gid, uint64_t offset, int 
     if (owner == self && fenced)
         fence_push(self, n); /* own fenced free: no need to go through the stack */
     else
-        push(&owner->deferred, n, n);
+        push(&owner->deferred, n);
     return 0;
 }
 

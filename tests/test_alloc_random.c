@@ -9,7 +9,7 @@
  * checked against TLSF's guarantee: no free run of the rounded worst-case
  * size existed. Bad frees are mixed in, with the error the model predicts.
  * Regions come and go through grow/release callbacks. --seed N replays. */
-#include "alloc/internal.h"
+#include "alloc/search.h"
 #include "alloc_util.h"
 
 #define MAX_REGIONS 8

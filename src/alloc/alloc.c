@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "offmap.h"
-#include "tlsf.h"
+#include "search.h"
 
 static int is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
@@ -116,17 +116,17 @@ static int try_allocate(mt_alloc *a, const mta_req *r, uint32_t in, mt_alloc_blo
     uint64_t start = NO_FIT;
     uint32_t id = in;
     if (id != NIL)
-        start = a->b[id].free ? mta_fit(a, id, r) : NO_FIT;
+        start = a->b[id].free ? mta_fit(a, &a->b[id], r) : NO_FIT;
     else
         id = mta_search(a, r, &start);
     if (id == NIL || start == NO_FIT)
         return -ENOSPC;
-    uint32_t rid = a->b[id].region;
+    uint32_t rid = a->b[id].region, leaf;
     region *rg = &a->reg[rid];
-    if (mta_map_reserve(a, rg, start) != 0)
+    uint32_t *slot = map_prepare(a, rg, start, &leaf);
+    if (!slot)
         return -ENOMEM;
-    uint32_t uid = carve(a, id, start, r);
-    map_set(a, rg, start, uid);
+    map_fill(a, slot, leaf, carve(a, id, start, r));
     rg->used += r->size;
     if (rg->allocs++ == 0)
         a->reg_empty--;
@@ -176,10 +176,9 @@ int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
     region *rg = &a->reg[rid];
     if (offset >= rg->size || (offset & ((1ull << a->gshift) - 1)) != 0)
         return -EINVAL;
-    uint32_t id = map_get(a, rg, offset);
+    uint32_t id = map_take(a, rg, offset);
     if (id == NIL)
         return -ENOENT;
-    map_clear(a, rg, offset);
     blk *x = &a->b[id];
     uint64_t size = x->size;
     uint32_t p = x->prev_phys, n = x->next_phys;

@@ -112,7 +112,7 @@ static int check_classes(checker *c)
         if (((a->fl_map >> fl) & 1) != (a->sl_map[fl] != 0))
             return fail(c, "first-level bit %u disagrees with its second level", fl);
         for (unsigned sl = 0; sl < SL_N; sl++) {
-            uint32_t h = a->head[fl][sl];
+            uint32_t h = a->head[fl * SL_N + sl];
             if (((a->sl_map[fl] >> sl) & 1) != (h != NIL))
                 return fail(c, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
             for (uint32_t id = h, prev = NIL; id != NIL; prev = id, id = a->b[id].next_free) {
@@ -121,7 +121,8 @@ static int check_classes(checker *c)
                 const blk *x = &a->b[id];
                 unsigned f, s;
                 class_of(x->size >> a->gshift, &f, &s);
-                if (!x->free || !(c->seen[id] & 1) || x->prev_free != prev || f != fl || s != sl)
+                if (!x->free || !(c->seen[id] & 1) || x->prev_free != prev || f != fl || s != sl ||
+                    x->cls != fl * SL_N + sl)
                     return fail(c, "class (%u,%u): node %" PRIu32 " is not a free block of "
                                 "this class in a region chain", fl, sl, id);
                 listed++;

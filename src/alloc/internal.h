@@ -51,7 +51,7 @@ typedef struct blk {
     uint32_t region;
     uint8_t free;
     uint8_t kind;
-    uint16_t unused_;
+    uint16_t cls; /* class list of a free block (fl * SL_N + sl) */
 } blk;
 
 typedef struct region {
@@ -73,7 +73,7 @@ struct mt_alloc {
     /* TLSF index. */
     uint64_t fl_map;
     uint32_t sl_map[FL_N];
-    uint32_t head[FL_N][SL_N];
+    uint32_t head[FL_N * SL_N]; /* by class index fl * SL_N + sl */
 
     blk *b;            /* node array; b[0] unused */
     uint32_t b_cap;
@@ -117,6 +117,13 @@ static inline void class_of(uint64_t u, unsigned *fl, unsigned *sl)
     }
 }
 
+static inline unsigned class_index(uint64_t u)
+{
+    unsigned fl, sl;
+    class_of(u, &fl, &sl);
+    return fl * SL_N + sl;
+}
+
 /* u rounded up to the next class boundary, so that every block of its class
  * holds u granules. */
 static inline uint64_t class_round_up(uint64_t u)
@@ -133,21 +140,15 @@ static inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~
 /* nodes.c: makes sure at least n unused nodes exist (grows the array). */
 int mta_node_reserve(mt_alloc *a, uint32_t n);
 
-/* search.c: the free block for a request and the offset it lands at, or NIL. */
+/* A request, normalised: see search.h. */
 typedef struct mta_req {
     uint64_t size;  /* rounded to the granule */
     uint64_t align; /* >= granule */
     unsigned kind;
 } mta_req;
-uint32_t mta_search(const mt_alloc *a, const mta_req *r, uint64_t *start);
-/* Where the request starts in free block id, or NO_FIT. */
-uint64_t mta_fit(const mt_alloc *a, uint32_t id, const mta_req *r);
-/* Size of a free block that holds the request wherever it starts. */
-uint64_t mta_worst_case(const mt_alloc *a, const mta_req *r);
 
-/* offmap.c: makes sure a leaf exists for the granule at `off` (grows the
- * leaf array); map size of a region. */
-int mta_map_reserve(mt_alloc *a, region *r, uint64_t off);
+/* offmap.c: grows the leaf array; map size of a region. */
+int mta_leaves_grow(mt_alloc *a);
 uint64_t mta_dir_len(const mt_alloc *a, uint64_t region_size);
 
 /* region.c: a region lost its last allocation / is being removed. */

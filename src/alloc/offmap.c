@@ -11,7 +11,7 @@ uint64_t mta_dir_len(const mt_alloc *a, uint64_t region_size)
     return (granules + LEAF_N - 1) >> LEAF_SHIFT;
 }
 
-static int leaves_grow(mt_alloc *a)
+int mta_leaves_grow(mt_alloc *a)
 {
     uint64_t cap = a->leaf_cap ? (uint64_t)a->leaf_cap * 2 : 8;
     if (cap > UINT32_MAX / LEAF_N)
@@ -32,12 +32,4 @@ static int leaves_grow(mt_alloc *a)
     a->leaf_unused = from;
     a->leaf_cap = (uint32_t)cap;
     return 0;
-}
-
-int mta_map_reserve(mt_alloc *a, region *r, uint64_t off)
-{
-    uint64_t g = off >> a->gshift;
-    if (r->dir[g >> LEAF_SHIFT] != 0 || a->leaf_unused != 0)
-        return 0;
-    return leaves_grow(a);
 }

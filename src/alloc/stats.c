@@ -12,7 +12,7 @@ static uint64_t largest_free(const mt_alloc *a)
     unsigned fl = msb64(a->fl_map);
     unsigned sl = 31u - (unsigned)__builtin_clz(a->sl_map[fl]);
     uint64_t best = 0;
-    for (uint32_t id = a->head[fl][sl]; id != NIL; id = a->b[id].next_free)
+    for (uint32_t id = a->head[fl * SL_N + sl]; id != NIL; id = a->b[id].next_free)
         if (a->b[id].size > best)
             best = a->b[id].size;
     return best;

@@ -1,0 +1,123 @@
+/* Choosing the free block for a request: the strategies. Inline: it is the
+ * better half of every allocation.
+ *
+ * Every block of a class at or above class_round_up(w) holds w granules, so
+ * taking the head of the first non-empty such class (two bit scans) always
+ * works when w is the worst case of alignment and granularity padding:
+ * that is FIRST_FIT, TLSF's "good fit". It never looks at the blocks of the
+ * request's own class, some of which are big enough, and splits a larger
+ * block instead.
+ *
+ * BEST_FIT first looks at up to BEST_FIT_SCAN blocks of the request's own
+ * class, then of the next non-empty class below the guaranteed one,
+ * checking each for real (alignment and granularity included), and takes
+ * the smallest that fits; only then the guaranteed class. The scans are
+ * bounded, so both strategies stay O(1). Both end with bounded scans of the
+ * class just below the guaranteed one and of the largest class, so that a
+ * nearly full allocator still finds a block that fits only because of where
+ * it starts. */
+#ifndef MT_ALLOC_SEARCH_H
+#define MT_ALLOC_SEARCH_H
+
+#include "tlsf.h"
+
+/* Offset at which the request starts in free block x, or NO_FIT. The block's
+ * neighbours are used blocks (or region ends): with granularity separation,
+ * a neighbour of the other kind must not share a page with the request. */
+static inline uint64_t mta_fit(const mt_alloc *a, const blk *x, const mta_req *r)
+{
+    uint64_t start = align_up(x->off, r->align);
+    if (a->pshift != 0) {
+        unsigned p = a->pshift;
+        if (x->prev_phys != NIL && a->b[x->prev_phys].kind != r->kind &&
+            ((x->off - 1) >> p) == (start >> p))
+            start = align_up(align_up(x->off, 1ull << p), r->align);
+        uint64_t end = start + r->size;
+        if (x->next_phys != NIL && a->b[x->next_phys].kind != r->kind &&
+            ((end - 1) >> p) == (a->b[x->next_phys].off >> p))
+            return NO_FIT;
+    }
+    return start + r->size <= x->off + x->size ? start : NO_FIT;
+}
+
+/* Size of a free block that holds the request wherever it starts. */
+static inline uint64_t mta_worst_case(const mt_alloc *a, const mta_req *r)
+{
+    uint64_t g = 1ull << a->gshift;
+    if (a->pshift == 0)
+        return r->size + r->align - g;
+    uint64_t page = 1ull << a->pshift;
+    uint64_t lead = r->align > page ? r->align : page;
+    /* Start pushed to a page (or alignment) boundary, end pulled back off the
+     * next block's page. */
+    return r->size + (lead - g) + (page - g);
+}
+
+/* The smallest block that fits among the first BEST_FIT_SCAN of list `id`;
+ * ties go to the lower offset, which keeps the top of regions free. */
+static inline uint32_t mta_scan(const mt_alloc *a, uint32_t id, const mta_req *r,
+                                uint64_t *start)
+{
+    uint32_t best = NIL;
+    uint64_t best_size = UINT64_MAX, best_off = UINT64_MAX, best_start = 0;
+    for (unsigned k = 0; id != NIL && k < BEST_FIT_SCAN; k++, id = a->b[id].next_free) {
+        const blk *x = &a->b[id];
+        if (x->size > best_size || (x->size == best_size && x->off > best_off))
+            continue;
+        uint64_t s = mta_fit(a, x, r);
+        if (s == NO_FIT)
+            continue;
+        best = id;
+        best_size = x->size;
+        best_off = x->off;
+        best_start = s;
+        if (x->size == r->size)
+            break; /* exact: nothing smaller can fit */
+    }
+    *start = best_start;
+    return best;
+}
+
+/* Best fit below the guaranteed class cw: the request's own class, then the
+ * next non-empty class if it is still below cw. Padding (alignment,
+ * granularity) makes the guaranteed class larger than the request; blocks
+ * in between often fit where they happen to start. */
+static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsigned cu,
+                                      unsigned cw, uint64_t *start)
+{
+    uint32_t id = mta_scan(a, a->head[cu], r, start);
+    if (id != NIL || cu + 1 >= cw)
+        return id;
+    id = tlsf_find_from(a, cu + 1);
+    if (id == NIL || a->b[id].cls >= cw)
+        return NIL;
+    return mta_scan(a, id, r, start);
+}
+
+/* The free block for request r and where it starts in it, or NIL. */
+static inline uint32_t mta_search(const mt_alloc *a, const mta_req *r, uint64_t *start)
+{
+    uint64_t w = mta_worst_case(a, r) >> a->gshift;
+    uint64_t wr = class_round_up(w);
+    unsigned cu = class_index(r->size >> a->gshift);
+    unsigned cw = wr <= U_LIMIT ? class_index(wr) : FL_N * SL_N;
+    uint32_t id;
+    if (a->strategy == MT_ALLOC_BEST_FIT && (id = mta_best_below(a, r, cu, cw, start)))
+        return id;
+    if (cw < FL_N * SL_N && (id = tlsf_find_from(a, cw)) != NIL) {
+        *start = mta_fit(a, &a->b[id], r); /* certain to fit */
+        return id;
+    }
+    /* No class is certain to hold it: blocks in w's own class, or the
+     * largest blocks (a fresh region is aligned to anything at offset 0), may
+     * still, depending on where they start. */
+    if ((id = mta_scan(a, a->head[class_index(w <= U_LIMIT ? w : U_LIMIT)], r, start)))
+        return id;
+    if ((id = mta_scan(a, tlsf_top(a), r, start)))
+        return id;
+    if (a->strategy == MT_ALLOC_FIRST_FIT && (id = mta_scan(a, a->head[cu], r, start)))
+        return id;
+    return NIL;
+}
+
+#endif

@@ -4,7 +4,7 @@
  * non-linear resources, several regions with grow/release/trim, the stats,
  * the dump, every bad-input case (error code and layout unchanged), and the
  * checker catching corrupted metadata. */
-#include "alloc/internal.h"
+#include "alloc/offmap.h"
 #include "alloc_util.h"
 
 #define KiB 1024ull
@@ -343,8 +343,10 @@ static void test_checker_catches(void)
     MT_CHECK_OK(mt_alloc_free(a, r, x.offset));
     AU_CHECK(a);
     char msg[256];
-    uint32_t used = a->reg[r].dir[0] ? a->leaf[a->reg[r].dir[0] * LEAF_N + (y.offset >> 4)] : 0;
-    MT_CHECK(used != NIL);
+    uint32_t slot = map_find(a, r, y.offset);
+    MT_CHECK(slot != UINT32_MAX);
+    uint32_t used = a->ht[slot].id;
+    MT_CHECK(used != NIL && a->b[used].off == y.offset);
     uint32_t hole = a->reg[r].first; /* the freed block at offset 0 */
     MT_CHECK(a->b[hole].free);
 
@@ -366,9 +368,15 @@ static void test_checker_catches(void)
     MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);
     a->allocs--;
 
-    a->leaf[a->reg[r].dir[0] * LEAF_N + 1] = used; /* a map entry where nothing starts */
+    a->ht[slot].tag ^= 1; /* the entry's hash no longer matches */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->leaf[a->reg[r].dir[0] * LEAF_N + 1] = NIL;
+    a->ht[slot].tag ^= 1;
+    uint32_t other = (slot + 1) & a->ht_mask; /* a second entry for the block */
+    MT_CHECK(a->ht[other].id == NIL);
+    a->ht[other] = a->ht[slot];
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->ht[other].id = NIL;
+    AU_CHECK(a);
 
     uint32_t saved = a->b[used].next_phys;
     a->b[used].next_phys = used; /* a cycle */

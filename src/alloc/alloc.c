@@ -2,7 +2,7 @@
  * split) and free (look up, coalesce).
  *
  * Both paths first make sure every resource they may need exists (two spare
- * nodes, a map leaf), then change the structure: an error is returned before
+ * nodes, room in the offset map), then change the structure: an error is returned before
  * anything changed, never halfway. */
 #include <errno.h>
 #include <stdlib.h>
@@ -41,6 +41,11 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     a->grow = opts->grow;
     a->release = opts->release;
     a->user = opts->user;
+    /* The offset map always exists, so lookups need no NULL check. */
+    if (mta_map_reserve(a) != 0) {
+        free(a);
+        return -ENOMEM;
+    }
     *out = a;
     return 0;
 }
@@ -53,14 +58,12 @@ void mt_alloc_destroy(mt_alloc *a)
         region *r = &a->reg[i];
         if (r->size == 0)
             continue;
-        free(r->dir);
         if (a->release)
             a->release(a->user, i, r->size, r->user);
     }
     free(a->reg);
     free(a->b);
-    free(a->leaf);
-    free(a->leaf_live);
+    free(a->ht);
     free(a);
 }
 
@@ -113,6 +116,8 @@ static int try_allocate(mt_alloc *a, const mta_req *r, uint32_t in, mt_alloc_blo
     /* A split makes at most two new blocks (leading pad, tail). */
     if (a->b_unused_n < 2 && mta_node_reserve(a, 2) != 0)
         return -ENOMEM;
+    if ((a->ht_used + 1) * 2 > a->ht_mask + 1 && mta_map_reserve(a) != 0)
+        return -ENOMEM;
     uint64_t start = NO_FIT;
     uint32_t id = in;
     if (id != NIL)
@@ -121,12 +126,9 @@ static int try_allocate(mt_alloc *a, const mta_req *r, uint32_t in, mt_alloc_blo
         id = mta_search(a, r, &start);
     if (id == NIL || start == NO_FIT)
         return -ENOSPC;
-    uint32_t rid = a->b[id].region, leaf;
+    uint32_t rid = a->b[id].region;
     region *rg = &a->reg[rid];
-    uint32_t *slot = map_prepare(a, rg, start, &leaf);
-    if (!slot)
-        return -ENOMEM;
-    map_fill(a, slot, leaf, carve(a, id, start, r));
+    map_insert(a, rid, start, carve(a, id, start, r));
     rg->used += r->size;
     if (rg->allocs++ == 0)
         a->reg_empty--;
@@ -176,9 +178,11 @@ int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
     region *rg = &a->reg[rid];
     if (offset >= rg->size || (offset & ((1ull << a->gshift) - 1)) != 0)
         return -EINVAL;
-    uint32_t id = map_take(a, rg, offset);
-    if (id == NIL)
+    uint32_t slot = map_find(a, rid, offset);
+    if (slot == UINT32_MAX)
         return -ENOENT;
+    uint32_t id = a->ht[slot].id;
+    map_remove(a, slot);
     blk *x = &a->b[id];
     uint64_t size = x->size;
     uint32_t p = x->prev_phys, n = x->next_phys;

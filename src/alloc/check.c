@@ -75,13 +75,14 @@ static int check_region(checker *c, uint32_t rid)
         if (x->free) {
             if (prev != NIL && a->b[prev].free)
                 return fail(c, "free blocks %" PRIu32 " and %" PRIu32 " not coalesced", prev, id);
-            if (map_get(a, r, x->off) != NIL)
+            if (map_find(a, rid, x->off) != UINT32_MAX)
                 return fail(c, "free block at 0x%" PRIx64 " is in the offset map", x->off);
             c->free_in_chains++;
         } else {
             if (x->kind > MT_ALLOC_NONLINEAR)
                 return fail(c, "block %" PRIu32 ": bad kind %u", id, x->kind);
-            if (map_get(a, r, x->off) != id)
+            uint32_t slot = map_find(a, rid, x->off);
+            if (slot == UINT32_MAX || a->ht[slot].id != id)
                 return fail(c, "used block at 0x%" PRIx64 " missing from the offset map", x->off);
             if ((rc = check_granularity(c, prev_used, x)))
                 return rc;
@@ -135,55 +136,33 @@ static int check_classes(checker *c)
     return 0;
 }
 
-/* Every live leaf entry names a used block found in a chain; live counts and
- * unused leaves (all zero) agree. */
+/* Every map entry names a used block found in a chain, carries its hash, is
+ * the one a lookup finds, and lies within ht_limit of its home; the table is
+ * at most half full. */
 static int check_map(checker *c)
 {
     const mt_alloc *a = c->a;
-    uint64_t entries = 0, leaves = 0;
-    for (uint32_t rid = 0; rid < a->reg_cap; rid++) {
-        const region *r = &a->reg[rid];
-        if (r->size == 0)
+    uint64_t entries = 0;
+    for (uint32_t i = 0; i <= a->ht_mask; i++) {
+        uint32_t id = a->ht[i].id;
+        if (id == NIL)
             continue;
-        uint64_t n = mta_dir_len(a, r->size);
-        for (uint64_t d = 0; d < n; d++) {
-            uint32_t leaf = r->dir[d];
-            if (leaf == 0)
-                continue;
-            if (leaf >= a->leaf_cap)
-                return fail(c, "region %" PRIu32 ": bad leaf id %" PRIu32, rid, leaf);
-            uint32_t live = 0;
-            for (uint32_t i = 0; i < LEAF_N; i++) {
-                uint32_t id = a->leaf[(uint64_t)leaf * LEAF_N + i];
-                if (id == NIL)
-                    continue;
-                uint64_t off = ((d << LEAF_SHIFT) + i) << a->gshift;
-                if (id >= a->b_cap || !(c->seen[id] & 1) || a->b[id].free ||
-                    a->b[id].region != rid || a->b[id].off != off)
-                    return fail(c, "map entry at 0x%" PRIx64 " names node %" PRIu32
-                                ", not the used block there", off, id);
-                live++;
-            }
-            if (live == 0 || live != a->leaf_live[leaf])
-                return fail(c, "leaf %" PRIu32 ": %" PRIu32 " entries, recorded %" PRIu32,
-                            leaf, live, a->leaf_live[leaf]);
-            entries += live;
-            leaves++;
-        }
+        if (id >= a->b_cap || !(c->seen[id] & 1) || a->b[id].free)
+            return fail(c, "map slot %" PRIu32 " names node %" PRIu32 ", not a used block", i,
+                        id);
+        const blk *x = &a->b[id];
+        uint32_t tag = map_tag(a, x->region, x->off);
+        if (a->ht[i].tag != tag || ((i - map_home(a, tag)) & a->ht_mask) > a->ht_limit ||
+            map_find(a, x->region, x->off) != i)
+            return fail(c, "map slot %" PRIu32 " (block at 0x%" PRIx64 ") is misplaced", i,
+                        x->off);
+        entries++;
     }
-    if (entries != c->used_in_chains)
-        return fail(c, "map has %" PRIu64 " entries for %" PRIu64 " used blocks", entries,
+    if (entries != c->used_in_chains || entries != a->ht_used ||
+        (uint64_t)a->ht_used * 2 > (uint64_t)a->ht_mask + 1)
+        return fail(c, "map has %" PRIu64 " entries (recorded %" PRIu32 ", %" PRIu32
+                    " slots) for %" PRIu64 " used blocks", entries, a->ht_used, a->ht_mask + 1,
                     c->used_in_chains);
-    for (uint32_t l = a->leaf_unused; l != 0; l = a->leaf_live[l], leaves++) {
-        if (l >= a->leaf_cap || leaves >= a->leaf_cap)
-            return fail(c, "unused leaf list broken at %" PRIu32, l);
-        for (uint32_t i = 0; i < LEAF_N; i++)
-            if (a->leaf[(uint64_t)l * LEAF_N + i] != NIL)
-                return fail(c, "unused leaf %" PRIu32 " is not clear", l);
-    }
-    if (a->leaf_cap && leaves != a->leaf_cap - 1)
-        return fail(c, "%" PRIu64 " leaves accounted for, %" PRIu32 " exist", leaves,
-                    a->leaf_cap - 1);
     return 0;
 }
 

@@ -14,9 +14,8 @@
  * into SL_N equal classes. Bitmaps say which lists are non-empty, so the
  * smallest non-empty class at or above any size is two bit scans away.
  *
- * Used blocks are found by offset through the region's offset map: a
- * directory with one entry per LEAF_N granules, each pointing to a leaf of
- * LEAF_N block ids. Leaves exist only where a live allocation starts. */
+ * Used blocks are found by (region, offset) through the offset map, a hash
+ * table with bounded probes (offmap.h). */
 #ifndef MT_ALLOC_INTERNAL_H
 #define MT_ALLOC_INTERNAL_H
 
@@ -32,8 +31,8 @@
 #define FL_N (57 - SL_LOG2 + 1)
 #define U_LIMIT ((1ull << 57) - 1) /* largest size in granules with a class */
 
-#define LEAF_SHIFT 9
-#define LEAF_N (1u << LEAF_SHIFT)
+/* Longest probe of the offset map (offmap.h). */
+#define PROBE_LIMIT 32u
 
 /* Bounded best fit: how many blocks of one class are looked at. A constant,
  * so the worst case stays O(1). */
@@ -54,12 +53,16 @@ typedef struct blk {
     uint16_t cls; /* class list of a free block (fl * SL_N + sl) */
 } blk;
 
+typedef struct mslot {
+    uint32_t id;  /* block, or NIL: empty */
+    uint32_t tag; /* top 32 bits of the key's hash */
+} mslot;
+
 typedef struct region {
     uint64_t size;     /* 0: the slot is unused */
     uint64_t used;     /* bytes in used blocks */
     uint64_t allocs;   /* live allocations */
     void *user;
-    uint32_t *dir;     /* one leaf id per LEAF_N granules (0: none) */
     uint32_t first;    /* block at offset 0 */
     uint32_t next_unused; /* free-slot list link */
 } region;
@@ -80,10 +83,9 @@ struct mt_alloc {
     uint32_t b_unused; /* list of unused nodes (via next_free) */
     uint32_t b_unused_n;
 
-    uint32_t *leaf;    /* leaf_cap leaves of LEAF_N ids each; leaf 0 unused */
-    uint32_t *leaf_live; /* live entries per leaf; for an unused leaf: next unused */
-    uint32_t leaf_cap;
-    uint32_t leaf_unused;
+    mslot *ht;         /* offset map: ht_mask + 1 slots */
+    uint32_t ht_mask, ht_shift, ht_used, ht_limit;
+    uint64_t ht_seed;  /* odd multiplier of the hash */
 
     region *reg;
     uint32_t reg_cap;
@@ -147,9 +149,10 @@ typedef struct mta_req {
     unsigned kind;
 } mta_req;
 
-/* offmap.c: grows the leaf array; map size of a region. */
-int mta_leaves_grow(mt_alloc *a);
-uint64_t mta_dir_len(const mt_alloc *a, uint64_t region_size);
+/* offmap.c: makes room for one more entry (at most half full); rebuilds
+ * the table when a probe got longer than PROBE_LIMIT. */
+int mta_map_reserve(mt_alloc *a);
+int mta_map_rebuild(mt_alloc *a);
 
 /* region.c: a region lost its last allocation / is being removed. */
 void mta_region_emptied(mt_alloc *a, uint32_t id);

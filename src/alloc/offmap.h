@@ -1,73 +1,81 @@
-/* The offset map: which used block starts at a given offset of a region.
+/* The offset map: which used block starts at (region, offset).
  *
- * Two fixed levels, so a lookup is two dependent loads whatever the region
- * holds (a hash table would be O(1) only on average). The directory has one
- * entry per LEAF_N granules; a leaf holds the block id for each of its
- * granules. Only offsets where a live allocation starts are set, and a leaf is
- * returned to the unused list when its last entry is cleared, so the map
- * costs host memory in proportion to live allocations, not to region size
- * (the directory, 4 bytes per LEAF_N granules, is the exception). */
+ * An open-addressing hash table of block ids with linear probing. Each slot
+ * holds the id and the top 32 bits of the key's multiplicative hash (the
+ * tag): the tag picks the home slot and rejects almost every non-matching
+ * slot without touching its node; a match is confirmed on the node, which
+ * free needs anyway. Deletion shifts later entries back (no tombstones).
+ *
+ * Bounded probes: the table is kept at most half full, and an insert that
+ * lands more than PROBE_LIMIT slots from home rebuilds the table (doubling
+ * it, or re-seeding the hash when it is sparse), so every entry sits within
+ * PROBE_LIMIT of its home and a lookup, hit or miss, stops after
+ * PROBE_LIMIT + 1 slots: O(1) worst case, like TLSF's bounded bit scans.
+ * (Only when host memory runs out during a rebuild does the bound, kept in
+ * ht_limit, grow to what the table needs; lookups stay correct.)
+ * The table costs 16 bytes per live allocation or less, whatever the region
+ * sizes: a radix map over the offsets was tried first, and its directory
+ * and leaves, spread over megabytes for GPU-sized regions, cost a cache and
+ * TLB miss per operation. */
 #ifndef MT_ALLOC_OFFMAP_H
 #define MT_ALLOC_OFFMAP_H
 
 #include "internal.h"
 
-static inline uint32_t *map_slot(const mt_alloc *a, uint32_t leaf, uint64_t g)
+static inline uint32_t map_tag(const mt_alloc *a, uint32_t rid, uint64_t off)
 {
-    return &a->leaf[(uint64_t)leaf * LEAF_N + (g & (LEAF_N - 1))];
+    uint64_t k = (off >> a->gshift) ^ ((uint64_t)rid * 0x9e3779b97f4a7c15ull);
+    return (uint32_t)((k * a->ht_seed) >> 32);
 }
 
-/* The used block starting at off, or NIL (checker). */
-static inline uint32_t map_get(const mt_alloc *a, const region *r, uint64_t off)
-{
-    uint64_t g = off >> a->gshift;
-    uint32_t leaf = r->dir[g >> LEAF_SHIFT];
-    return leaf == 0 ? NIL : *map_slot(a, leaf, g);
-}
+static inline uint32_t map_home(const mt_alloc *a, uint32_t tag) { return tag >> a->ht_shift; }
 
-/* The slot for off, taking a leaf for its directory entry if it has none;
- * NULL when the leaf array cannot grow (nothing changed then). The caller
- * stores the id with map_fill; the leaf array does not move in between. */
-static inline uint32_t *map_prepare(mt_alloc *a, region *r, uint64_t off, uint32_t *leaf)
+/* Slot index of the used block at (region, off), or UINT32_MAX. */
+static inline uint32_t map_find(const mt_alloc *a, uint32_t rid, uint64_t off)
 {
-    uint64_t g = off >> a->gshift;
-    uint32_t *d = &r->dir[g >> LEAF_SHIFT];
-    if (*d == 0) {
-        if (a->leaf_unused == 0 && mta_leaves_grow(a) != 0)
-            return NULL;
-        *d = a->leaf_unused;
-        a->leaf_unused = a->leaf_live[*d];
-        a->leaf_live[*d] = 0;
+    uint32_t tag = map_tag(a, rid, off), mask = a->ht_mask, i = map_home(a, tag);
+    for (uint32_t d = 0; d <= a->ht_limit; d++, i = (i + 1) & mask) {
+        const mslot *s = &a->ht[i];
+        if (s->id == NIL)
+            break;
+        if (s->tag == tag && a->b[s->id].off == off && a->b[s->id].region == rid)
+            return i;
     }
-    *leaf = *d;
-    return map_slot(a, *d, g);
+    return UINT32_MAX;
 }
 
-static inline void map_fill(mt_alloc *a, uint32_t *slot, uint32_t leaf, uint32_t id)
+/* Removes slot i, moving back the entries after it that may move: an entry
+ * can fill the hole unless its home lies cyclically in (hole, its slot]. */
+static inline void map_remove(mt_alloc *a, uint32_t i)
 {
-    *slot = id;
-    a->leaf_live[leaf]++;
-}
-
-/* Looks up and clears the entry for off in one pass: the block id, or NIL
- * (nothing changed then). */
-static inline uint32_t map_take(mt_alloc *a, region *r, uint64_t off)
-{
-    uint64_t g = off >> a->gshift;
-    uint32_t *d = &r->dir[g >> LEAF_SHIFT];
-    if (*d == 0)
-        return NIL;
-    uint32_t *slot = map_slot(a, *d, g), id = *slot;
-    if (id == NIL)
-        return NIL;
-    *slot = NIL;
-    if (--a->leaf_live[*d] == 0) {
-        /* Every entry of the leaf is NIL again: it can go back as is. */
-        a->leaf_live[*d] = a->leaf_unused;
-        a->leaf_unused = *d;
-        *d = 0;
+    uint32_t mask = a->ht_mask;
+    for (uint32_t j = (i + 1) & mask; a->ht[j].id != NIL; j = (j + 1) & mask) {
+        uint32_t home = map_home(a, a->ht[j].tag);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            a->ht[i] = a->ht[j];
+            i = j;
+        }
     }
-    return id;
+    a->ht[i].id = NIL;
+    a->ht_used--;
+}
+
+/* Inserts block id at (region, off). The caller reserved room
+ * (mta_map_reserve); a long probe asks for a rebuild, which may fail without
+ * harm: lookups are correct at any probe length. */
+static inline void map_insert(mt_alloc *a, uint32_t rid, uint64_t off, uint32_t id)
+{
+    uint32_t tag = map_tag(a, rid, off), mask = a->ht_mask, i = map_home(a, tag), d = 0;
+    while (a->ht[i].id != NIL) {
+        i = (i + 1) & mask;
+        d++;
+    }
+    a->ht[i] = (mslot){id, tag};
+    a->ht_used++;
+    if (d > a->ht_limit)
+        a->ht_limit = d; /* lookups stay correct whatever follows */
+    if (d > PROBE_LIMIT)
+        mta_map_rebuild(a); /* restores the bound unless memory is short */
 }
 
 #endif

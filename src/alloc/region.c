@@ -43,18 +43,13 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
         return -EINVAL;
     if (mta_node_reserve(a, 1) != 0)
         return -ENOMEM;
-    uint32_t *dir = calloc(mta_dir_len(a, size), sizeof *dir);
-    if (!dir)
-        return -ENOMEM;
     uint32_t rid;
-    if (slot_take(a, &rid) != 0) {
-        free(dir);
+    if (slot_take(a, &rid) != 0)
         return -ENOMEM;
-    }
     uint32_t bid = node_take(a);
     a->b[bid] = (blk){.off = 0, .size = size, .region = rid, .free = 1};
     tlsf_insert(a, bid);
-    a->reg[rid] = (region){.size = size, .user = user, .dir = dir, .first = bid};
+    a->reg[rid] = (region){.size = size, .user = user, .first = bid};
     a->total += size;
     a->reg_live++;
     a->reg_empty++;
@@ -68,7 +63,6 @@ void mta_region_drop(mt_alloc *a, uint32_t rid, int call_release)
     region r = a->reg[rid];
     tlsf_remove(a, r.first);
     node_put(a, r.first);
-    free(r.dir);
     a->reg[rid] = (region){.next_unused = a->reg_unused};
     a->reg_unused = rid + 1;
     a->total -= r.size;

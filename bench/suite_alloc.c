@@ -2,11 +2,17 @@
  * baseline (alloc_baseline.c: sorted free list, first fit), same run, same
  * operation sequences.
  *
- *  - small, gpu-typical: batches of 32 allocations freed in scrambled order,
- *    in a region already holding a fragmented background (1000 allocations,
- *    every other one freed); the median over batches of ns per alloc+free.
- *  - random-lifetime: 1000 live allocations; each step frees a random one
- *    and allocates a new one.
+ * Every single-thread case runs in an aged heap: before timing, the region
+ * goes through AGE_OPS random allocations and frees of the workload's sizes
+ * holding occupancy at 50% (about 1000 live blocks), the state a long-running
+ * device heap is in. First fit is known to leave small fragments at the low
+ * end of such a heap, which it walks on every request; TLSF is not.
+ *
+ *  - small (64 B-4 KiB, granule 16), gpu-typical (4 KiB-16 MiB, alignments
+ *    256 B/4 KiB/64 KiB, granule 256): batches of 32 allocations, then their
+ *    frees in scrambled order; the median over batches of ns per pair.
+ *  - random-lifetime (64 B-16 MiB): 1000 live blocks; each step frees a
+ *    random one and allocates a new one; median over batches of 32 steps.
  *  - 2-thread pools: two threads allocate; half of each thread's blocks are
  *    freed by the other thread (queued on the owner's deferred list). The
  *    baseline is one shared allocator behind a mutex.
@@ -31,8 +37,9 @@
 #define MiB (1024ull * 1024)
 #define GiB (1024ull * MiB)
 #define BATCH 32
-#define BACKGROUND 1000
-#define GRANULE 256
+#define LIVE 1000      /* live blocks in random-lifetime */
+#define AGE_OPS 20000  /* ageing before timing */
+#define MAXLIVE 8192
 
 /* ---- operation sequences ---------------------------------------------------- */
 
@@ -55,12 +62,15 @@ typedef struct workload {
     double lo, hi;          /* sizes: log-uniform in [lo, hi] */
     const uint64_t *aligns; /* picked uniformly */
     int naligns;
+    uint64_t granule;
+    uint64_t region;        /* ~50% holds about 1000 blocks */
 } workload;
 
 static const uint64_t small_aligns[] = {16, 64, 256};
 static const uint64_t gpu_aligns[] = {256, 4 * KiB, 64 * KiB};
-static const workload wl_small = {"small", 64, 4 * KiB, small_aligns, 3};
-static const workload wl_gpu = {"gpu-typical", 4 * KiB, 16 * MiB, gpu_aligns, 3};
+static const workload wl_small = {"small", 64, 4 * KiB, small_aligns, 3, 16, 2 * MiB};
+static const workload wl_gpu = {"gpu-typical", 4 * KiB, 16 * MiB, gpu_aligns, 3, 256, 4 * GiB};
+static const workload wl_mix = {"random-lifetime", 64, 16 * MiB, gpu_aligns, 3, 256, 4 * GiB};
 
 static void gen_ops(const workload *w, op *ops, size_t n, uint64_t seed)
 {
@@ -78,15 +88,15 @@ typedef struct drv {
     bl_alloc *bl;
 } drv;
 
-static int drv_open(drv *d, int baseline, mt_alloc_strategy strat, uint64_t region)
+static int drv_open(drv *d, int baseline, mt_alloc_strategy strat, const workload *w)
 {
     *d = (drv){0};
     if (baseline)
-        return (d->bl = bl_create(region, GRANULE)) ? 0 : -ENOMEM;
-    mt_alloc_opts o = {.strategy = strat, .min_align = GRANULE};
+        return (d->bl = bl_create(w->region, w->granule)) ? 0 : -ENOMEM;
+    mt_alloc_opts o = {.strategy = strat, .min_align = w->granule};
     uint32_t id;
     int rc = mt_alloc_create(&o, &d->mt);
-    return rc ? rc : mt_alloc_add_region(d->mt, region, NULL, &id);
+    return rc ? rc : mt_alloc_add_region(d->mt, w->region, NULL, &id);
 }
 
 static void drv_close(drv *d)
@@ -123,19 +133,53 @@ static double drv_fragmentation(const drv *d)
     return free_bytes ? 1.0 - (double)largest / (double)free_bytes : 0.0;
 }
 
-/* Fills with BACKGROUND allocations and frees every other one. */
-static int background(drv *d, const workload *w, uint64_t seed)
+/* Live blocks of a driver, in no particular order. */
+typedef struct liveset {
+    uint64_t off[MAXLIVE], size[MAXLIVE];
+    uint32_t n;
+    uint64_t used, target;
+} liveset;
+
+static void live_drop(drv *d, liveset *l, uint32_t v)
 {
-    op ops[BACKGROUND];
-    uint64_t off[BACKGROUND];
-    gen_ops(w, ops, BACKGROUND, seed);
-    for (int i = 0; i < BACKGROUND; i++)
-        if (drv_alloc(d, &ops[i], &off[i]) != 0)
-            return -ENOSPC;
-    for (int i = 0; i < BACKGROUND; i += 2)
-        if (drv_free(d, off[i], ops[i].size) != 0)
-            return -EINVAL;
-    return 0;
+    drv_free(d, l->off[v], l->size[v]);
+    l->used -= l->size[v];
+    l->n--;
+    l->off[v] = l->off[l->n];
+    l->size[v] = l->size[l->n];
+}
+
+/* One random op holding occupancy near l->target: allocate while below it
+ * (and the allocator agrees), else free a random block. The size does not
+ * decide (that would keep only small blocks live near the target). Returns
+ * 1 for an allocation refused below the target. */
+static int churn_step(drv *d, liveset *l, const workload *w, uint64_t *s)
+{
+    op o;
+    gen_ops(w, &o, 1, rng_next(s));
+    int want = l->used < l->target && l->n < MAXLIVE;
+    if (want && drv_alloc(d, &o, &l->off[l->n]) == 0) {
+        l->size[l->n++] = o.size;
+        l->used += o.size;
+        return 0;
+    }
+    if (l->n)
+        live_drop(d, l, (uint32_t)(rng_next(s) % l->n));
+    return want;
+}
+
+/* Ages the region: AGE_OPS random ops at 50% occupancy (same sequence for
+ * every allocator; they may diverge a little where one refuses). */
+static liveset *age(drv *d, const workload *w)
+{
+    liveset *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->target = w->region / 2;
+    uint64_t s = 7;
+    for (int i = 0; i < AGE_OPS; i++)
+        churn_step(d, l, w, &s);
+    return l;
 }
 
 /* ---- batches ----------------------------------------------------------------- */
@@ -168,12 +212,13 @@ static double run_batches(drv *d, const op *ops, int batches)
     return med;
 }
 
-/* Random lifetimes: live set of BACKGROUND; each step frees a random one and
- * allocates in its place. Median over batches of BATCH steps. */
+/* Random lifetimes: LIVE blocks; each step frees a random one and allocates
+ * in its place. Median over batches of BATCH steps, after AGE_OPS untimed
+ * steps. */
 static double run_lifetimes(drv *d, const op *ops, const uint32_t *victims, int batches)
 {
-    uint64_t off[BACKGROUND], size[BACKGROUND];
-    for (int i = 0; i < BACKGROUND; i++) {
+    static uint64_t off[LIVE], size[LIVE];
+    for (int i = 0; i < LIVE; i++) {
         if (drv_alloc(d, &ops[i], &off[i]) != 0)
             return -1;
         size[i] = ops[i].size;
@@ -181,19 +226,21 @@ static double run_lifetimes(drv *d, const op *ops, const uint32_t *victims, int 
     double *per = malloc((size_t)batches * sizeof *per);
     if (!per)
         return -1;
-    const op *o = ops + BACKGROUND;
-    for (int k = 0; k < batches; k++) {
+    const op *o = ops + LIVE;
+    const uint32_t *v = victims;
+    int warm = AGE_OPS / BATCH;
+    for (int k = -warm; k < batches; k++) {
         uint64_t t0 = mt_bench_now_ns();
-        for (int i = 0; i < BATCH; i++, o++) {
-            uint32_t v = victims[(size_t)k * BATCH + i];
-            drv_free(d, off[v], size[v]);
-            if (drv_alloc(d, o, &off[v]) != 0) {
+        for (int i = 0; i < BATCH; i++, o++, v++) {
+            drv_free(d, off[*v], size[*v]);
+            if (drv_alloc(d, o, &off[*v]) != 0) {
                 free(per);
                 return -1;
             }
-            size[v] = o->size;
+            size[*v] = o->size;
         }
-        per[k] = (double)(mt_bench_now_ns() - t0) / BATCH;
+        if (k >= 0)
+            per[k] = (double)(mt_bench_now_ns() - t0) / BATCH;
     }
     double med = mt_bench_median(per, batches);
     free(per);
@@ -208,7 +255,15 @@ static void emit_time(mt_bench_ctx *ctx, const char *name, double ours, double b
     mt_bench_emit(ctx, &r);
 }
 
-static int bench_single(mt_bench_ctx *ctx, const workload *w, int batches, uint64_t region)
+/* Free extents of the baseline: the length of the list it walks. */
+static uint64_t bl_extents(const drv *d)
+{
+    uint64_t f, l, n;
+    bl_stats(d->bl, &f, &l, &n);
+    return n;
+}
+
+static int bench_single(mt_bench_ctx *ctx, const workload *w, int batches)
 {
     size_t n = (size_t)batches * BATCH;
     op *ops = malloc(n * sizeof *ops);
@@ -216,17 +271,22 @@ static int bench_single(mt_bench_ctx *ctx, const workload *w, int batches, uint6
         return -ENOMEM;
     gen_ops(w, ops, n, 42);
     double ns[3]; /* best fit, first fit, baseline */
-    for (int v = 0; v < 3; v++) {
+    uint64_t extents = 0;
+    int rc = 0;
+    for (int v = 0; v < 3 && rc == 0; v++) {
         drv d;
-        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, region) ||
-            background(&d, w, 7) || (ns[v] = run_batches(&d, ops, batches)) < 0) {
-            drv_close(&d);
-            free(ops);
-            return -ENOSPC;
-        }
+        liveset *l = NULL;
+        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, w) ||
+            !(l = age(&d, w)) || (ns[v] = run_batches(&d, ops, batches)) < 0)
+            rc = -ENOSPC;
+        if (v == 2 && rc == 0)
+            extents = bl_extents(&d);
+        free(l);
         drv_close(&d);
     }
     free(ops);
+    if (rc)
+        return rc;
     char name[64];
     snprintf(name, sizeof name, "%s/best-fit", w->name);
     int met = ns[2] / ns[0] >= 5.0;
@@ -236,12 +296,14 @@ static int bench_single(mt_bench_ctx *ctx, const workload *w, int batches, uint6
         emit_time(ctx, name, ns[0], ns[2], ">= 5x", met);
     snprintf(name, sizeof name, "%s/first-fit", w->name);
     emit_time(ctx, name, ns[1], ns[2], ">= 5x", ns[2] / ns[1] >= 5.0);
+    mt_bench_note(ctx, "%s: baseline free list after ageing: %llu extents", w->name,
+                  (unsigned long long)extents);
     return 0;
 }
 
 static int bench_lifetimes(mt_bench_ctx *ctx, int batches)
 {
-    size_t steps = (size_t)batches * BATCH, n = BACKGROUND + steps;
+    size_t steps = (size_t)(batches + AGE_OPS / BATCH) * BATCH, n = LIVE + steps;
     op *ops = malloc(n * sizeof *ops);
     uint32_t *victims = malloc(steps * sizeof *victims);
     if (!ops || !victims) {
@@ -249,17 +311,15 @@ static int bench_lifetimes(mt_bench_ctx *ctx, int batches)
         free(victims);
         return -ENOMEM;
     }
-    /* Sizes across both ranges: 64 B to 16 MiB. */
-    workload mix = {"random-lifetime", 64, 16 * MiB, gpu_aligns, 3};
-    gen_ops(&mix, ops, n, 99);
+    gen_ops(&wl_mix, ops, n, 99);
     uint64_t s = 5;
     for (size_t i = 0; i < steps; i++)
-        victims[i] = (uint32_t)(rng_next(&s) % BACKGROUND);
+        victims[i] = (uint32_t)(rng_next(&s) % LIVE);
     double ns[3];
     int rc = 0;
     for (int v = 0; v < 3 && rc == 0; v++) {
         drv d;
-        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, 64 * GiB) ||
+        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, &wl_mix) ||
             (ns[v] = run_lifetimes(&d, ops, victims, batches)) < 0)
             rc = -ENOSPC;
         drv_close(&d);
@@ -280,53 +340,42 @@ typedef struct frag_result {
     uint64_t failed;  /* allocations refused below the occupancy target */
 } frag_result;
 
-static frag_result run_fragmentation(drv *d, uint64_t region, long nops)
+static frag_result run_fragmentation(drv *d, const workload *w, long nops)
 {
-    enum { MAXLIVE = 8192 };
-    static uint64_t off[MAXLIVE], size[MAXLIVE];
-    uint64_t s = 11, used = 0, target = region / 10 * 8;
-    uint32_t live = 0;
     frag_result r = {0, 0};
+    liveset *l = calloc(1, sizeof *l);
+    if (!l) {
+        r.frag = NAN;
+        return r;
+    }
+    l->target = w->region / 10 * 8;
+    uint64_t s = 11;
     double sum = 0;
     long samples = 0;
     for (long i = 0; i < nops; i++) {
-        op o;
-        gen_ops(&wl_gpu, &o, 1, rng_next(&s));
-        int do_alloc = used + o.size <= target && live < MAXLIVE;
-        if (do_alloc && drv_alloc(d, &o, &off[live]) == 0) {
-            size[live] = o.size;
-            used += (o.size + GRANULE - 1) / GRANULE * GRANULE;
-            live++;
-        } else {
-            r.failed += do_alloc;
-            if (live) {
-                uint32_t v = (uint32_t)(rng_next(&s) % live);
-                drv_free(d, off[v], size[v]);
-                used -= (size[v] + GRANULE - 1) / GRANULE * GRANULE;
-                off[v] = off[--live];
-                size[v] = size[live];
-            }
-        }
+        r.failed += (uint64_t)churn_step(d, l, w, &s);
         if (i >= nops / 2 && i % 1000 == 0) {
             sum += drv_fragmentation(d);
             samples++;
         }
     }
+    free(l);
     r.frag = samples ? sum / (double)samples : drv_fragmentation(d);
     return r;
 }
 
 static int bench_fragmentation(mt_bench_ctx *ctx, long nops)
 {
-    const uint64_t region = 1 * GiB;
+    workload w = wl_gpu;
+    w.region = 1 * GiB;
     frag_result r[3];
     for (int v = 0; v < 3; v++) {
         drv d;
-        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, region)) {
+        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, &w)) {
             drv_close(&d);
             return -ENOMEM;
         }
-        r[v] = run_fragmentation(&d, region, nops);
+        r[v] = run_fragmentation(&d, &w, nops);
         drv_close(&d);
     }
     static const char *const names[2] = {"fragmentation/best-fit", "fragmentation/first-fit"};
@@ -496,10 +545,10 @@ static int run_two(int baseline, const op *ops, long n, double *ns)
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, 2);
     _Atomic int done = 0;
-    mt_pools_opts po = {.min_align = GRANULE, .grow = grow_virtual};
+    mt_pools_opts po = {.min_align = 256, .grow = grow_virtual};
     mt_pools *set = NULL;
     bl_alloc *bl = NULL;
-    if (baseline ? !(bl = bl_create(128 * GiB, GRANULE)) : mt_pools_create(&po, &set) != 0)
+    if (baseline ? !(bl = bl_create(128 * GiB, 256)) : mt_pools_create(&po, &set) != 0)
         return -ENOMEM;
     xthread t[2];
     pthread_t th[2];
@@ -554,14 +603,13 @@ int mt_bench_suite_alloc(mt_bench_ctx *ctx)
     int quick = mt_bench_quick(ctx);
     int batches = quick ? 2000 : 20000;
     int rc;
-    if ((rc = bench_single(ctx, &wl_small, batches, 64 * MiB)) ||
-        (rc = bench_single(ctx, &wl_gpu, batches, 64 * GiB)) ||
+    if ((rc = bench_single(ctx, &wl_small, batches)) || (rc = bench_single(ctx, &wl_gpu, batches)) ||
         (rc = bench_lifetimes(ctx, batches)) ||
         (rc = bench_threads(ctx, quick ? 100000 : 1000000)) ||
         (rc = bench_fragmentation(ctx, quick ? 100000 : 1000000)))
         return rc;
     mt_bench_note(ctx, "ns_per_pair: median over batches of %d alloc+free pairs; ratio = "
-                  "baseline / value (speedup); background: %d allocations, every other freed",
-                  BATCH, BACKGROUND);
+                  "baseline / value (speedup); heaps aged by %d random ops at 50%% first",
+                  BATCH, AGE_OPS);
     return 0;
 }

@@ -11,11 +11,12 @@
  * BEST_FIT first looks at up to BEST_FIT_SCAN blocks of the request's own
  * class, then of the next non-empty class below the guaranteed one,
  * checking each for real (alignment and granularity included), and takes
- * the smallest that fits; only then the guaranteed class. The scans are
- * bounded, so both strategies stay O(1). Both end with bounded scans of the
- * class just below the guaranteed one and of the largest class, so that a
- * nearly full allocator still finds a block that fits only because of where
- * it starts. */
+ * the smallest that fits; then the guaranteed class; and only when no
+ * other block fits, the wilderness (the free ends of regions, internal.h).
+ * The scans are bounded, so both strategies stay O(1). Both end with
+ * bounded scans of w's own class and of the largest class, so that a nearly
+ * full allocator still finds a block that fits only because of where it
+ * starts. */
 #ifndef MT_ALLOC_SEARCH_H
 #define MT_ALLOC_SEARCH_H
 
@@ -85,13 +86,34 @@ static inline uint32_t mta_scan(const mt_alloc *a, uint32_t id, const mta_req *r
 static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsigned cu,
                                       unsigned cw, uint64_t *start)
 {
-    uint32_t id = mta_scan(a, a->head[cu], r, start);
+    const tlsf_idx *ix = &a->ix[0];
+    uint32_t id = mta_scan(a, ix->head[cu], r, start);
     if (id != NIL || cu + 1 >= cw)
         return id;
-    id = tlsf_find_from(a, cu + 1);
+    id = tlsf_find_from(ix, cu + 1);
     if (id == NIL || a->b[id].cls >= cw)
         return NIL;
     return mta_scan(a, id, r, start);
+}
+
+/* The head of the first class at or above cw, which certainly fits. */
+static inline uint32_t mta_guaranteed(const mt_alloc *a, const tlsf_idx *ix, unsigned cw,
+                                      const mta_req *r, uint64_t *start)
+{
+    uint32_t id = tlsf_find_from(ix, cw);
+    if (id != NIL)
+        *start = mta_fit(a, &a->b[id], r);
+    return id;
+}
+
+/* Bounded scans of w's own class and of the largest class of index ix: no
+ * class is certain to hold the request, but blocks there may, depending on
+ * where they start (a fresh region is aligned to anything at offset 0). */
+static inline uint32_t mta_last_resort(const mt_alloc *a, const tlsf_idx *ix, uint64_t w,
+                                       const mta_req *r, uint64_t *start)
+{
+    uint32_t id = mta_scan(a, ix->head[class_index(w <= U_LIMIT ? w : U_LIMIT)], r, start);
+    return id != NIL ? id : mta_scan(a, tlsf_top(ix), r, start);
 }
 
 /* The free block for request r and where it starts in it, or NIL. */
@@ -100,22 +122,25 @@ static inline uint32_t mta_search(const mt_alloc *a, const mta_req *r, uint64_t 
     uint64_t w = mta_worst_case(a, r) >> a->gshift;
     uint64_t wr = class_round_up(w);
     unsigned cu = class_index(r->size >> a->gshift);
-    unsigned cw = wr <= U_LIMIT ? class_index(wr) : FL_N * SL_N;
+    unsigned cw = wr <= U_LIMIT ? class_index(wr) : N_CLASSES;
     uint32_t id;
-    if (a->strategy == MT_ALLOC_BEST_FIT && (id = mta_best_below(a, r, cu, cw, start)))
-        return id;
-    if (cw < FL_N * SL_N && (id = tlsf_find_from(a, cw)) != NIL) {
-        *start = mta_fit(a, &a->b[id], r); /* certain to fit */
-        return id;
+    if (a->strategy == MT_ALLOC_FIRST_FIT) {
+        if ((id = mta_guaranteed(a, &a->ix[0], cw, r, start)) ||
+            (id = mta_last_resort(a, &a->ix[0], w, r, start)))
+            return id;
+        return mta_scan(a, a->ix[0].head[cu], r, start);
     }
-    /* No class is certain to hold it: blocks in w's own class, or the
-     * largest blocks (a fresh region is aligned to anything at offset 0), may
-     * still, depending on where they start. */
-    if ((id = mta_scan(a, a->head[class_index(w <= U_LIMIT ? w : U_LIMIT)], r, start)))
+    if ((id = mta_best_below(a, r, cu, cw, start)) ||
+        (id = mta_guaranteed(a, &a->ix[0], cw, r, start)))
         return id;
-    if ((id = mta_scan(a, tlsf_top(a), r, start)))
+    /* The wilderness: the smallest region end that holds it, checked for
+     * real first (one block per region, so the smallest is likely it). */
+    const tlsf_idx *wild = &a->ix[1];
+    if ((id = tlsf_find_from(wild, cu)) != NIL && (*start = mta_fit(a, &a->b[id], r)) != NO_FIT)
         return id;
-    if (a->strategy == MT_ALLOC_FIRST_FIT && (id = mta_scan(a, a->head[cu], r, start)))
+    if ((id = mta_guaranteed(a, wild, cw, r, start)) ||
+        (id = mta_last_resort(a, &a->ix[0], w, r, start)) ||
+        (id = mta_last_resort(a, wild, w, r, start)))
         return id;
     return NIL;
 }

@@ -2,19 +2,17 @@
 #include <errno.h>
 #include <inttypes.h>
 
-#include "internal.h"
+#include "tlsf.h"
 
-/* The largest free block is in the highest non-empty class: walk that one. */
+/* The largest free block is in the highest non-empty class of one of the
+ * two indexes: walk those. */
 static uint64_t largest_free(const mt_alloc *a)
 {
-    if (a->fl_map == 0)
-        return 0;
-    unsigned fl = msb64(a->fl_map);
-    unsigned sl = 31u - (unsigned)__builtin_clz(a->sl_map[fl]);
     uint64_t best = 0;
-    for (uint32_t id = a->head[fl * SL_N + sl]; id != NIL; id = a->b[id].next_free)
-        if (a->b[id].size > best)
-            best = a->b[id].size;
+    for (int i = 0; i < 2; i++)
+        for (uint32_t id = tlsf_top(&a->ix[i]); id != NIL; id = a->b[id].next_free)
+            if (a->b[id].size > best)
+                best = a->b[id].size;
     return best;
 }
 

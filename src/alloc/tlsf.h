@@ -6,21 +6,24 @@
 #include "internal.h"
 
 /* Pushes free block `id` on the head of its class list (LIFO: the block just
- * freed is the one most likely still in cache). The class is kept in the
- * node, so removal does not recompute it. */
+ * freed is the one most likely still in cache), in the wilderness index if
+ * it ends its region and the strategy preserves the wilderness. The class
+ * and index are kept in the node, so removal does not recompute them. */
 static inline void tlsf_insert(mt_alloc *a, uint32_t id)
 {
     blk *x = &a->b[id];
     unsigned c = class_index(x->size >> a->gshift);
-    uint32_t h = a->head[c];
-    x->cls = (uint16_t)c;
+    unsigned wild = x->next_phys == NIL && a->strategy == MT_ALLOC_BEST_FIT;
+    tlsf_idx *ix = &a->ix[wild];
+    uint32_t h = ix->head[c];
+    x->cls = (uint16_t)(c | (wild ? CLS_WILD : 0));
     x->prev_free = NIL;
     x->next_free = h;
     if (h != NIL)
         a->b[h].prev_free = id;
-    a->head[c] = id;
-    a->sl_map[c / SL_N] |= 1u << (c % SL_N);
-    a->fl_map |= 1ull << (c / SL_N);
+    ix->head[c] = id;
+    ix->sl_map[c / SL_N] |= 1u << (c % SL_N);
+    ix->fl_map |= 1ull << (c / SL_N);
     a->free_blocks++;
 }
 
@@ -32,12 +35,13 @@ static inline void tlsf_remove(mt_alloc *a, uint32_t id)
     if (x->prev_free != NIL) {
         a->b[x->prev_free].next_free = x->next_free;
     } else {
-        unsigned c = x->cls;
-        a->head[c] = x->next_free;
+        tlsf_idx *ix = &a->ix[x->cls >> 15];
+        unsigned c = x->cls & ~CLS_WILD;
+        ix->head[c] = x->next_free;
         if (x->next_free == NIL) {
-            a->sl_map[c / SL_N] &= ~(1u << (c % SL_N));
-            if (a->sl_map[c / SL_N] == 0)
-                a->fl_map &= ~(1ull << (c / SL_N));
+            ix->sl_map[c / SL_N] &= ~(1u << (c % SL_N));
+            if (ix->sl_map[c / SL_N] == 0)
+                ix->fl_map &= ~(1ull << (c / SL_N));
         }
     }
     a->free_blocks--;
@@ -45,27 +49,29 @@ static inline void tlsf_remove(mt_alloc *a, uint32_t id)
 
 /* Head of the smallest non-empty class at or above class index c, or NIL:
  * one scan of the second-level bitmap, else one of the first level. */
-static inline uint32_t tlsf_find_from(const mt_alloc *a, unsigned c)
+static inline uint32_t tlsf_find_from(const tlsf_idx *ix, unsigned c)
 {
+    if (c >= N_CLASSES)
+        return NIL;
     unsigned fl = c / SL_N;
-    uint32_t sm = a->sl_map[fl] & (~0u << (c % SL_N));
+    uint32_t sm = ix->sl_map[fl] & (~0u << (c % SL_N));
     if (sm == 0) {
-        uint64_t fm = a->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64: FL_N <= 63 */
+        uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64: FL_N <= 63 */
         if (fm == 0)
             return NIL;
         fl = (unsigned)__builtin_ctzll(fm);
-        sm = a->sl_map[fl];
+        sm = ix->sl_map[fl];
     }
-    return a->head[fl * SL_N + (unsigned)__builtin_ctz(sm)];
+    return ix->head[fl * SL_N + (unsigned)__builtin_ctz(sm)];
 }
 
 /* Head of the largest non-empty class, or NIL. */
-static inline uint32_t tlsf_top(const mt_alloc *a)
+static inline uint32_t tlsf_top(const tlsf_idx *ix)
 {
-    if (a->fl_map == 0)
+    if (ix->fl_map == 0)
         return NIL;
-    unsigned fl = msb64(a->fl_map);
-    return a->head[fl * SL_N + 31u - (unsigned)__builtin_clz(a->sl_map[fl])];
+    unsigned fl = msb64(ix->fl_map);
+    return ix->head[fl * SL_N + 31u - (unsigned)__builtin_clz(ix->sl_map[fl])];
 }
 
 /* ---- nodes -------------------------------------------------------------------

@@ -67,65 +67,109 @@ void mt_alloc_destroy(mt_alloc *a)
     free(a);
 }
 
-/* Carves [start, start + r->size) out of free block `id`: the leading pad
- * stays free in `id`, the tail becomes a new free block. Resources reserved. */
-static uint32_t carve(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r)
+/* A free block changed size or neighbours: moves it to its new list, or
+ * leaves it where it is when class and index did not change (the common
+ * case when a small piece comes off a large block, or joins one). */
+static inline void refile(mt_alloc *a, uint32_t id)
 {
-    tlsf_remove(a, id);
-    uint32_t uid = id;
-    if (start > a->b[id].off) {
-        uid = node_take(a);
-        blk *x = &a->b[id], *u = &a->b[uid];
-        u->off = start;
-        u->size = x->off + x->size - start;
-        u->region = x->region;
-        u->prev_phys = id;
-        u->next_phys = x->next_phys;
-        if (x->next_phys != NIL)
-            a->b[x->next_phys].prev_phys = uid;
-        x->next_phys = uid;
-        x->size = start - x->off;
+    const blk *x = &a->b[id];
+    unsigned wild = x->next_phys == NIL && a->strategy == MT_ALLOC_BEST_FIT;
+    if ((class_index(x->size >> a->gshift) | (wild ? CLS_WILD : 0)) != x->cls) {
+        tlsf_remove(a, id);
         tlsf_insert(a, id);
     }
+}
+
+/* A new used block [start, start + r->size) of region rid. */
+static inline uint32_t new_used(mt_alloc *a, uint64_t start, const mta_req *r, uint32_t rid)
+{
+    uint32_t uid = node_take(a);
     blk *u = &a->b[uid];
-    if (u->size > r->size) {
-        uint32_t tid = node_take(a);
-        blk *t = &a->b[tid];
-        t->off = start + r->size;
-        t->size = u->size - r->size;
-        t->region = u->region;
-        t->free = 1;
-        t->kind = 0;
-        t->prev_phys = uid;
-        t->next_phys = u->next_phys;
-        if (u->next_phys != NIL)
-            a->b[u->next_phys].prev_phys = tid;
-        u->next_phys = tid;
-        tlsf_insert(a, tid);
-    }
+    u->off = start;
     u->size = r->size;
+    u->region = rid;
     u->free = 0;
     u->kind = (uint8_t)r->kind;
     return uid;
 }
 
-/* Allocates in free block `in` when given (a region just grown), else
- * wherever the strategy says. */
-static int try_allocate(mt_alloc *a, const mta_req *r, uint32_t in, mt_alloc_block *out)
+/* Carves [start, start + r->size) out of free block `id` and returns the
+ * used block. At the front of the block, the free block keeps the rest in
+ * place; otherwise it keeps the leading pad and the tail becomes a new free
+ * block. Resources reserved. */
+static uint32_t carve(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r)
 {
-    /* A split makes at most two new blocks (leading pad, tail). */
+    blk *x = &a->b[id];
+    uint64_t end = x->off + x->size, aend = start + r->size;
+    uint32_t rid = x->region;
+    if (start == x->off) {
+        if (aend == end) { /* exact fit: the block itself */
+            tlsf_remove(a, id);
+            x->free = 0;
+            x->kind = (uint8_t)r->kind;
+            return id;
+        }
+        uint32_t uid = new_used(a, start, r, rid);
+        x = &a->b[id];
+        blk *u = &a->b[uid];
+        u->prev_phys = x->prev_phys;
+        u->next_phys = id;
+        if (x->prev_phys != NIL)
+            a->b[x->prev_phys].next_phys = uid;
+        else
+            a->reg[rid].first = uid;
+        x->prev_phys = uid;
+        x->off = aend;
+        x->size = end - aend;
+        refile(a, id);
+        return uid;
+    }
+    /* Leading pad: stays free in x; the used block and the tail follow it. */
+    uint32_t uid = new_used(a, start, r, rid), next = a->b[id].next_phys;
+    blk *u = &a->b[uid];
+    x = &a->b[id];
+    u->prev_phys = id;
+    u->next_phys = next;
+    x->next_phys = uid;
+    x->size = start - x->off;
+    if (aend < end) {
+        uint32_t tid = node_take(a);
+        blk *t = &a->b[tid];
+        t->off = aend;
+        t->size = end - aend;
+        t->region = rid;
+        t->free = 1;
+        t->kind = 0;
+        t->prev_phys = uid;
+        t->next_phys = next;
+        u->next_phys = tid;
+        next = tid;
+        if (t->next_phys != NIL)
+            a->b[t->next_phys].prev_phys = tid;
+        tlsf_insert(a, tid);
+    } else if (next != NIL) {
+        a->b[next].prev_phys = uid;
+    }
+    refile(a, id);
+    return uid;
+}
+
+/* Makes sure a split can take two nodes (leading pad, tail) and the offset
+ * map has room for one more entry. */
+static inline int reserve(mt_alloc *a)
+{
     if (a->b_unused_n < 2 && mta_node_reserve(a, 2) != 0)
         return -ENOMEM;
     if ((a->ht_used + 1) * 2 > a->ht_mask + 1 && mta_map_reserve(a) != 0)
         return -ENOMEM;
-    uint64_t start = NO_FIT;
-    uint32_t id = in;
-    if (id != NIL)
-        start = a->b[id].free ? mta_fit(a, &a->b[id], r) : NO_FIT;
-    else
-        id = mta_search(a, r, &start);
-    if (id == NIL || start == NO_FIT)
-        return -ENOSPC;
+    return 0;
+}
+
+/* Carves the request out of free block id at `start` and records it.
+ * Resources reserved: cannot fail. */
+static inline void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
+                          mt_alloc_block *out)
+{
     uint32_t rid = a->b[id].region;
     region *rg = &a->reg[rid];
     map_insert(a, rid, start, carve(a, id, start, r));
@@ -138,6 +182,28 @@ static int try_allocate(mt_alloc *a, const mta_req *r, uint32_t in, mt_alloc_blo
     out->kind = r->kind;
     out->offset = start;
     out->size = r->size;
+}
+
+/* No block fits: ask the grow callback for a region, then place the request
+ * in it. Out of line: rare. */
+static __attribute__((noinline)) int allocate_grown(mt_alloc *a, const mta_req *r,
+                                                    mt_alloc_block *out)
+{
+    uint32_t live = a->reg_live;
+    /* A fresh region of r->size holds the request: offset 0 is aligned to
+     * everything and has no neighbour to keep a page away from. */
+    if (a->grow(a->user, a, r->size) != 0 || a->reg_live == live)
+        return -ENOSPC;
+    /* The class search may not look at the new block (it can sit in a class
+     * below the guaranteed one), so it is tried directly. */
+    int rc = reserve(a);
+    if (rc)
+        return rc;
+    uint32_t id = a->reg[a->reg_added].first;
+    uint64_t start = a->b[id].free ? mta_fit(a, &a->b[id], r) : NO_FIT;
+    if (start == NO_FIT)
+        return -ENOSPC;
+    commit(a, id, start, r, out);
     return 0;
 }
 
@@ -155,18 +221,15 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
     mta_req r = {align_up(size, g), align < g ? g : align, (unsigned)kind};
     if (r.align > MT_ALLOC_MAX_SIZE)
         r.align = MT_ALLOC_MAX_SIZE;
-    int rc = try_allocate(a, &r, NIL, out);
-    if (rc == -ENOSPC && a->grow) {
-        /* A fresh region of r.size holds the request: offset 0 is aligned to
-         * everything and has no neighbour to keep a page away from. The
-         * class search may not look at its block (it can sit in a class
-         * below the guaranteed one), so it is tried directly. */
-        uint32_t live = a->reg_live;
-        if (a->grow(a->user, a, r.size) != 0 || a->reg_live == live)
-            return -ENOSPC;
-        rc = try_allocate(a, &r, a->reg[a->reg_added].first, out);
-    }
-    return rc;
+    int rc = reserve(a);
+    if (rc)
+        return rc;
+    uint64_t start;
+    uint32_t id = mta_search(a, &r, &start);
+    if (id == NIL)
+        return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
+    commit(a, id, start, &r, out);
+    return 0;
 }
 
 int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
@@ -182,31 +245,46 @@ int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
     if (slot == UINT32_MAX)
         return -ENOENT;
     uint32_t id = a->ht[slot].id;
-    map_remove(a, slot);
     blk *x = &a->b[id];
     uint64_t size = x->size;
     uint32_t p = x->prev_phys, n = x->next_phys;
-    x->free = 1;
-    if (p != NIL && a->b[p].free) {
-        /* Merge into the previous block: it keeps its node and its offset. */
-        tlsf_remove(a, p);
-        a->b[p].size += size;
-        a->b[p].next_phys = n;
-        if (n != NIL)
-            a->b[n].prev_phys = p;
+    /* Both neighbours are needed next and are likely cache misses: fetch
+     * them in parallel while the map entry goes (NIL is node 0, harmless). */
+    __builtin_prefetch(&a->b[p], 1);
+    __builtin_prefetch(&a->b[n], 1);
+    map_remove(a, slot);
+    int pf = p != NIL && a->b[p].free, nf = n != NIL && a->b[n].free;
+    if (pf) {
+        /* Into the previous block (with the next one too when it is free). */
+        blk *px = &a->b[p];
+        px->size += size;
+        px->next_phys = n;
+        if (nf) {
+            tlsf_remove(a, n);
+            px->size += a->b[n].size;
+            px->next_phys = a->b[n].next_phys;
+            node_put(a, n);
+        }
+        if (px->next_phys != NIL)
+            a->b[px->next_phys].prev_phys = p;
         node_put(a, id);
-        id = p;
-        x = &a->b[p];
+        refile(a, p);
+    } else if (nf) {
+        /* The next block grows backwards over this one. */
+        blk *nx = &a->b[n];
+        nx->off = x->off;
+        nx->size += size;
+        nx->prev_phys = p;
+        if (p != NIL)
+            a->b[p].next_phys = n;
+        else
+            rg->first = n;
+        node_put(a, id);
+        refile(a, n);
+    } else {
+        x->free = 1;
+        tlsf_insert(a, id);
     }
-    if (n != NIL && a->b[n].free) {
-        tlsf_remove(a, n);
-        x->size += a->b[n].size;
-        x->next_phys = a->b[n].next_phys;
-        if (x->next_phys != NIL)
-            a->b[x->next_phys].prev_phys = id;
-        node_put(a, n);
-    }
-    tlsf_insert(a, id);
     rg->used -= size;
     a->used -= size;
     a->allocs--;

@@ -96,14 +96,23 @@ static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsig
     return mta_scan(a, id, r, start);
 }
 
+#ifndef GUAR_M
+#define GUAR_M 1
+#endif
 /* The head of the first class at or above cw, which certainly fits. */
 static inline uint32_t mta_guaranteed(const mt_alloc *a, const tlsf_idx *ix, unsigned cw,
                                       const mta_req *r, uint64_t *start)
 {
-    uint32_t id = tlsf_find_from(ix, cw);
-    if (id != NIL)
-        *start = mta_fit(a, &a->b[id], r);
-    return id;
+    uint32_t id = tlsf_find_from(ix, cw), best = id;
+    for (int k = 1; k < GUAR_M && id != NIL; k++) {
+        unsigned c = (a->b[id].cls & ~CLS_WILD) + 1;
+        id = tlsf_find_from(ix, c);
+        if (id != NIL && a->b[id].off < a->b[best].off)
+            best = id;
+    }
+    if (best != NIL)
+        *start = mta_fit(a, &a->b[best], r);
+    return best;
 }
 
 /* Bounded scans of w's own class and of the largest class of index ix: no

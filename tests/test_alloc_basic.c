@@ -360,9 +360,9 @@ static void test_checker_catches(void)
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
     a->b[hole].size -= 16;
 
-    a->ix[0].fl_map ^= 1;
+    a->ix.fl_map ^= 1;
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->ix[0].fl_map ^= 1;
+    a->ix.fl_map ^= 1;
 
     a->allocs++;
     MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);

@@ -67,14 +67,13 @@ void mt_alloc_destroy(mt_alloc *a)
     free(a);
 }
 
-/* A free block changed size or neighbours: moves it to its new list, or
- * leaves it where it is when class and index did not change (the common
- * case when a small piece comes off a large block, or joins one). */
+/* A free block changed size: moves it to its new class list, or leaves it
+ * where it is when the class did not change (the common case when a small
+ * piece comes off a large block, or joins one). */
 static inline void refile(mt_alloc *a, uint32_t id)
 {
     const blk *x = &a->b[id];
-    unsigned wild = x->next_phys == NIL && a->strategy == MT_ALLOC_BEST_FIT;
-    if ((class_index(x->size >> a->gshift) | (wild ? CLS_WILD : 0)) != x->cls) {
+    if (class_index(x->size >> a->gshift) != x->cls) {
         tlsf_remove(a, id);
         tlsf_insert(a, id);
     }

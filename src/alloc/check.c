@@ -104,20 +104,19 @@ static int check_region(checker *c, uint32_t rid)
     return 0;
 }
 
-static int check_index(checker *c, unsigned which, uint64_t *listed)
+static int check_classes(checker *c)
 {
     const mt_alloc *a = c->a;
-    const tlsf_idx *ix = &a->ix[which];
+    const tlsf_idx *ix = &a->ix;
+    uint64_t listed = 0;
     int rc;
     for (unsigned fl = 0; fl < FL_N; fl++) {
         if (((ix->fl_map >> fl) & 1) != (ix->sl_map[fl] != 0))
-            return fail(c, "index %u: first-level bit %u disagrees with its second level",
-                        which, fl);
+            return fail(c, "first-level bit %u disagrees with its second level", fl);
         for (unsigned sl = 0; sl < SL_N; sl++) {
             uint32_t h = ix->head[fl * SL_N + sl];
             if (((ix->sl_map[fl] >> sl) & 1) != (h != NIL))
-                return fail(c, "index %u: bitmap bit (%u,%u) disagrees with its list", which,
-                            fl, sl);
+                return fail(c, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
             for (uint32_t id = h, prev = NIL; id != NIL; prev = id, id = a->b[id].next_free) {
                 if ((rc = mark(c, id, 2, "class list")))
                     return rc;
@@ -125,29 +124,16 @@ static int check_index(checker *c, unsigned which, uint64_t *listed)
                 unsigned f, s;
                 class_of(x->size >> a->gshift, &f, &s);
                 if (!x->free || !(c->seen[id] & 1) || x->prev_free != prev || f != fl || s != sl ||
-                    x->cls != ((fl * SL_N + sl) | (which ? CLS_WILD : 0)))
-                    return fail(c, "index %u, class (%u,%u): node %" PRIu32 " is not a free "
-                                "block of this class in a region chain", which, fl, sl, id);
-                /* The wilderness index holds exactly the free region ends. */
-                unsigned wild = x->next_phys == NIL && a->strategy == MT_ALLOC_BEST_FIT;
-                if (wild != which)
-                    return fail(c, "free block at 0x%" PRIx64 " in the wrong index", x->off);
-                (*listed)++;
+                    x->cls != fl * SL_N + sl)
+                    return fail(c, "class (%u,%u): node %" PRIu32 " is not a free block of "
+                                "this class in a region chain", fl, sl, id);
+                listed++;
             }
         }
     }
-    return 0;
-}
-
-static int check_classes(checker *c)
-{
-    uint64_t listed = 0;
-    int rc;
-    if ((rc = check_index(c, 0, &listed)) || (rc = check_index(c, 1, &listed)))
-        return rc;
-    if (listed != c->free_in_chains || listed != c->a->free_blocks)
+    if (listed != c->free_in_chains || listed != a->free_blocks)
         return fail(c, "%" PRIu64 " blocks listed, %" PRIu64 " free in chains, %" PRIu64
-                    " recorded", listed, c->free_in_chains, c->a->free_blocks);
+                    " recorded", listed, c->free_in_chains, a->free_blocks);
     return 0;
 }
 

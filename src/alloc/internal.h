@@ -14,12 +14,6 @@
  * into SL_N equal classes. Bitmaps say which lists are non-empty, so the
  * smallest non-empty class at or above any size is two bit scans away.
  *
- * There are two such indexes. With BEST_FIT, the free block at the end of
- * each region (the "wilderness") sits in the second one and is used only
- * when no other block fits: it stays one large block, which keeps
- * fragmentation as low as address-ordered first fit's (Wilson et al.'s
- * wilderness preservation). FIRST_FIT uses the first index only.
- *
  * Used blocks are found by (region, offset) through the offset map, a hash
  * table with bounded probes (offmap.h). */
 #ifndef MT_ALLOC_INTERNAL_H
@@ -45,7 +39,6 @@
 #define BEST_FIT_SCAN 8
 
 #define NIL 0u
-#define CLS_WILD 0x8000u
 #define N_CLASSES (FL_N * SL_N)
 #define NO_FIT UINT64_MAX
 
@@ -58,7 +51,7 @@ typedef struct blk {
     uint32_t region;
     uint8_t free;
     uint8_t kind;
-    uint16_t cls; /* free block: class fl * SL_N + sl, | CLS_WILD in index 1 */
+    uint16_t cls; /* class list of a free block: fl * SL_N + sl */
 } blk;
 
 /* A TLSF index: class lists and their bitmaps. */
@@ -88,7 +81,7 @@ struct mt_alloc {
     mt_alloc_strategy strategy;
     uint32_t flags;
 
-    tlsf_idx ix[2]; /* 0: free blocks; 1: the wilderness (BEST_FIT) */
+    tlsf_idx ix;    /* the free blocks */
 
     blk *b;            /* node array; b[0] unused */
     uint32_t b_cap;

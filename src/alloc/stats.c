@@ -4,15 +4,13 @@
 
 #include "tlsf.h"
 
-/* The largest free block is in the highest non-empty class of one of the
- * two indexes: walk those. */
+/* The largest free block is in the highest non-empty class: walk that one. */
 static uint64_t largest_free(const mt_alloc *a)
 {
     uint64_t best = 0;
-    for (int i = 0; i < 2; i++)
-        for (uint32_t id = tlsf_top(&a->ix[i]); id != NIL; id = a->b[id].next_free)
-            if (a->b[id].size > best)
-                best = a->b[id].size;
+    for (uint32_t id = tlsf_top(&a->ix); id != NIL; id = a->b[id].next_free)
+        if (a->b[id].size > best)
+            best = a->b[id].size;
     return best;
 }
 

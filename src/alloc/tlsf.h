@@ -5,26 +5,40 @@
 
 #include "internal.h"
 
-/* Pushes free block `id` on the head of its class list (LIFO: the block just
- * freed is the one most likely still in cache), in the wilderness index if
- * it ends its region and the strategy preserves the wilderness. The class
- * and index are kept in the node, so removal does not recompute them. */
+static inline void tlsf_mark(tlsf_idx *ix, unsigned c)
+{
+    ix->sl_map[c / SL_N] |= 1u << (c % SL_N);
+    ix->fl_map |= 1ull << (c / SL_N);
+}
+
+/* Files free block `id` in its class list, and keeps the lower of it and the
+ * list's head in front: searches take heads, and preferring low offsets
+ * packs allocations towards the start of regions, which keeps large free
+ * blocks at their ends (what makes address-ordered first fit fragment so
+ * little). One comparison, so still O(1). The class is kept in the node. */
 static inline void tlsf_insert(mt_alloc *a, uint32_t id)
 {
     blk *x = &a->b[id];
     unsigned c = class_index(x->size >> a->gshift);
-    unsigned wild = x->next_phys == NIL && a->strategy == MT_ALLOC_BEST_FIT;
-    tlsf_idx *ix = &a->ix[wild];
+    tlsf_idx *ix = &a->ix;
     uint32_t h = ix->head[c];
-    x->cls = (uint16_t)(c | (wild ? CLS_WILD : 0));
+    x->cls = (uint16_t)c;
+    a->free_blocks++;
+    if (h != NIL && a->b[h].off < x->off) {
+        blk *hx = &a->b[h];
+        x->prev_free = h;
+        x->next_free = hx->next_free;
+        if (hx->next_free != NIL)
+            a->b[hx->next_free].prev_free = id;
+        hx->next_free = id;
+        return;
+    }
     x->prev_free = NIL;
     x->next_free = h;
     if (h != NIL)
         a->b[h].prev_free = id;
     ix->head[c] = id;
-    ix->sl_map[c / SL_N] |= 1u << (c % SL_N);
-    ix->fl_map |= 1ull << (c / SL_N);
-    a->free_blocks++;
+    tlsf_mark(ix, c);
 }
 
 static inline void tlsf_remove(mt_alloc *a, uint32_t id)
@@ -35,8 +49,8 @@ static inline void tlsf_remove(mt_alloc *a, uint32_t id)
     if (x->prev_free != NIL) {
         a->b[x->prev_free].next_free = x->next_free;
     } else {
-        tlsf_idx *ix = &a->ix[x->cls >> 15];
-        unsigned c = x->cls & ~CLS_WILD;
+        tlsf_idx *ix = &a->ix;
+        unsigned c = x->cls;
         ix->head[c] = x->next_free;
         if (x->next_free == NIL) {
             ix->sl_map[c / SL_N] &= ~(1u << (c % SL_N));

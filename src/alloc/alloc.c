@@ -76,6 +76,8 @@ static inline void refile(mt_alloc *a, uint32_t id)
     if (class_index(x->size >> a->gshift) != x->cls) {
         tlsf_remove(a, id);
         tlsf_insert(a, id);
+    } else if (x->prev_free == NIL) {
+        a->ix.head_off[x->cls] = x->off; /* a head that moved in place */
     }
 }
 

@@ -117,6 +117,9 @@ static int check_classes(checker *c)
             uint32_t h = ix->head[fl * SL_N + sl];
             if (((ix->sl_map[fl] >> sl) & 1) != (h != NIL))
                 return fail(c, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
+            if (h != NIL && h < a->b_cap && ix->head_off[fl * SL_N + sl] != a->b[h].off)
+                return fail(c, "class (%u,%u): recorded head offset 0x%" PRIx64 ", head at 0x%"
+                            PRIx64, fl, sl, ix->head_off[fl * SL_N + sl], a->b[h].off);
             for (uint32_t id = h, prev = NIL; id != NIL; prev = id, id = a->b[id].next_free) {
                 if ((rc = mark(c, id, 2, "class list")))
                     return rc;

@@ -59,6 +59,9 @@ typedef struct tlsf_idx {
     uint64_t fl_map;
     uint32_t sl_map[FL_N];
     uint32_t head[FL_N * SL_N]; /* by class index fl * SL_N + sl */
+    /* Offset of each head, so that heads are compared without touching
+     * their nodes (stale for empty classes). */
+    uint64_t head_off[FL_N * SL_N];
 } tlsf_idx;
 
 typedef struct mslot {

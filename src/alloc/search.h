@@ -107,15 +107,18 @@ static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsig
 static inline uint32_t mta_guaranteed(const mt_alloc *a, unsigned cw, unsigned heads,
                                       const mta_req *r, uint64_t *start)
 {
-    uint32_t id = tlsf_find_from(&a->ix, cw), best = id;
-    for (unsigned k = 1; k < heads && id != NIL; k++) {
-        id = tlsf_find_from(&a->ix, a->b[id].cls + 1u);
-        if (id != NIL && a->b[id].off < a->b[best].off)
-            best = id;
+    const tlsf_idx *ix = &a->ix;
+    int c = tlsf_class_from(ix, cw), best = c;
+    for (unsigned k = 1; k < heads && c >= 0; k++) {
+        c = tlsf_class_from(ix, (unsigned)c + 1);
+        if (c >= 0 && ix->head_off[c] < ix->head_off[best])
+            best = c;
     }
-    if (best != NIL)
-        *start = mta_fit(a, &a->b[best], r);
-    return best;
+    if (best < 0)
+        return NIL;
+    uint32_t id = ix->head[best];
+    *start = mta_fit(a, &a->b[id], r);
+    return id;
 }
 
 /* Bounded scans of w's own class and of the largest class: no class is

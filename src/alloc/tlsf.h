@@ -24,7 +24,7 @@ static inline void tlsf_insert(mt_alloc *a, uint32_t id)
     uint32_t h = ix->head[c];
     x->cls = (uint16_t)c;
     a->free_blocks++;
-    if (h != NIL && a->b[h].off < x->off) {
+    if (h != NIL && ix->head_off[c] < x->off) {
         blk *hx = &a->b[h];
         x->prev_free = h;
         x->next_free = hx->next_free;
@@ -38,6 +38,7 @@ static inline void tlsf_insert(mt_alloc *a, uint32_t id)
     if (h != NIL)
         a->b[h].prev_free = id;
     ix->head[c] = id;
+    ix->head_off[c] = x->off;
     tlsf_mark(ix, c);
 }
 
@@ -52,7 +53,9 @@ static inline void tlsf_remove(mt_alloc *a, uint32_t id)
         tlsf_idx *ix = &a->ix;
         unsigned c = x->cls;
         ix->head[c] = x->next_free;
-        if (x->next_free == NIL) {
+        if (x->next_free != NIL)
+            ix->head_off[c] = a->b[x->next_free].off;
+        else {
             ix->sl_map[c / SL_N] &= ~(1u << (c % SL_N));
             if (ix->sl_map[c / SL_N] == 0)
                 ix->fl_map &= ~(1ull << (c / SL_N));
@@ -61,22 +64,29 @@ static inline void tlsf_remove(mt_alloc *a, uint32_t id)
     a->free_blocks--;
 }
 
-/* Head of the smallest non-empty class at or above class index c, or NIL:
- * one scan of the second-level bitmap, else one of the first level. */
-static inline uint32_t tlsf_find_from(const tlsf_idx *ix, unsigned c)
+/* The smallest non-empty class at or above class index c, or -1: one scan
+ * of the second-level bitmap, else one of the first level. */
+static inline int tlsf_class_from(const tlsf_idx *ix, unsigned c)
 {
     if (c >= N_CLASSES)
-        return NIL;
+        return -1;
     unsigned fl = c / SL_N;
     uint32_t sm = ix->sl_map[fl] & (~0u << (c % SL_N));
     if (sm == 0) {
         uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64: FL_N <= 63 */
         if (fm == 0)
-            return NIL;
+            return -1;
         fl = (unsigned)__builtin_ctzll(fm);
         sm = ix->sl_map[fl];
     }
-    return ix->head[fl * SL_N + (unsigned)__builtin_ctz(sm)];
+    return (int)(fl * SL_N + (unsigned)__builtin_ctz(sm));
+}
+
+/* Head of the smallest non-empty class at or above class index c, or NIL. */
+static inline uint32_t tlsf_find_from(const tlsf_idx *ix, unsigned c)
+{
+    int k = tlsf_class_from(ix, c);
+    return k < 0 ? NIL : ix->head[k];
 }
 
 /* Head of the largest non-empty class, or NIL. */

@@ -312,7 +312,11 @@ static void run(uint64_t seed, mt_alloc_strategy strat, uint64_t g, uint64_t pag
 int main(int argc, char **argv)
 {
     uint64_t seed = mt_test_seed(argc, argv);
+#ifdef MT_SANITIZER_BUILD
+    int steps = 1000; /* the checker after every 8th step is slow under sanitizers */
+#else
     int steps = 3000;
+#endif
     int cfg = 0;
     for (int strat = 0; strat < 2; strat++)
         for (int gi = 0; gi < 2; gi++)

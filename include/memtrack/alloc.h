@@ -7,8 +7,9 @@
  * beside the region, never inside it. Allocation and free are O(1) in the
  * worst case: a two-level segregated fit (TLSF) index finds a free block with
  * two bit scans, free blocks coalesce with their neighbours at once, and a
- * two-level offset map finds the block being freed. Allocations are named by
- * (region id, offset); offsets are aligned relative to the region's start.
+ * hash table with bounded probes finds the block being freed. Allocations
+ * are named by (region id, offset); offsets are aligned relative to the
+ * region's start.
  *
  * An mt_alloc is not thread-safe: one thread at a time. For several threads,
  * use an mt_pools set: each thread attaches its own mt_pool, which holds one
@@ -36,8 +37,9 @@ extern "C" {
 typedef struct mt_alloc mt_alloc;
 
 typedef enum mt_alloc_strategy {
-    /* Bounded best fit: looks at a few blocks of the request's own size class
-     * before taking a larger class. Lower fragmentation; the default. */
+    /* Bounded best fit: looks at a few blocks of the request's own size class,
+     * else takes the lowest-addressed of the first few classes certain to fit.
+     * Fragments less than address-ordered first fit; the default. */
     MT_ALLOC_BEST_FIT = 0,
     /* Takes the first block of the smallest size class that is certain to fit
      * (classic TLSF "good fit"): fewest memory touches, more fragmentation. */
@@ -71,10 +73,11 @@ typedef struct mt_alloc_opts {
     /* Linear/non-linear separation page: power of two >= min_align, or 0/1
      * for none. */
     uint64_t granularity;
-    /* Called when no region has room for a request of `min_size` bytes at its
-     * alignment: add a region of at least min_size with mt_alloc_add_region
-     * and return 0 (the request is retried once), or return a negative code
-     * (the allocation fails with -ENOSPC). Must not allocate or free on `a`. */
+    /* Called when no region has room for a request of `min_size` bytes (its
+     * size rounded to the granule): add a region of at least min_size with
+     * mt_alloc_add_region and return 0 (the request goes into it), or return
+     * a negative code (the allocation fails with -ENOSPC). Must not allocate
+     * or free on `a`. */
     int (*grow)(void *user, mt_alloc *a, uint64_t min_size);
     /* Called when a region is removed by MT_ALLOC_RELEASE_EMPTY, mt_alloc_trim
      * or mt_alloc_destroy, after the allocator stopped using it: free the
@@ -150,8 +153,8 @@ MT_API int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_allo
  * an offset outside the region or off the granule. Errors change nothing. */
 MT_API int mt_alloc_free(mt_alloc *a, uint32_t region, uint64_t offset);
 
-/* Fills *out with totals over all regions. O(regions + blocks of the largest
- * size class). Returns 0. Same thread rules as allocate. */
+/* Fills *out with totals over all regions. O(blocks of the largest size
+ * class). Returns 0. Same thread rules as allocate. */
 MT_API int mt_alloc_get_stats(const mt_alloc *a, mt_alloc_stats *out);
 
 /* Fills *out for one region. Returns 0 or -ENOENT. */
@@ -196,6 +199,7 @@ typedef struct mt_pools_opts {
 
 typedef struct mt_pool_stats {
     mt_alloc_stats alloc;       /* of this pool's allocator for the memory type */
+    /* The counters below are the pool's, over all its memory types. */
     uint64_t deferred_done;     /* frees from other threads carried out */
     uint64_t deferred_errors;   /* deferred or fenced frees that named no live allocation */
     uint64_t fenced_pending;    /* fenced frees waiting for their value */

@@ -6,6 +6,8 @@
 
 #include "memtrack/base.h"
 #include "memtrack/track.h"
+#include "memtrack/diff.h"
+#include "memtrack/trace.h"
 #include "memtrack/alloc.h"
 
 #endif

@@ -1,9 +1,9 @@
-/* The region allocator's life cycle and its two hot paths: allocate (search,
- * split) and free (look up, coalesce).
+/* The region allocator's life cycle and its allocation path (search, split);
+ * free.c has the other hot path.
  *
- * Both paths first make sure every resource they may need exists (two spare
- * nodes, room in the offset map), then change the structure: an error is returned before
- * anything changed, never halfway. */
+ * Allocation first makes sure every resource it may need exists (two spare
+ * nodes, room in the offset map), then changes the structure: an error is
+ * returned before anything changed, never halfway. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,8 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     mt_alloc *a = calloc(1, sizeof *a);
     if (!a)
         return -ENOMEM;
+    for (unsigned c = 0; c < N_CLASSES; c++)
+        a->ix.hd[c] = (tlsf_head){UINT64_MAX, 0}; /* empty */
     a->gshift = msb64(g);
     /* Pages no larger than a granule never hold two blocks: nothing to do. */
     a->pshift = page > g ? msb64(page) : 0;
@@ -67,21 +69,10 @@ void mt_alloc_destroy(mt_alloc *a)
     free(a);
 }
 
-/* A free block changed size: moves it to its new class list, or leaves it
- * where it is when the class did not change (the common case when a small
- * piece comes off a large block, or joins one). */
-static inline void refile(mt_alloc *a, uint32_t id)
-{
-    const blk *x = &a->b[id];
-    if (class_index(x->size >> a->gshift) != x->cls) {
-        tlsf_remove(a, id);
-        tlsf_insert(a, id);
-    } else if (x->prev_free == NIL) {
-        a->ix.head_off[x->cls] = x->off; /* a head that moved in place */
-    }
-}
+/* ---- allocate ---------------------------------------------------------------- */
 
-/* A new used block [start, start + r->size) of region rid. */
+/* A new used block [start, start + r->size) of region rid, from the unused
+ * nodes (reserved). The caller links it into the chain. */
 static inline uint32_t new_used(mt_alloc *a, uint64_t start, const mta_req *r, uint32_t rid)
 {
     uint32_t uid = node_take(a);
@@ -94,48 +85,47 @@ static inline uint32_t new_used(mt_alloc *a, uint64_t start, const mta_req *r, u
     return uid;
 }
 
-/* Carves [start, start + r->size) out of free block `id` and returns the
- * used block. At the front of the block, the free block keeps the rest in
- * place; otherwise it keeps the leading pad and the tail becomes a new free
- * block. Resources reserved. */
-static uint32_t carve(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r)
+/* The request starts where free block x starts: a new used block goes in
+ * front, x keeps the rest (refiled if its class changed), or x itself is
+ * the allocation when it fits exactly. */
+static inline uint32_t carve_front(mt_alloc *a, uint32_t id, const mta_req *r)
+{
+    blk *x = &a->b[id];
+    if (x->size == r->size) {
+        tlsf_remove(a, id);
+        x->free = 0;
+        x->kind = (uint8_t)r->kind;
+        return id;
+    }
+    uint32_t rid = x->region, prev = x->prev_phys;
+    uint32_t uid = new_used(a, x->off, r, rid);
+    blk *b = a->b, *u = &b[uid];
+    u->prev_phys = prev;
+    u->next_phys = id;
+    *(prev != NIL ? &b[prev].next_phys : &a->reg[rid].first) = uid;
+    x->prev_phys = uid;
+    x->off += r->size;
+    x->size -= r->size;
+    tlsf_refile(b, &a->ix, id, a->gshift);
+    return uid;
+}
+
+/* The request starts inside free block x: x keeps the leading pad (refiled),
+ * the used block follows, and the tail, if any, becomes a new free block. */
+static inline uint32_t carve_inside(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r)
 {
     blk *x = &a->b[id];
     uint64_t end = x->off + x->size, aend = start + r->size;
-    uint32_t rid = x->region;
-    if (start == x->off) {
-        if (aend == end) { /* exact fit: the block itself */
-            tlsf_remove(a, id);
-            x->free = 0;
-            x->kind = (uint8_t)r->kind;
-            return id;
-        }
-        uint32_t uid = new_used(a, start, r, rid);
-        x = &a->b[id];
-        blk *u = &a->b[uid];
-        u->prev_phys = x->prev_phys;
-        u->next_phys = id;
-        if (x->prev_phys != NIL)
-            a->b[x->prev_phys].next_phys = uid;
-        else
-            a->reg[rid].first = uid;
-        x->prev_phys = uid;
-        x->off = aend;
-        x->size = end - aend;
-        refile(a, id);
-        return uid;
-    }
-    /* Leading pad: stays free in x; the used block and the tail follow it. */
-    uint32_t uid = new_used(a, start, r, rid), next = a->b[id].next_phys;
-    blk *u = &a->b[uid];
-    x = &a->b[id];
+    uint32_t rid = x->region, next = x->next_phys;
+    uint32_t uid = new_used(a, start, r, rid);
+    blk *b = a->b, *u = &b[uid];
+    x = &b[id];
     u->prev_phys = id;
-    u->next_phys = next;
     x->next_phys = uid;
     x->size = start - x->off;
     if (aend < end) {
         uint32_t tid = node_take(a);
-        blk *t = &a->b[tid];
+        blk *t = &b[tid];
         t->off = aend;
         t->size = end - aend;
         t->region = rid;
@@ -144,20 +134,38 @@ static uint32_t carve(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r
         t->prev_phys = uid;
         t->next_phys = next;
         u->next_phys = tid;
-        next = tid;
-        if (t->next_phys != NIL)
-            a->b[t->next_phys].prev_phys = tid;
+        b[next].prev_phys = tid; /* the sink when x was last */
         tlsf_insert(a, tid);
-    } else if (next != NIL) {
-        a->b[next].prev_phys = uid;
+    } else {
+        u->next_phys = next;
+        b[next].prev_phys = uid;
     }
-    refile(a, id);
+    tlsf_refile(b, &a->ix, id, a->gshift);
     return uid;
 }
 
+/* Carves the request out of free block id at `start` and records it.
+ * Resources reserved: cannot fail. */
+static inline void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
+                          mt_alloc_block *out)
+{
+    const blk *x = &a->b[id];
+    uint32_t rid = x->region;
+    if (__builtin_expect(blk_spans_region(x), 0))
+        a->reg_empty--; /* the region's first allocation */
+    uint32_t uid = start == x->off ? carve_front(a, id, r) : carve_inside(a, id, start, r);
+    map_insert(a, rid, start, uid);
+    a->used += r->size;
+    out->region = rid;
+    out->kind = r->kind;
+    out->offset = start;
+    out->size = r->size;
+}
+
 /* Makes sure a split can take two nodes (leading pad, tail) and the offset
- * map has room for one more entry. */
-static inline int reserve(mt_alloc *a)
+ * map has room for one more entry. Only does something when the allocator
+ * holds more blocks than ever before. */
+static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
 {
     if (a->b_unused_n < 2 && mta_node_reserve(a, 2) != 0)
         return -ENOMEM;
@@ -166,23 +174,11 @@ static inline int reserve(mt_alloc *a)
     return 0;
 }
 
-/* Carves the request out of free block id at `start` and records it.
- * Resources reserved: cannot fail. */
-static inline void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
-                          mt_alloc_block *out)
+static inline int reserve(mt_alloc *a)
 {
-    uint32_t rid = a->b[id].region;
-    region *rg = &a->reg[rid];
-    map_insert(a, rid, start, carve(a, id, start, r));
-    rg->used += r->size;
-    if (rg->allocs++ == 0)
-        a->reg_empty--;
-    a->used += r->size;
-    a->allocs++;
-    out->region = rid;
-    out->kind = r->kind;
-    out->offset = start;
-    out->size = r->size;
+    if (__builtin_expect(a->b_unused_n >= 2 && (a->ht_used + 1) * 2 <= a->ht_mask + 1, 1))
+        return 0;
+    return reserve_slow(a);
 }
 
 /* No block fits: ask the grow callback for a region, then place the request
@@ -230,66 +226,5 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
     if (id == NIL)
         return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
     commit(a, id, start, &r, out);
-    return 0;
-}
-
-int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
-{
-    if (!a)
-        return -EINVAL;
-    if (rid >= a->reg_cap || a->reg[rid].size == 0)
-        return -ENOENT;
-    region *rg = &a->reg[rid];
-    if (offset >= rg->size || (offset & ((1ull << a->gshift) - 1)) != 0)
-        return -EINVAL;
-    uint32_t slot = map_find(a, rid, offset);
-    if (slot == UINT32_MAX)
-        return -ENOENT;
-    uint32_t id = a->ht[slot].id;
-    blk *x = &a->b[id];
-    uint64_t size = x->size;
-    uint32_t p = x->prev_phys, n = x->next_phys;
-    /* Both neighbours are needed next and are likely cache misses: fetch
-     * them in parallel while the map entry goes (NIL is node 0, harmless). */
-    __builtin_prefetch(&a->b[p], 1);
-    __builtin_prefetch(&a->b[n], 1);
-    map_remove(a, slot);
-    int pf = p != NIL && a->b[p].free, nf = n != NIL && a->b[n].free;
-    if (pf) {
-        /* Into the previous block (with the next one too when it is free). */
-        blk *px = &a->b[p];
-        px->size += size;
-        px->next_phys = n;
-        if (nf) {
-            tlsf_remove(a, n);
-            px->size += a->b[n].size;
-            px->next_phys = a->b[n].next_phys;
-            node_put(a, n);
-        }
-        if (px->next_phys != NIL)
-            a->b[px->next_phys].prev_phys = p;
-        node_put(a, id);
-        refile(a, p);
-    } else if (nf) {
-        /* The next block grows backwards over this one. */
-        blk *nx = &a->b[n];
-        nx->off = x->off;
-        nx->size += size;
-        nx->prev_phys = p;
-        if (p != NIL)
-            a->b[p].next_phys = n;
-        else
-            rg->first = n;
-        node_put(a, id);
-        refile(a, n);
-    } else {
-        x->free = 1;
-        tlsf_insert(a, id);
-    }
-    rg->used -= size;
-    a->used -= size;
-    a->allocs--;
-    if (--rg->allocs == 0)
-        mta_region_emptied(a, rid);
     return 0;
 }

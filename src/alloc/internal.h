@@ -38,6 +38,10 @@
  * so the worst case stays O(1). */
 #define BEST_FIT_SCAN 8
 
+/* Second-level bitmaps: FL_N, plus zero words so that a search from
+ * N_CLASSES ("nothing is certain to fit") reads a valid, empty word. */
+#define SL_MAP_N 64
+
 #define NIL 0u
 #define N_CLASSES (FL_N * SL_N)
 #define NO_FIT UINT64_MAX
@@ -54,14 +58,20 @@ typedef struct blk {
     uint16_t cls; /* class list of a free block: fl * SL_N + sl */
 } blk;
 
+/* Offset and size of a class's first block, kept beside the index so that
+ * a search compares and checks heads without touching their nodes: the
+ * node of the block finally chosen is the only one it reads. off is
+ * UINT64_MAX (and size 0) for an empty class. */
+typedef struct tlsf_head {
+    uint64_t off, size;
+} tlsf_head;
+
 /* A TLSF index: class lists and their bitmaps. */
 typedef struct tlsf_idx {
     uint64_t fl_map;
-    uint32_t sl_map[FL_N];
+    uint32_t sl_map[SL_MAP_N];
     uint32_t head[FL_N * SL_N]; /* by class index fl * SL_N + sl */
-    /* Offset of each head, so that heads are compared without touching
-     * their nodes (stale for empty classes). */
-    uint64_t head_off[FL_N * SL_N];
+    tlsf_head hd[FL_N * SL_N];
 } tlsf_idx;
 
 typedef struct mslot {
@@ -71,77 +81,73 @@ typedef struct mslot {
 
 typedef struct region {
     uint64_t size;     /* 0: the slot is unused */
-    uint64_t used;     /* bytes in used blocks */
-    uint64_t allocs;   /* live allocations */
     void *user;
     uint32_t first;    /* block at offset 0 */
     uint32_t next_unused; /* free-slot list link */
 } region;
 
+/* Hot fields first: the allocate and free paths read the first cache line
+ * and the class index, nothing else of the allocator. Counters that can be
+ * derived are not kept: live allocations are the offset map's entries,
+ * free blocks the nodes in use minus those, a region's use is a walk of its
+ * chain (mt_alloc_region_info). */
 struct mt_alloc {
+    blk *b;            /* node array; b[0] is NIL, the sink node (tlsf.h) */
+    mslot *ht;         /* offset map: ht_mask + 1 slots */
+    uint64_t ht_seed;  /* odd multiplier of the hash */
+    uint32_t ht_mask, ht_shift, ht_limit;
+    uint32_t ht_used;  /* entries: the live allocations */
     unsigned gshift;   /* log2(granule) */
     unsigned pshift;   /* log2(granularity page); 0: no separation */
     mt_alloc_strategy strategy;
-    uint32_t flags;
-
-    tlsf_idx ix;    /* the free blocks */
-
-    blk *b;            /* node array; b[0] unused */
-    uint32_t b_cap;
     uint32_t b_unused; /* list of unused nodes (via next_free) */
     uint32_t b_unused_n;
-
-    mslot *ht;         /* offset map: ht_mask + 1 slots */
-    uint32_t ht_mask, ht_shift, ht_used, ht_limit;
-    uint64_t ht_seed;  /* odd multiplier of the hash */
-
-    region *reg;
     uint32_t reg_cap;
+    region *reg;
+    uint64_t used;       /* bytes in used blocks */
+
+    uint64_t total;
+    uint32_t b_cap;
+    uint32_t reg_empty;  /* live regions with no allocation */
+    uint32_t flags;
     uint32_t reg_unused; /* list of unused slots (ids + 1; 0 = none) */
     uint32_t reg_live;
-    uint32_t reg_empty;  /* live regions with no allocation */
     uint32_t reg_added;  /* id of the region added last */
-
-    uint64_t total, used, allocs, free_blocks;
-
     int (*grow)(void *user, mt_alloc *a, uint64_t min_size);
     void (*release)(void *user, uint32_t region, uint64_t size, void *region_user);
     void *user;
+
+    tlsf_idx ix;    /* the free blocks */
 };
 
 /* ---- size classes ---------------------------------------------------------- */
 
 static inline unsigned msb64(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
 
-/* Class of a free block of u granules: exact below SL_N, then SL_N classes
- * per power of two. */
-static inline void class_of(uint64_t u, unsigned *fl, unsigned *sl)
-{
-    if (u < SL_N) {
-        *fl = 0;
-        *sl = (unsigned)u;
-    } else {
-        unsigned m = msb64(u);
-        *fl = m - SL_LOG2 + 1;
-        *sl = (unsigned)(u >> (m - SL_LOG2)) - SL_N;
-    }
-}
+/* Shift that brings u granules down to its second-level index: 0 below
+ * 2 * SL_N (classes are exact there), else msb(u) - SL_LOG2. Or-ing in SL_N
+ * makes the formula hold for small u too, without a branch. */
+static inline unsigned class_shift(uint64_t u) { return msb64(u | SL_N) - SL_LOG2; }
 
+/* Class index (fl * SL_N + sl) of a free block of u > 0 granules: exact
+ * below 2 * SL_N, then SL_N classes per power of two. With s = class_shift,
+ * u >> s lies in [SL_N, 2 * SL_N) and each shift step adds SL_N classes. */
 static inline unsigned class_index(uint64_t u)
 {
-    unsigned fl, sl;
-    class_of(u, &fl, &sl);
-    return fl * SL_N + sl;
+    unsigned s = class_shift(u);
+    return (s << SL_LOG2) + (unsigned)(u >> s);
+}
+
+static inline void class_of(uint64_t u, unsigned *fl, unsigned *sl)
+{
+    unsigned c = class_index(u);
+    *fl = c / SL_N;
+    *sl = c % SL_N;
 }
 
 /* u rounded up to the next class boundary, so that every block of its class
  * holds u granules. */
-static inline uint64_t class_round_up(uint64_t u)
-{
-    if (u < SL_N)
-        return u;
-    return u + ((1ull << (msb64(u) - SL_LOG2)) - 1);
-}
+static inline uint64_t class_round_up(uint64_t u) { return u + (1ull << class_shift(u)) - 1; }
 
 static inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 
@@ -165,5 +171,14 @@ int mta_map_rebuild(mt_alloc *a);
 /* region.c: a region lost its last allocation / is being removed. */
 void mta_region_emptied(mt_alloc *a, uint32_t id);
 void mta_region_drop(mt_alloc *a, uint32_t id, int call_release);
+
+/* A free block covering its whole region: the region has no allocation. */
+static inline int blk_spans_region(const blk *x) { return (x->prev_phys | x->next_phys) == NIL; }
+
+/* Free blocks: every node in use that is not a live allocation. */
+static inline uint64_t mta_free_blocks(const mt_alloc *a)
+{
+    return a->b_cap ? (uint64_t)(a->b_cap - 1 - a->b_unused_n) - a->ht_used : 0;
+}
 
 #endif

@@ -1,5 +1,6 @@
 /* Growing the block-node array. Nodes are named by index, so realloc may move
- * them; the unused ones are chained through next_free. */
+ * them; the unused ones are chained through next_free. Node 0 is NIL, the
+ * sink node of tlsf.h. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,8 @@ int mta_node_reserve(mt_alloc *a, uint32_t n)
     /* Node 0 is NIL and never handed out: start at 1 on the first growth. */
     uint32_t from = a->b_cap ? a->b_cap : 1;
     memset(nb + from, 0, (size_t)(cap - from) * sizeof *nb);
-    if (!a->b_cap)
-        memset(nb, 0, sizeof *nb);
+    if (!a->b_cap) /* NIL: the sink node, reading as an empty class's head */
+        nb[0] = (blk){.off = UINT64_MAX};
     /* Chain the new nodes in ascending order in front of the old list. */
     for (uint32_t i = from; i < cap; i++)
         nb[i].next_free = i + 1 < cap ? i + 1 : a->b_unused;

@@ -82,13 +82,20 @@ void mta_region_emptied(mt_alloc *a, uint32_t rid)
         mta_region_drop(a, rid, 1);
 }
 
+/* A live region without allocations is one free block (coalescing). */
+static int region_is_empty(const mt_alloc *a, uint32_t rid)
+{
+    const blk *x = &a->b[a->reg[rid].first];
+    return x->free && blk_spans_region(x);
+}
+
 int mt_alloc_remove_region(mt_alloc *a, uint32_t rid)
 {
     if (!a)
         return -EINVAL;
     if (rid >= a->reg_cap || a->reg[rid].size == 0)
         return -ENOENT;
-    if (a->reg[rid].allocs != 0)
+    if (!region_is_empty(a, rid))
         return -EBUSY;
     mta_region_drop(a, rid, 0);
     return 0;
@@ -100,7 +107,7 @@ int mt_alloc_trim(mt_alloc *a)
         return -EINVAL;
     int n = 0;
     for (uint32_t i = 0; i < a->reg_cap; i++)
-        if (a->reg[i].size != 0 && a->reg[i].allocs == 0) {
+        if (a->reg[i].size != 0 && region_is_empty(a, i)) {
             mta_region_drop(a, i, 1);
             n++;
         }
@@ -114,6 +121,13 @@ int mt_alloc_region_info(const mt_alloc *a, uint32_t rid, mt_alloc_region *out)
     if (rid >= a->reg_cap || a->reg[rid].size == 0)
         return -ENOENT;
     const region *r = &a->reg[rid];
-    *out = (mt_alloc_region){r->size, r->used, r->allocs, r->user};
+    *out = (mt_alloc_region){.size = r->size, .user = r->user};
+    /* Not kept up to date by allocate and free, which is where the time
+     * goes: counted here instead. */
+    for (uint32_t id = r->first; id != NIL; id = a->b[id].next_phys)
+        if (!a->b[id].free) {
+            out->used_bytes += a->b[id].size;
+            out->allocations++;
+        }
     return 0;
 }

@@ -9,15 +9,23 @@
  * "good fit", the fewest memory touches. It never looks at blocks of the
  * request's own class, some of which fit, and splits larger ones instead.
  *
- * BEST_FIT (the default) first looks at up to BEST_FIT_SCAN blocks of the
- * request's own class, then of the next non-empty class below the
- * guaranteed ones, checking each for real, and takes the smallest that fits.
- * Failing that it compares the heads of the first GUARANTEED_HEADS
- * non-empty guaranteed classes and takes the lowest offset. Class heads are
- * kept low (tlsf_insert), so allocations pack towards the start of regions
- * and large free blocks survive at their ends: in the benchmark this
- * fragments less than address-ordered first fit, for a few more memory
- * touches than FIRST_FIT.
+ * BEST_FIT (the default) first tries the head of the request's own class,
+ * then the head of the next non-empty class if it is still below the
+ * guaranteed ones: such a block is at most 1/SL_N larger than the request
+ * (own class) or at least smaller than any guaranteed one, and fits often
+ * enough, depending on where it starts. Failing that it compares the heads
+ * of the first GUARANTEED_HEADS non-empty guaranteed classes and takes the
+ * lowest offset. Class heads are kept low (tlsf_link), so allocations pack
+ * towards the start of regions and large free blocks survive at their
+ * ends: in the benchmark this fragments less than address-ordered first
+ * fit. Heads are checked on the index's side array (tlsf_head), so the
+ * search reads no node but the one it picks (granularity separation, which
+ * must look at the neighbours, reads the candidates' nodes).
+ *
+ * Looking further down the request's own class (up to 8 blocks, smallest
+ * fitting one wins) was the first version: it costs a node read per block
+ * and a branch mispredicted about every other step, and in the
+ * gpu-typical benchmark it fragmented no less (docs/benchmarks.md).
  *
  * All scans are bounded, so both strategies are O(1). Both end with bounded
  * scans of w's own class and of the largest class, so that a nearly full
@@ -66,58 +74,90 @@ static inline uint64_t mta_worst_case(const mt_alloc *a, const mta_req *r)
 static inline uint32_t mta_scan(const mt_alloc *a, uint32_t id, const mta_req *r,
                                 uint64_t *start)
 {
+    const blk *b = a->b;
     uint32_t best = NIL;
     uint64_t best_size = UINT64_MAX, best_off = UINT64_MAX, best_start = 0;
-    for (unsigned k = 0; id != NIL && k < BEST_FIT_SCAN; k++, id = a->b[id].next_free) {
-        const blk *x = &a->b[id];
-        if (x->size > best_size || (x->size == best_size && x->off > best_off))
+    for (unsigned k = 0; id != NIL && k < BEST_FIT_SCAN; k++, id = b[id].next_free) {
+        const blk *x = &b[id];
+        uint64_t size = x->size;
+        /* Blocks are distinct, so equal size and offset cannot both hold. */
+        if (size > best_size || (size == best_size && x->off > best_off))
             continue;
         uint64_t s = mta_fit(a, x, r);
         if (s == NO_FIT)
             continue;
         best = id;
-        best_size = x->size;
+        best_size = size;
         best_off = x->off;
         best_start = s;
-        if (x->size == r->size)
+        if (size == r->size)
             break; /* exact: nothing smaller can fit */
     }
     *start = best_start;
     return best;
 }
 
-/* Best fit below the guaranteed class cw: the request's own class, then the
- * next non-empty class if it is still below cw. Padding makes the
- * guaranteed class larger than the request; blocks in between often fit
- * where they happen to start. */
+/* Where the request starts in the head block of class c, or NO_FIT (also
+ * for an empty class). Without granularity separation the side array is
+ * enough; the subtraction is done so that an empty class (offset
+ * UINT64_MAX, size 0) fails whatever align_up made of its offset. */
+static inline uint64_t mta_fit_head(const mt_alloc *a, unsigned c, const mta_req *r)
+{
+    const tlsf_head *h = &a->ix.hd[c];
+    if (a->pshift != 0)
+        return h->size ? mta_fit(a, &a->b[a->ix.head[c]], r) : NO_FIT;
+    uint64_t start = align_up(h->off, r->align);
+    return (start - h->off) + r->size <= h->size ? start : NO_FIT;
+}
+
+/* Best fit below the guaranteed class cw: the head of the request's own
+ * class, then of the next non-empty class if it is still below cw. */
 static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsigned cu,
                                       unsigned cw, uint64_t *start)
 {
-    uint32_t id = mta_scan(a, a->ix.head[cu], r, start);
-    if (id != NIL || cu + 1 >= cw)
-        return id;
-    id = tlsf_find_from(&a->ix, cu + 1);
-    if (id == NIL || a->b[id].cls >= cw)
+    uint64_t s = mta_fit_head(a, cu, r);
+    if (s == NO_FIT && cu + 1 < cw) {
+        int k = tlsf_class_from(&a->ix, cu + 1);
+        if (k < 0 || (unsigned)k >= cw)
+            return NIL;
+        cu = (unsigned)k;
+        s = mta_fit_head(a, cu, r);
+    }
+    if (s == NO_FIT)
         return NIL;
-    return mta_scan(a, id, r, start);
+    *start = s;
+    return a->ix.head[cu];
 }
 
 /* The lowest offset among the heads of the first `heads` non-empty classes
- * at or above cw; each certainly fits. */
+ * at or above cw (ties: the smaller class); each certainly fits. The
+ * classes come straight off the bitmaps, lowest set bit first. */
 static inline uint32_t mta_guaranteed(const mt_alloc *a, unsigned cw, unsigned heads,
                                       const mta_req *r, uint64_t *start)
 {
     const tlsf_idx *ix = &a->ix;
-    int c = tlsf_class_from(ix, cw), best = c;
-    for (unsigned k = 1; k < heads && c >= 0; k++) {
-        c = tlsf_class_from(ix, (unsigned)c + 1);
-        if (c >= 0 && ix->head_off[c] < ix->head_off[best])
-            best = c;
+    unsigned fl = cw / SL_N, best = 0;
+    uint32_t sm = ix->sl_map[fl] & (~0u << (cw % SL_N));
+    uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64 */
+    uint64_t best_off = UINT64_MAX;
+    for (unsigned k = 0; k < heads; k++) {
+        if (sm == 0) {
+            if (fm == 0)
+                break;
+            fl = (unsigned)__builtin_ctzll(fm);
+            fm &= fm - 1;
+            sm = ix->sl_map[fl];
+        }
+        unsigned c = fl * SL_N + (unsigned)__builtin_ctz(sm);
+        sm &= sm - 1;
+        uint64_t off = ix->hd[c].off;
+        best = off < best_off ? c : best;
+        best_off = off < best_off ? off : best_off;
     }
-    if (best < 0)
+    if (best_off == UINT64_MAX)
         return NIL;
     uint32_t id = ix->head[best];
-    *start = mta_fit(a, &a->b[id], r);
+    *start = a->pshift ? mta_fit(a, &a->b[id], r) : align_up(best_off, r->align);
     return id;
 }
 

@@ -24,8 +24,8 @@ int mt_alloc_get_stats(const mt_alloc *a, mt_alloc_stats *out)
         .free_bytes = free_bytes,
         .used_bytes = a->used,
         .largest_free = largest,
-        .allocations = a->allocs,
-        .free_blocks = a->free_blocks,
+        .allocations = a->ht_used,
+        .free_blocks = mta_free_blocks(a),
         .regions = a->reg_live,
         .fragmentation = free_bytes ? 1.0 - (double)largest / (double)free_bytes : 0.0,
     };
@@ -39,10 +39,11 @@ int mt_alloc_dump(const mt_alloc *a, FILE *f)
     static const char *const kinds[] = {"linear", "nonlinear"};
     for (uint32_t rid = 0; rid < a->reg_cap; rid++) {
         const region *r = &a->reg[rid];
-        if (r->size == 0)
+        mt_alloc_region info;
+        if (mt_alloc_region_info(a, rid, &info) != 0)
             continue;
         fprintf(f, "region %" PRIu32 ": size %" PRIu64 ", used %" PRIu64 ", %" PRIu64
-                   " allocations\n", rid, r->size, r->used, r->allocs);
+                   " allocations\n", rid, info.size, info.used_bytes, info.allocations);
         for (uint32_t id = r->first; id != NIL; id = a->b[id].next_phys) {
             const blk *x = &a->b[id];
             fprintf(f, "  [0x%" PRIx64 ", 0x%" PRIx64 ") %12" PRIu64 " %s\n", x->off,

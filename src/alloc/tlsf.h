@@ -1,92 +1,105 @@
 /* The TLSF index (size-class lists and their bitmaps) and the node free list:
- * the O(1) pieces every allocate and free goes through, inline. */
+ * the O(1) pieces every allocate and free goes through, inline.
+ *
+ * Node 0 (NIL) is never a block, but it is a real node that serves as a sink:
+ * list and chain updates write "the neighbour's link" unconditionally, into
+ * b[NIL] when there is no neighbour, instead of testing first. Nothing reads
+ * b[NIL]'s links. Its `free` byte stays 0, so a missing physical neighbour
+ * reads as a used one, and its off and size stay UINT64_MAX and 0, the head
+ * record of an empty class (tlsf_head), so "the next block becomes the head"
+ * needs no test either. Whether a block goes in front of its list or behind
+ * the head, and whether a removed block was the head, are coin tosses the
+ * branch predictor cannot learn: hence the selects below. */
 #ifndef MT_ALLOC_TLSF_H
 #define MT_ALLOC_TLSF_H
 
 #include "internal.h"
 
-static inline void tlsf_mark(tlsf_idx *ix, unsigned c)
+/* Files free block `id` in class list c, and keeps the lower of it and the
+ * list's head in front: searches take heads, and preferring low offsets
+ * packs allocations towards the start of regions, which keeps large free
+ * blocks at their ends (what makes address-ordered first fit fragment so
+ * little). One comparison, so still O(1). An empty class's head offset is
+ * UINT64_MAX, so an empty list takes the block in front. */
+static inline void tlsf_link(blk *b, tlsf_idx *ix, uint32_t id, unsigned c)
 {
+    blk *x = &b[id];
+    uint32_t h = ix->head[c];
+    uint64_t off = x->off;
+    int second = ix->hd[c].off < off; /* behind the lower head */
+    uint32_t prev = second ? h : NIL;
+    uint32_t next = second ? b[h].next_free : h;
+    x->cls = (uint16_t)c;
+    x->prev_free = prev;
+    x->next_free = next;
+    b[next].prev_free = id;
+    b[prev].next_free = id; /* the sink when in front */
+    ix->head[c] = second ? h : id;
+    tlsf_head nh = {off, x->size};
+    ix->hd[c] = second ? ix->hd[c] : nh;
+    /* Already set when the class was not empty: no test needed. */
     ix->sl_map[c / SL_N] |= 1u << (c % SL_N);
     ix->fl_map |= 1ull << (c / SL_N);
 }
 
-/* Files free block `id` in its class list, and keeps the lower of it and the
- * list's head in front: searches take heads, and preferring low offsets
- * packs allocations towards the start of regions, which keeps large free
- * blocks at their ends (what makes address-ordered first fit fragment so
- * little). One comparison, so still O(1). The class is kept in the node. */
+/* Takes free block `id` off its class list. When it was the head, the next
+ * block (or the sink's "empty" record) becomes the head; when the list
+ * becomes empty, its bitmap bits go. */
+static inline void tlsf_unlink(blk *b, tlsf_idx *ix, uint32_t id)
+{
+    const blk *x = &b[id];
+    uint32_t prev = x->prev_free, next = x->next_free;
+    unsigned c = x->cls;
+    int was_head = prev == NIL;
+    b[next].prev_free = prev;
+    b[prev].next_free = next; /* the sink when it was the head */
+    ix->head[c] = was_head ? next : ix->head[c];
+    tlsf_head nh = {b[next].off, b[next].size};
+    ix->hd[c] = was_head ? nh : ix->hd[c];
+    uint32_t emptied = (uint32_t)(was_head & (next == NIL));
+    uint32_t *sm = &ix->sl_map[c / SL_N];
+    *sm &= ~(emptied << (c % SL_N));
+    ix->fl_map &= ~((uint64_t)(*sm == 0) << (c / SL_N));
+}
+
+/* A free block changed size (and maybe offset): moves it to its new class
+ * list, or leaves it where it is when the class did not change (a small
+ * piece came off a large block, or joined one). */
+static inline void tlsf_refile(blk *b, tlsf_idx *ix, uint32_t id, unsigned gshift)
+{
+    const blk *x = &b[id];
+    unsigned c = class_index(x->size >> gshift);
+    if (c != x->cls) {
+        tlsf_unlink(b, ix, id);
+        tlsf_link(b, ix, id, c);
+    } else if (x->prev_free == NIL) {
+        ix->hd[c] = (tlsf_head){x->off, x->size}; /* a head that changed in place */
+    }
+}
+
 static inline void tlsf_insert(mt_alloc *a, uint32_t id)
 {
-    blk *x = &a->b[id];
-    unsigned c = class_index(x->size >> a->gshift);
-    tlsf_idx *ix = &a->ix;
-    uint32_t h = ix->head[c];
-    x->cls = (uint16_t)c;
-    a->free_blocks++;
-    if (h != NIL && ix->head_off[c] < x->off) {
-        blk *hx = &a->b[h];
-        x->prev_free = h;
-        x->next_free = hx->next_free;
-        if (hx->next_free != NIL)
-            a->b[hx->next_free].prev_free = id;
-        hx->next_free = id;
-        return;
-    }
-    x->prev_free = NIL;
-    x->next_free = h;
-    if (h != NIL)
-        a->b[h].prev_free = id;
-    ix->head[c] = id;
-    ix->head_off[c] = x->off;
-    tlsf_mark(ix, c);
+    tlsf_link(a->b, &a->ix, id, class_index(a->b[id].size >> a->gshift));
 }
 
-static inline void tlsf_remove(mt_alloc *a, uint32_t id)
-{
-    blk *x = &a->b[id];
-    if (x->next_free != NIL)
-        a->b[x->next_free].prev_free = x->prev_free;
-    if (x->prev_free != NIL) {
-        a->b[x->prev_free].next_free = x->next_free;
-    } else {
-        tlsf_idx *ix = &a->ix;
-        unsigned c = x->cls;
-        ix->head[c] = x->next_free;
-        if (x->next_free != NIL)
-            ix->head_off[c] = a->b[x->next_free].off;
-        else {
-            ix->sl_map[c / SL_N] &= ~(1u << (c % SL_N));
-            if (ix->sl_map[c / SL_N] == 0)
-                ix->fl_map &= ~(1ull << (c / SL_N));
-        }
-    }
-    a->free_blocks--;
-}
+static inline void tlsf_remove(mt_alloc *a, uint32_t id) { tlsf_unlink(a->b, &a->ix, id); }
 
-/* The smallest non-empty class at or above class index c, or -1: one scan
- * of the second-level bitmap, else one of the first level. */
+/* The smallest non-empty class at or above class index c <= N_CLASSES, or
+ * -1: one scan of the second-level bitmap, else one of the first level.
+ * sl_map has SL_MAP_N > FL_N words, the extra ones zero, so c == N_CLASSES
+ * ("no class is certain to fit") needs no test. */
 static inline int tlsf_class_from(const tlsf_idx *ix, unsigned c)
 {
-    if (c >= N_CLASSES)
-        return -1;
     unsigned fl = c / SL_N;
     uint32_t sm = ix->sl_map[fl] & (~0u << (c % SL_N));
     if (sm == 0) {
-        uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64: FL_N <= 63 */
+        uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64 */
         if (fm == 0)
             return -1;
         fl = (unsigned)__builtin_ctzll(fm);
         sm = ix->sl_map[fl];
     }
     return (int)(fl * SL_N + (unsigned)__builtin_ctz(sm));
-}
-
-/* Head of the smallest non-empty class at or above class index c, or NIL. */
-static inline uint32_t tlsf_find_from(const tlsf_idx *ix, unsigned c)
-{
-    int k = tlsf_class_from(ix, c);
-    return k < 0 ? NIL : ix->head[k];
 }
 
 /* Head of the largest non-empty class, or NIL. */

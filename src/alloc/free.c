@@ -1,0 +1,77 @@
+/* The region allocator's free path: find the block by its offset, coalesce
+ * it with its free neighbours at once, file the result.
+ *
+ * A free block's neighbours are used blocks (coalescing is immediate), so at
+ * most two merges happen and the result is one free block: O(1). Every
+ * check comes before the first change, so an error changes nothing. */
+#include <errno.h>
+
+#include "offmap.h"
+#include "tlsf.h"
+
+/* The previous block p is free: it grows over block `id`, and over the next
+ * block n too when that one is free (nf). Returns p. */
+static inline uint32_t merge_into_prev(mt_alloc *a, uint32_t p, uint32_t id, uint32_t n, int nf)
+{
+    blk *b = a->b;
+    uint64_t grow = b[id].size;
+    if (nf) {
+        tlsf_remove(a, n);
+        grow += b[n].size;
+        uint32_t after = b[n].next_phys;
+        node_put(a, n);
+        n = after;
+    }
+    b[p].size += grow;
+    b[p].next_phys = n;
+    b[n].prev_phys = p; /* the sink when p is now last */
+    node_put(a, id);
+    tlsf_refile(b, &a->ix, p, a->gshift);
+    return p;
+}
+
+/* Only the next block n is free: it grows backwards over block `id`.
+ * Returns n. */
+static inline uint32_t merge_into_next(mt_alloc *a, uint32_t id, uint32_t n)
+{
+    blk *b = a->b, *x = &b[id], *nx = &b[n];
+    uint32_t p = x->prev_phys;
+    nx->off = x->off;
+    nx->size += x->size;
+    nx->prev_phys = p;
+    *(p != NIL ? &b[p].next_phys : &a->reg[x->region].first) = n;
+    node_put(a, id);
+    tlsf_refile(b, &a->ix, n, a->gshift);
+    return n;
+}
+
+int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
+{
+    if (!a)
+        return -EINVAL;
+    if (rid >= a->reg_cap || a->reg[rid].size == 0)
+        return -ENOENT;
+    if (offset >= a->reg[rid].size || (offset & ((1ull << a->gshift) - 1)) != 0)
+        return -EINVAL;
+    uint32_t slot = map_find(a, rid, offset);
+    if (slot == UINT32_MAX)
+        return -ENOENT;
+    blk *b = a->b;
+    uint32_t id = a->ht[slot].id, p = b[id].prev_phys, n = b[id].next_phys;
+    map_remove(a, slot);
+    a->used -= b[id].size;
+    /* A missing neighbour is the sink node, which reads as used. */
+    int pf = b[p].free, nf = b[n].free;
+    uint32_t f = id;
+    if (pf) {
+        f = merge_into_prev(a, p, id, n, nf);
+    } else if (nf) {
+        f = merge_into_next(a, id, n);
+    } else {
+        b[id].free = 1;
+        tlsf_insert(a, id);
+    }
+    if (__builtin_expect(blk_spans_region(&b[f]), 0))
+        mta_region_emptied(a, rid);
+    return 0;
+}

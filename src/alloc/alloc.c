@@ -37,7 +37,7 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
         a->ix.hd[c] = (tlsf_head){UINT64_MAX, 0}; /* empty */
     a->gshift = msb64(g);
     /* Pages no larger than a granule never hold two blocks: nothing to do. */
-    a->pshift = page > g ? msb64(page) : 0;
+    a->pshift = page > g ? msb64(page) - a->gshift : 0;
     a->strategy = opts->strategy;
     a->flags = opts->flags;
     a->grow = opts->grow;
@@ -76,12 +76,7 @@ void mt_alloc_destroy(mt_alloc *a)
 static inline uint32_t new_used(mt_alloc *a, uint64_t start, const mta_req *r, uint32_t rid)
 {
     uint32_t uid = node_take(a);
-    blk *u = &a->b[uid];
-    u->off = start;
-    u->size = r->size;
-    u->region = rid;
-    u->free = 0;
-    u->kind = (uint8_t)r->kind;
+    a->b[uid] = (blk){.off = start, .size = r->size, .region = rid, .kind = (uint8_t)r->kind};
     return uid;
 }
 
@@ -90,23 +85,22 @@ static inline uint32_t new_used(mt_alloc *a, uint64_t start, const mta_req *r, u
  * the allocation when it fits exactly. */
 static inline uint32_t carve_front(mt_alloc *a, uint32_t id, const mta_req *r)
 {
-    blk *x = &a->b[id];
+    blk *b = a->b, *x = &b[id];
     if (x->size == r->size) {
-        tlsf_remove(a, id);
+        tlsf_unlink(a, id);
         x->free = 0;
         x->kind = (uint8_t)r->kind;
         return id;
     }
     uint32_t rid = x->region, prev = x->prev_phys;
     uint32_t uid = new_used(a, x->off, r, rid);
-    blk *b = a->b, *u = &b[uid];
-    u->prev_phys = prev;
-    u->next_phys = id;
+    b[uid].prev_phys = prev;
+    b[uid].next_phys = id;
     *(prev != NIL ? &b[prev].next_phys : &a->reg[rid].first) = uid;
     x->prev_phys = uid;
     x->off += r->size;
     x->size -= r->size;
-    tlsf_refile(b, &a->ix, id, a->gshift);
+    tlsf_refile(a, id);
     return uid;
 }
 
@@ -114,33 +108,22 @@ static inline uint32_t carve_front(mt_alloc *a, uint32_t id, const mta_req *r)
  * the used block follows, and the tail, if any, becomes a new free block. */
 static inline uint32_t carve_inside(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r)
 {
-    blk *x = &a->b[id];
+    blk *b = a->b, *x = &b[id];
     uint64_t end = x->off + x->size, aend = start + r->size;
     uint32_t rid = x->region, next = x->next_phys;
-    uint32_t uid = new_used(a, start, r, rid);
-    blk *b = a->b, *u = &b[uid];
-    x = &b[id];
-    u->prev_phys = id;
+    uint32_t uid = new_used(a, start, r, rid), after = next, before_next = uid;
     x->next_phys = uid;
     x->size = start - x->off;
     if (aend < end) {
-        uint32_t tid = node_take(a);
-        blk *t = &b[tid];
-        t->off = aend;
-        t->size = end - aend;
-        t->region = rid;
-        t->free = 1;
-        t->kind = 0;
-        t->prev_phys = uid;
-        t->next_phys = next;
-        u->next_phys = tid;
-        b[next].prev_phys = tid; /* the sink when x was last */
-        tlsf_insert(a, tid);
-    } else {
-        u->next_phys = next;
-        b[next].prev_phys = uid;
+        after = before_next = node_take(a);
+        b[after] = (blk){.off = aend, .size = end - aend, .prev_phys = uid, .next_phys = next,
+                         .region = rid, .free = 1};
+        tlsf_insert(a, after);
     }
-    tlsf_refile(b, &a->ix, id, a->gshift);
+    b[uid].prev_phys = id;
+    b[uid].next_phys = after;
+    b[next].prev_phys = before_next; /* the sink when x was last */
+    tlsf_refile(a, id);
     return uid;
 }
 
@@ -158,8 +141,8 @@ static inline void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_re
     a->used += r->size;
     out->region = rid;
     out->kind = r->kind;
-    out->offset = start;
-    out->size = r->size;
+    out->offset = start << a->gshift;
+    out->size = r->size << a->gshift;
 }
 
 /* Makes sure a split can take two nodes (leading pad, tail) and the offset
@@ -187,9 +170,9 @@ static __attribute__((noinline)) int allocate_grown(mt_alloc *a, const mta_req *
                                                     mt_alloc_block *out)
 {
     uint32_t live = a->reg_live;
-    /* A fresh region of r->size holds the request: offset 0 is aligned to
+    /* A fresh region of the request's size holds it: offset 0 is aligned to
      * everything and has no neighbour to keep a page away from. */
-    if (a->grow(a->user, a, r->size) != 0 || a->reg_live == live)
+    if (a->grow(a->user, a, r->size << a->gshift) != 0 || a->reg_live == live)
         return -ENOSPC;
     /* The class search may not look at the new block (it can sit in a class
      * below the guaranteed one), so it is tried directly. */
@@ -212,12 +195,12 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
         return -EINVAL;
     if (size > MT_ALLOC_MAX_SIZE)
         return -ENOSPC;
-    uint64_t g = 1ull << a->gshift;
+    unsigned gs = a->gshift;
     /* Offsets are below MT_ALLOC_MAX_SIZE: a larger alignment means offset 0,
      * exactly as MT_ALLOC_MAX_SIZE does. */
-    mta_req r = {align_up(size, g), align < g ? g : align, (unsigned)kind};
-    if (r.align > MT_ALLOC_MAX_SIZE)
-        r.align = MT_ALLOC_MAX_SIZE;
+    if (align > MT_ALLOC_MAX_SIZE)
+        align = MT_ALLOC_MAX_SIZE;
+    mta_req r = {((size - 1) >> gs) + 1, align >> gs ? align >> gs : 1, (unsigned)kind};
     int rc = reserve(a);
     if (rc)
         return rc;

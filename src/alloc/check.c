@@ -16,7 +16,7 @@ typedef struct checker {
     uint8_t *seen; /* per node: 1 chain, 2 class list, 4 unused list */
     char *msg;
     size_t len;
-    uint64_t free_in_chains, used_in_chains, used_bytes;
+    uint64_t free_in_chains, used_in_chains, used_bytes; /* used_bytes: granules */
     uint32_t empty_regions;
 } checker;
 
@@ -33,13 +33,15 @@ __attribute__((format(printf, 2, 3))) static int fail(checker *c, const char *fm
 
 static int mark(checker *c, uint32_t id, uint8_t bit, const char *where)
 {
-    if (id == NIL || id >= c->a->b_cap)
+    if (id < FIRST_NODE || id >= c->a->b_cap)
         return fail(c, "%s: node id %" PRIu32 " out of range", where, id);
     if (c->seen[id] & bit)
         return fail(c, "%s: node %" PRIu32 " reached twice (cycle)", where, id);
     c->seen[id] |= bit;
     return 0;
 }
+
+/* Offsets and sizes are in granules, as in the nodes; messages give bytes. */
 
 /* Two used blocks of different kinds with only free space between them must
  * not share a granularity page. */
@@ -48,9 +50,10 @@ static int check_granularity(checker *c, const blk *prev_used, const blk *x)
     unsigned p = c->a->pshift;
     if (p == 0 || !prev_used || prev_used->kind == x->kind)
         return 0;
+    unsigned gs = c->a->gshift;
     if (((prev_used->off + prev_used->size - 1) >> p) == (x->off >> p))
         return fail(c, "blocks at 0x%" PRIx64 " and 0x%" PRIx64 " of different kinds share a page",
-                    prev_used->off, x->off);
+                    prev_used->off << gs, x->off << gs);
     return 0;
 }
 
@@ -58,7 +61,8 @@ static int check_region(checker *c, uint32_t rid)
 {
     const mt_alloc *a = c->a;
     const region *r = &a->reg[rid];
-    uint64_t g = 1ull << a->gshift, pos = 0, used = 0, allocs = 0;
+    unsigned gs = a->gshift;
+    uint64_t pos = 0, used = 0, allocs = 0, rsize = r->size >> gs;
     uint32_t prev = NIL;
     const blk *prev_used = NULL;
     int rc;
@@ -70,21 +74,23 @@ static int check_region(checker *c, uint32_t rid)
             return fail(c, "region %" PRIu32 ": block %" PRIu32 " at 0x%" PRIx64
                         " has region %" PRIu32 ", prev %" PRIu32 ", offset 0x%" PRIx64
                         " (expected %" PRIu32 ", 0x%" PRIx64 ")",
-                        rid, id, x->off, x->region, x->prev_phys, x->off, prev, pos);
-        if (x->size == 0 || (x->size & (g - 1)) || x->size > r->size - pos)
-            return fail(c, "block %" PRIu32 ": bad size %" PRIu64, id, x->size);
+                        rid, id, x->off << gs, x->region, x->prev_phys, x->off << gs, prev,
+                        pos << gs);
+        if (x->size == 0 || x->size > rsize - pos)
+            return fail(c, "block %" PRIu32 ": bad size %" PRIu64, id, x->size << gs);
         if (x->free) {
             if (prev != NIL && a->b[prev].free)
                 return fail(c, "free blocks %" PRIu32 " and %" PRIu32 " not coalesced", prev, id);
             if (map_find(a, rid, x->off) != UINT32_MAX)
-                return fail(c, "free block at 0x%" PRIx64 " is in the offset map", x->off);
+                return fail(c, "free block at 0x%" PRIx64 " is in the offset map", x->off << gs);
             c->free_in_chains++;
         } else {
             if (x->kind > MT_ALLOC_NONLINEAR)
                 return fail(c, "block %" PRIu32 ": bad kind %u", id, x->kind);
             uint32_t slot = map_find(a, rid, x->off);
             if (slot == UINT32_MAX || a->ht[slot].id != id)
-                return fail(c, "used block at 0x%" PRIx64 " missing from the offset map", x->off);
+                return fail(c, "used block at 0x%" PRIx64 " missing from the offset map",
+                            x->off << gs);
             if ((rc = check_granularity(c, prev_used, x)))
                 return rc;
             prev_used = x;
@@ -94,9 +100,9 @@ static int check_region(checker *c, uint32_t rid)
         }
         pos += x->size;
     }
-    if (pos != r->size)
+    if (pos != rsize)
         return fail(c, "region %" PRIu32 ": blocks cover 0x%" PRIx64 " of 0x%" PRIx64 " bytes",
-                    rid, pos, r->size);
+                    rid, pos << gs, r->size);
     c->used_bytes += used;
     c->empty_regions += allocs == 0;
     return 0;
@@ -120,15 +126,16 @@ static int check_classes(checker *c)
             uint64_t size = h != NIL && h < a->b_cap ? a->b[h].size : 0;
             if (hd->off != off || hd->size != size)
                 return fail(c, "class (%u,%u): recorded head [0x%" PRIx64 ", +0x%" PRIx64
-                            "), head [0x%" PRIx64 ", +0x%" PRIx64 ")", fl, sl, hd->off, hd->size,
+                            "), head [0x%" PRIx64 ", +0x%" PRIx64 ") (granules)", fl, sl,
+                            hd->off, hd->size,
                             off, size);
             for (uint32_t id = h, prev = NIL; id != NIL; prev = id, id = a->b[id].next_free) {
                 if ((rc = mark(c, id, 2, "class list")))
                     return rc;
                 const blk *x = &a->b[id];
                 unsigned f, s;
-                class_of(x->size >> a->gshift, &f, &s);
-                if (!x->free || !(c->seen[id] & 1) || x->prev_free != prev || f != fl || s != sl ||
+                class_of(x->size, &f, &s);
+                if (!x->free || !(c->seen[id] & 1) || a->b[id].prev_free != prev || f != fl || s != sl ||
                     x->cls != fl * SL_N + sl)
                     return fail(c, "class (%u,%u): node %" PRIu32 " is not a free block of "
                                 "this class in a region chain", fl, sl, id);
@@ -161,7 +168,7 @@ static int check_map(checker *c)
         if (a->ht[i].tag != tag || ((i - map_home(a, tag)) & a->ht_mask) > a->ht_limit ||
             map_find(a, x->region, x->off) != i)
             return fail(c, "map slot %" PRIu32 " (block at 0x%" PRIx64 ") is misplaced", i,
-                        x->off);
+                        x->off << a->gshift);
         entries++;
     }
     if (entries != c->used_in_chains || entries != a->ht_used ||
@@ -182,10 +189,11 @@ static int check_nodes(checker *c)
             return rc;
     if (n != a->b_unused_n)
         return fail(c, "%" PRIu32 " unused nodes, recorded %" PRIu32, n, a->b_unused_n);
-    /* The sink node (tlsf.h) must still read as "no block, empty class". */
-    if (a->b_cap && (a->b[NIL].off != UINT64_MAX || a->b[NIL].size != 0 || a->b[NIL].free))
-        return fail(c, "node 0 (NIL) was written as a block");
-    for (uint32_t id = 1; id < a->b_cap; id++) {
+    /* The sink still reads as "no block, empty class" (tlsf.h). */
+    const blk *sink = &a->b[NIL];
+    if (a->b_cap && (sink->off != UINT64_MAX || sink->size != 0 || sink->free))
+        return fail(c, "node NIL was written as a block");
+    for (uint32_t id = FIRST_NODE; id < a->b_cap; id++) {
         uint8_t s = c->seen[id];
         if (s != 4 && s != 1 && s != 3)
             return fail(c, "node %" PRIu32 " is lost or in two places (marks %u)", id, s);
@@ -207,7 +215,8 @@ static int check_totals(checker *c)
         }
     if (total != a->total || c->used_bytes != a->used || c->used_in_chains != a->ht_used ||
         live != a->reg_live || empty != a->reg_empty)
-        return fail(c, "totals disagree: bytes %" PRIu64 "/%" PRIu64 ", used %" PRIu64 "/%" PRIu64
+        return fail(c, "totals disagree: bytes %" PRIu64 "/%" PRIu64 ", used granules %" PRIu64
+                    "/%" PRIu64
                     ", allocations %" PRIu64 "/%" PRIu64 ", regions %" PRIu32 "/%" PRIu32
                     ", empty %" PRIu32 "/%" PRIu32, total, a->total, c->used_bytes, a->used,
                     c->used_in_chains, (uint64_t)a->ht_used, live, a->reg_live, empty,

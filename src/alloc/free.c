@@ -16,7 +16,7 @@ static inline uint32_t merge_into_prev(mt_alloc *a, uint32_t p, uint32_t id, uin
     blk *b = a->b;
     uint64_t grow = b[id].size;
     if (nf) {
-        tlsf_remove(a, n);
+        tlsf_unlink(a, n);
         grow += b[n].size;
         uint32_t after = b[n].next_phys;
         node_put(a, n);
@@ -26,7 +26,7 @@ static inline uint32_t merge_into_prev(mt_alloc *a, uint32_t p, uint32_t id, uin
     b[p].next_phys = n;
     b[n].prev_phys = p; /* the sink when p is now last */
     node_put(a, id);
-    tlsf_refile(b, &a->ix, p, a->gshift);
+    tlsf_refile(a, p);
     return p;
 }
 
@@ -41,7 +41,7 @@ static inline uint32_t merge_into_next(mt_alloc *a, uint32_t id, uint32_t n)
     nx->prev_phys = p;
     *(p != NIL ? &b[p].next_phys : &a->reg[x->region].first) = n;
     node_put(a, id);
-    tlsf_refile(b, &a->ix, n, a->gshift);
+    tlsf_refile(a, n);
     return n;
 }
 
@@ -53,7 +53,7 @@ int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
         return -ENOENT;
     if (offset >= a->reg[rid].size || (offset & ((1ull << a->gshift) - 1)) != 0)
         return -EINVAL;
-    uint32_t slot = map_find(a, rid, offset);
+    uint32_t slot = map_find(a, rid, offset >> a->gshift);
     if (slot == UINT32_MAX)
         return -ENOENT;
     blk *b = a->b;

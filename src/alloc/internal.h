@@ -46,22 +46,28 @@
 #define N_CLASSES (FL_N * SL_N)
 #define NO_FIT UINT64_MAX
 
+/* A block. Offsets and sizes are counted in granules, so that class and
+ * alignment arithmetic needs no shifting; bytes appear only at the API. */
 typedef struct blk {
-    uint64_t off;  /* offset in the region */
-    uint64_t size; /* bytes, a multiple of the granule, > 0 */
+    uint64_t off;  /* offset in the region, granules */
+    uint64_t size; /* granules, > 0 */
     uint32_t prev_phys, next_phys;
     /* Class-list links of a free block; next_free also links unused nodes. */
     uint32_t prev_free, next_free;
     uint32_t region;
+    uint16_t cls; /* class list of a free block: fl * SL_N + sl */
     uint8_t free;
     uint8_t kind;
-    uint16_t cls; /* class list of a free block: fl * SL_N + sl */
 } blk;
+
+/* Node ids: NIL (0) is "none" and the sink node (tlsf.h); blocks start at
+ * FIRST_NODE. */
+#define FIRST_NODE 1u
 
 /* Offset and size of a class's first block, kept beside the index so that
  * a search compares and checks heads without touching their nodes: the
- * node of the block finally chosen is the only one it reads. off is
- * UINT64_MAX (and size 0) for an empty class. */
+ * node of the block finally chosen is the only one it reads. An empty
+ * class reads {UINT64_MAX, 0}, what the sink node NIL holds (tlsf.h). */
 typedef struct tlsf_head {
     uint64_t off, size;
 } tlsf_head;
@@ -80,7 +86,7 @@ typedef struct mslot {
 } mslot;
 
 typedef struct region {
-    uint64_t size;     /* 0: the slot is unused */
+    uint64_t size;     /* bytes; 0: the slot is unused */
     void *user;
     uint32_t first;    /* block at offset 0 */
     uint32_t next_unused; /* free-slot list link */
@@ -92,21 +98,21 @@ typedef struct region {
  * free blocks the nodes in use minus those, a region's use is a walk of its
  * chain (mt_alloc_region_info). */
 struct mt_alloc {
-    blk *b;            /* node array; b[0] is NIL, the sink node (tlsf.h) */
+    blk *b;            /* nodes; b[NIL] is the sink node (tlsf.h) */
     mslot *ht;         /* offset map: ht_mask + 1 slots */
     uint64_t ht_seed;  /* odd multiplier of the hash */
     uint32_t ht_mask, ht_shift, ht_limit;
     uint32_t ht_used;  /* entries: the live allocations */
-    unsigned gshift;   /* log2(granule) */
-    unsigned pshift;   /* log2(granularity page); 0: no separation */
-    mt_alloc_strategy strategy;
     uint32_t b_unused; /* list of unused nodes (via next_free) */
     uint32_t b_unused_n;
+    unsigned gshift;   /* log2(granule) */
+    unsigned pshift;   /* log2(granularity page in granules); 0: no separation */
+    mt_alloc_strategy strategy;
     uint32_t reg_cap;
     region *reg;
-    uint64_t used;       /* bytes in used blocks */
+    uint64_t used;       /* granules in used blocks */
 
-    uint64_t total;
+    uint64_t total;      /* bytes */
     uint32_t b_cap;
     uint32_t reg_empty;  /* live regions with no allocation */
     uint32_t flags;
@@ -156,10 +162,10 @@ static inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~
 /* nodes.c: makes sure at least n unused nodes exist (grows the array). */
 int mta_node_reserve(mt_alloc *a, uint32_t n);
 
-/* A request, normalised: see search.h. */
+/* A request, normalised, in granules: see search.h. */
 typedef struct mta_req {
-    uint64_t size;  /* rounded to the granule */
-    uint64_t align; /* >= granule */
+    uint64_t size;  /* > 0 */
+    uint64_t align; /* a power of two >= 1 */
     unsigned kind;
 } mta_req;
 
@@ -178,7 +184,7 @@ static inline int blk_spans_region(const blk *x) { return (x->prev_phys | x->nex
 /* Free blocks: every node in use that is not a live allocation. */
 static inline uint64_t mta_free_blocks(const mt_alloc *a)
 {
-    return a->b_cap ? (uint64_t)(a->b_cap - 1 - a->b_unused_n) - a->ht_used : 0;
+    return a->b_cap ? (uint64_t)(a->b_cap - FIRST_NODE - a->b_unused_n) - a->ht_used : 0;
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* Growing the block-node array. Nodes are named by index, so realloc may move
- * them; the unused ones are chained through next_free. Node 0 is NIL, the
- * sink node of tlsf.h. */
+ * them; the unused ones are chained through next_free. Node NIL is never
+ * handed out: it is the sink node of tlsf.h. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +17,10 @@ int mta_node_reserve(mt_alloc *a, uint32_t n)
     blk *nb = realloc(a->b, (size_t)cap * sizeof *nb);
     if (!nb)
         return -ENOMEM;
-    /* Node 0 is NIL and never handed out: start at 1 on the first growth. */
-    uint32_t from = a->b_cap ? a->b_cap : 1;
+    uint32_t from = a->b_cap ? a->b_cap : FIRST_NODE;
     memset(nb + from, 0, (size_t)(cap - from) * sizeof *nb);
-    if (!a->b_cap) /* NIL: the sink node, reading as an empty class's head */
-        nb[0] = (blk){.off = UINT64_MAX};
+    if (!a->b_cap) /* the sink reads as an empty class's head and as a used neighbour */
+        nb[NIL] = (blk){.off = UINT64_MAX};
     /* Chain the new nodes in ascending order in front of the old list. */
     for (uint32_t i = from; i < cap; i++)
         nb[i].next_free = i + 1 < cap ? i + 1 : a->b_unused;

@@ -22,9 +22,10 @@
 
 #include "internal.h"
 
+/* off in granules, as in the nodes. */
 static inline uint32_t map_tag(const mt_alloc *a, uint32_t rid, uint64_t off)
 {
-    uint64_t k = (off >> a->gshift) ^ ((uint64_t)rid * 0x9e3779b97f4a7c15ull);
+    uint64_t k = off ^ ((uint64_t)rid * 0x9e3779b97f4a7c15ull);
     return (uint32_t)((k * a->ht_seed) >> 32);
 }
 

@@ -47,7 +47,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     if (slot_take(a, &rid) != 0)
         return -ENOMEM;
     uint32_t bid = node_take(a);
-    a->b[bid] = (blk){.off = 0, .size = size, .region = rid, .free = 1};
+    a->b[bid] = (blk){.off = 0, .size = size >> a->gshift, .region = rid, .free = 1};
     tlsf_insert(a, bid);
     a->reg[rid] = (region){.size = size, .user = user, .first = bid};
     a->total += size;
@@ -61,7 +61,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
 void mta_region_drop(mt_alloc *a, uint32_t rid, int call_release)
 {
     region r = a->reg[rid];
-    tlsf_remove(a, r.first);
+    tlsf_unlink(a, r.first);
     node_put(a, r.first);
     a->reg[rid] = (region){.next_unused = a->reg_unused};
     a->reg_unused = rid + 1;
@@ -126,7 +126,7 @@ int mt_alloc_region_info(const mt_alloc *a, uint32_t rid, mt_alloc_region *out)
      * goes: counted here instead. */
     for (uint32_t id = r->first; id != NIL; id = a->b[id].next_phys)
         if (!a->b[id].free) {
-            out->used_bytes += a->b[id].size;
+            out->used_bytes += a->b[id].size << a->gshift;
             out->allocations++;
         }
     return 0;

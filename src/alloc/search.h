@@ -59,14 +59,13 @@ static inline uint64_t mta_fit(const mt_alloc *a, const blk *x, const mta_req *r
 /* Size of a free block that holds the request wherever it starts. */
 static inline uint64_t mta_worst_case(const mt_alloc *a, const mta_req *r)
 {
-    uint64_t g = 1ull << a->gshift;
     if (a->pshift == 0)
-        return r->size + r->align - g;
+        return r->size + r->align - 1;
     uint64_t page = 1ull << a->pshift;
     uint64_t lead = r->align > page ? r->align : page;
     /* Start pushed to a page (or alignment) boundary, end pulled back off the
      * next block's page. */
-    return r->size + (lead - g) + (page - g);
+    return r->size + (lead - 1) + (page - 1);
 }
 
 /* The smallest block that fits among the first BEST_FIT_SCAN of list `id`;
@@ -77,7 +76,7 @@ static inline uint32_t mta_scan(const mt_alloc *a, uint32_t id, const mta_req *r
     const blk *b = a->b;
     uint32_t best = NIL;
     uint64_t best_size = UINT64_MAX, best_off = UINT64_MAX, best_start = 0;
-    for (unsigned k = 0; id != NIL && k < BEST_FIT_SCAN; k++, id = b[id].next_free) {
+    for (unsigned k = 0; id != NIL && k < BEST_FIT_SCAN; k++, id = a->b[id].next_free) {
         const blk *x = &b[id];
         uint64_t size = x->size;
         /* Blocks are distinct, so equal size and offset cannot both hold. */
@@ -98,8 +97,8 @@ static inline uint32_t mta_scan(const mt_alloc *a, uint32_t id, const mta_req *r
 }
 
 /* Where the request starts in the head block of class c, or NO_FIT (also
- * for an empty class). Without granularity separation the side array is
- * enough; the subtraction is done so that an empty class (offset
+ * for an empty class). Without granularity separation the head record is
+ * enough; the subtraction is arranged so that an empty class (offset
  * UINT64_MAX, size 0) fails whatever align_up made of its offset. */
 static inline uint64_t mta_fit_head(const mt_alloc *a, unsigned c, const mta_req *r)
 {
@@ -174,9 +173,9 @@ static inline uint32_t mta_last_resort(const mt_alloc *a, uint64_t w, const mta_
 /* The free block for request r and where it starts in it, or NIL. */
 static inline uint32_t mta_search(const mt_alloc *a, const mta_req *r, uint64_t *start)
 {
-    uint64_t w = mta_worst_case(a, r) >> a->gshift;
+    uint64_t w = mta_worst_case(a, r);
     uint64_t wr = class_round_up(w);
-    unsigned cu = class_index(r->size >> a->gshift);
+    unsigned cu = class_index(r->size);
     unsigned cw = wr <= U_LIMIT ? class_index(wr) : N_CLASSES;
     uint32_t id;
     if (a->strategy == MT_ALLOC_FIRST_FIT) {

@@ -11,18 +11,19 @@ static uint64_t largest_free(const mt_alloc *a)
     for (uint32_t id = tlsf_top(&a->ix); id != NIL; id = a->b[id].next_free)
         if (a->b[id].size > best)
             best = a->b[id].size;
-    return best;
+    return best << a->gshift;
 }
 
 int mt_alloc_get_stats(const mt_alloc *a, mt_alloc_stats *out)
 {
     if (!a || !out)
         return -EINVAL;
-    uint64_t free_bytes = a->total - a->used, largest = largest_free(a);
+    uint64_t used = a->used << a->gshift;
+    uint64_t free_bytes = a->total - used, largest = largest_free(a);
     *out = (mt_alloc_stats){
         .total_bytes = a->total,
         .free_bytes = free_bytes,
-        .used_bytes = a->used,
+        .used_bytes = used,
         .largest_free = largest,
         .allocations = a->ht_used,
         .free_blocks = mta_free_blocks(a),
@@ -46,8 +47,9 @@ int mt_alloc_dump(const mt_alloc *a, FILE *f)
                    " allocations\n", rid, info.size, info.used_bytes, info.allocations);
         for (uint32_t id = r->first; id != NIL; id = a->b[id].next_phys) {
             const blk *x = &a->b[id];
-            fprintf(f, "  [0x%" PRIx64 ", 0x%" PRIx64 ") %12" PRIu64 " %s\n", x->off,
-                    x->off + x->size, x->size, x->free ? "free" : kinds[x->kind & 1]);
+            uint64_t off = x->off << a->gshift, size = x->size << a->gshift;
+            fprintf(f, "  [0x%" PRIx64 ", 0x%" PRIx64 ") %12" PRIu64 " %s\n", off, off + size,
+                    size, x->free ? "free" : kinds[x->kind & 1]);
         }
     }
     mt_alloc_stats s;

@@ -4,12 +4,10 @@
  * Node 0 (NIL) is never a block, but it is a real node that serves as a sink:
  * list and chain updates write "the neighbour's link" unconditionally, into
  * b[NIL] when there is no neighbour, instead of testing first. Nothing reads
- * b[NIL]'s links. Its `free` byte stays 0, so a missing physical neighbour
- * reads as a used one, and its off and size stay UINT64_MAX and 0, the head
- * record of an empty class (tlsf_head), so "the next block becomes the head"
- * needs no test either. Whether a block goes in front of its list or behind
- * the head, and whether a removed block was the head, are coin tosses the
- * branch predictor cannot learn: hence the selects below. */
+ * the sink's links. Its `free` byte stays 0, so a missing
+ * physical neighbour reads as a used one, and its off and size stay
+ * UINT64_MAX and 0, the head record of an empty class, so "the next block
+ * becomes the head" needs no test either. */
 #ifndef MT_ALLOC_TLSF_H
 #define MT_ALLOC_TLSF_H
 
@@ -21,22 +19,25 @@
  * blocks at their ends (what makes address-ordered first fit fragment so
  * little). One comparison, so still O(1). An empty class's head offset is
  * UINT64_MAX, so an empty list takes the block in front. */
-static inline void tlsf_link(blk *b, tlsf_idx *ix, uint32_t id, unsigned c)
+static inline void tlsf_link(mt_alloc *a, uint32_t id, unsigned c)
 {
-    blk *x = &b[id];
+    blk *b = a->b, *x = &b[id];
+    tlsf_idx *ix = &a->ix;
     uint32_t h = ix->head[c];
-    uint64_t off = x->off;
-    int second = ix->hd[c].off < off; /* behind the lower head */
-    uint32_t prev = second ? h : NIL;
-    uint32_t next = second ? b[h].next_free : h;
     x->cls = (uint16_t)c;
-    x->prev_free = prev;
-    x->next_free = next;
-    b[next].prev_free = id;
-    b[prev].next_free = id; /* the sink when in front */
-    ix->head[c] = second ? h : id;
-    tlsf_head nh = {off, x->size};
-    ix->hd[c] = second ? ix->hd[c] : nh;
+    if (ix->hd[c].off < x->off) { /* second, behind the lower head */
+        uint32_t n = b[h].next_free;
+        x->prev_free = h;
+        x->next_free = n;
+        b[n].prev_free = id; /* the sink when last */
+        b[h].next_free = id;
+        return;
+    }
+    x->prev_free = NIL;
+    x->next_free = h;
+    b[h].prev_free = id;
+    ix->head[c] = id;
+    ix->hd[c] = (tlsf_head){x->off, x->size};
     /* Already set when the class was not empty: no test needed. */
     ix->sl_map[c / SL_N] |= 1u << (c % SL_N);
     ix->fl_map |= 1ull << (c / SL_N);
@@ -45,44 +46,47 @@ static inline void tlsf_link(blk *b, tlsf_idx *ix, uint32_t id, unsigned c)
 /* Takes free block `id` off its class list. When it was the head, the next
  * block (or the sink's "empty" record) becomes the head; when the list
  * becomes empty, its bitmap bits go. */
-static inline void tlsf_unlink(blk *b, tlsf_idx *ix, uint32_t id)
+static inline void tlsf_unlink(mt_alloc *a, uint32_t id)
 {
+    blk *b = a->b;
     const blk *x = &b[id];
     uint32_t prev = x->prev_free, next = x->next_free;
-    unsigned c = x->cls;
-    int was_head = prev == NIL;
     b[next].prev_free = prev;
-    b[prev].next_free = next; /* the sink when it was the head */
-    ix->head[c] = was_head ? next : ix->head[c];
-    tlsf_head nh = {b[next].off, b[next].size};
-    ix->hd[c] = was_head ? nh : ix->hd[c];
-    uint32_t emptied = (uint32_t)(was_head & (next == NIL));
-    uint32_t *sm = &ix->sl_map[c / SL_N];
-    *sm &= ~(emptied << (c % SL_N));
-    ix->fl_map &= ~((uint64_t)(*sm == 0) << (c / SL_N));
+    if (prev != NIL) {
+        b[prev].next_free = next;
+        return;
+    }
+    tlsf_idx *ix = &a->ix;
+    unsigned c = x->cls;
+    ix->head[c] = next;
+    ix->hd[c] = (tlsf_head){b[next].off, b[next].size};
+    if (next == NIL) {
+        ix->sl_map[c / SL_N] &= ~(1u << (c % SL_N));
+        if (ix->sl_map[c / SL_N] == 0)
+            ix->fl_map &= ~(1ull << (c / SL_N));
+    }
 }
+
 
 /* A free block changed size (and maybe offset): moves it to its new class
  * list, or leaves it where it is when the class did not change (a small
  * piece came off a large block, or joined one). */
-static inline void tlsf_refile(blk *b, tlsf_idx *ix, uint32_t id, unsigned gshift)
+static inline void tlsf_refile(mt_alloc *a, uint32_t id)
 {
-    const blk *x = &b[id];
-    unsigned c = class_index(x->size >> gshift);
+    const blk *x = &a->b[id];
+    unsigned c = class_index(x->size);
     if (c != x->cls) {
-        tlsf_unlink(b, ix, id);
-        tlsf_link(b, ix, id, c);
+        tlsf_unlink(a, id);
+        tlsf_link(a, id, c);
     } else if (x->prev_free == NIL) {
-        ix->hd[c] = (tlsf_head){x->off, x->size}; /* a head that changed in place */
+        a->ix.hd[c] = (tlsf_head){x->off, x->size}; /* a head that changed in place */
     }
 }
 
 static inline void tlsf_insert(mt_alloc *a, uint32_t id)
 {
-    tlsf_link(a->b, &a->ix, id, class_index(a->b[id].size >> a->gshift));
+    tlsf_link(a, id, class_index(a->b[id].size));
 }
-
-static inline void tlsf_remove(mt_alloc *a, uint32_t id) { tlsf_unlink(a->b, &a->ix, id); }
 
 /* The smallest non-empty class at or above class index c <= N_CLASSES, or
  * -1: one scan of the second-level bitmap, else one of the first level.
@@ -126,7 +130,6 @@ static inline uint32_t node_take(mt_alloc *a)
 static inline void node_put(mt_alloc *a, uint32_t id)
 {
     a->b[id].next_free = a->b_unused;
-    a->b[id].size = 0; /* marks the node unused for the checker */
     a->b_unused = id;
     a->b_unused_n++;
 }

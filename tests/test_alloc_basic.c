@@ -343,9 +343,9 @@ static void test_checker_catches(void)
     MT_CHECK_OK(mt_alloc_free(a, r, x.offset));
     AU_CHECK(a);
     char msg[256];
-    uint32_t slot = map_find(a, r, y.offset >> a->gshift); /* nodes count granules */
-    MT_CHECK(slot != UINT32_MAX);
-    uint32_t used = a->ht[slot].id;
+    mloc l = map_find(a, r, y.offset >> a->gshift); /* nodes count granules */
+    MT_CHECK(l.bucket != UINT32_MAX);
+    uint32_t used = map_id(a, l);
     MT_CHECK(used != NIL && a->b[used].off << a->gshift == y.offset);
     uint32_t hole = a->reg[r].first; /* the freed block at offset 0 */
     MT_CHECK(a->b[hole].free);
@@ -368,14 +368,20 @@ static void test_checker_catches(void)
     MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);
     a->used -= 1;
 
-    a->ht[slot].tag ^= 1; /* the entry's hash no longer matches */
+    mbucket *bk = &a->ht[l.bucket];
+    bk->tag[l.lane] ^= 1; /* the entry's tag no longer matches its hash */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->ht[slot].tag ^= 1;
-    uint32_t other = (slot + 1) & a->ht_mask; /* a second entry for the block */
-    MT_CHECK(a->ht[other].id == NIL);
-    a->ht[other] = a->ht[slot];
+    bk->tag[l.lane] ^= 1;
+    uint32_t empty = lanes_eq(bk, 0);
+    MT_CHECK(empty != 0);
+    uint32_t other = (uint32_t)__builtin_ctz(empty); /* a second entry for the block */
+    bk->tag[other] = bk->tag[l.lane];
+    bk->id[other] = used;
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->ht[other].id = NIL;
+    bk->tag[other] = 0;
+    bk->spill++; /* a spill count that no entry accounts for */
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    bk->spill--;
     AU_CHECK(a);
 
     uint32_t saved = a->b[used].next_phys;

@@ -152,14 +152,14 @@ static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
 {
     if (a->b_unused_n < 2 && mta_node_reserve(a, 2) != 0)
         return -ENOMEM;
-    if ((a->ht_used + 1) * 2 > a->ht_mask + 1 && mta_map_reserve(a) != 0)
+    if (a->ht_used >= a->ht_room && mta_map_reserve(a) != 0)
         return -ENOMEM;
     return 0;
 }
 
 static inline int reserve(mt_alloc *a)
 {
-    if (__builtin_expect(a->b_unused_n >= 2 && (a->ht_used + 1) * 2 <= a->ht_mask + 1, 1))
+    if (__builtin_expect(a->b_unused_n >= 2 && a->ht_used < a->ht_room, 1))
         return 0;
     return reserve_slow(a);
 }

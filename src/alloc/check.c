@@ -81,14 +81,14 @@ static int check_region(checker *c, uint32_t rid)
         if (x->free) {
             if (prev != NIL && a->b[prev].free)
                 return fail(c, "free blocks %" PRIu32 " and %" PRIu32 " not coalesced", prev, id);
-            if (map_find(a, rid, x->off) != UINT32_MAX)
+            if (map_find(a, rid, x->off).bucket != UINT32_MAX)
                 return fail(c, "free block at 0x%" PRIx64 " is in the offset map", x->off << gs);
             c->free_in_chains++;
         } else {
             if (x->kind > MT_ALLOC_NONLINEAR)
                 return fail(c, "block %" PRIu32 ": bad kind %u", id, x->kind);
-            uint32_t slot = map_find(a, rid, x->off);
-            if (slot == UINT32_MAX || a->ht[slot].id != id)
+            mloc l = map_find(a, rid, x->off);
+            if (l.bucket == UINT32_MAX || map_id(a, l) != id)
                 return fail(c, "used block at 0x%" PRIx64 " missing from the offset map",
                             x->off << gs);
             if ((rc = check_granularity(c, prev_used, x)))
@@ -149,34 +149,53 @@ static int check_classes(checker *c)
     return 0;
 }
 
-/* Every map entry names a used block found in a chain, carries its hash, is
- * the one a lookup finds, and lies within ht_limit of its home; the table is
- * at most half full. */
+/* Every map entry names a used block found in a chain, carries its tag, is
+ * the one a lookup finds, and lies within ht_limit of its home; spill
+ * counts match; the map is at most half full. */
 static int check_map(checker *c)
 {
     const mt_alloc *a = c->a;
+    uint32_t n = a->ht_mask + 1;
+    uint32_t *spill = calloc(n, sizeof *spill);
+    if (!spill)
+        return -ENOMEM;
     uint64_t entries = 0;
-    for (uint32_t i = 0; i <= a->ht_mask; i++) {
-        uint32_t id = a->ht[i].id;
-        if (id == NIL)
-            continue;
-        if (id >= a->b_cap || !(c->seen[id] & 1) || a->b[id].free)
-            return fail(c, "map slot %" PRIu32 " names node %" PRIu32 ", not a used block", i,
-                        id);
-        const blk *x = &a->b[id];
-        uint32_t tag = map_tag(a, x->region, x->off);
-        if (a->ht[i].tag != tag || ((i - map_home(a, tag)) & a->ht_mask) > a->ht_limit ||
-            map_find(a, x->region, x->off) != i)
-            return fail(c, "map slot %" PRIu32 " (block at 0x%" PRIx64 ") is misplaced", i,
-                        x->off << a->gshift);
-        entries++;
+    int rc = 0;
+    for (uint32_t j = 0; j < n && rc == 0; j++) {
+        for (uint32_t lane = 0; lane < MAP_LANES && rc == 0; lane++) {
+            if (a->ht[j].tag[lane] == 0)
+                continue;
+            uint32_t id = a->ht[j].id[lane];
+            if (id < FIRST_NODE || id >= a->b_cap || !(c->seen[id] & 1) || a->b[id].free) {
+                rc = fail(c, "map bucket %" PRIu32 " lane %" PRIu32 " names node %" PRIu32
+                          ", not a used block", j, lane, id);
+                break;
+            }
+            const blk *x = &a->b[id];
+            uint64_t h = map_hash(a, x->region, x->off);
+            uint32_t home = map_home(a, h), d = (j - home) & a->ht_mask;
+            mloc l = map_find(a, x->region, x->off);
+            if (a->ht[j].tag[lane] != map_tag(h) || d > a->ht_limit || l.bucket != j ||
+                l.lane != lane) {
+                rc = fail(c, "map bucket %" PRIu32 " lane %" PRIu32 " (block at 0x%" PRIx64
+                          ") is misplaced", j, lane, x->off << a->gshift);
+                break;
+            }
+            spill[home] += d != 0;
+            entries++;
+        }
     }
-    if (entries != c->used_in_chains || entries != a->ht_used ||
-        (uint64_t)a->ht_used * 2 > (uint64_t)a->ht_mask + 1)
-        return fail(c, "map has %" PRIu64 " entries (recorded %" PRIu32 ", %" PRIu32
-                    " slots) for %" PRIu64 " used blocks", entries, a->ht_used, a->ht_mask + 1,
-                    c->used_in_chains);
-    return 0;
+    for (uint32_t j = 0; j < n && rc == 0; j++)
+        if (spill[j] != a->ht[j].spill)
+            rc = fail(c, "map bucket %" PRIu32 ": spill count %" PRIu32 ", %" PRIu32
+                      " entries spilled", j, a->ht[j].spill, spill[j]);
+    free(spill);
+    if (rc == 0 && (entries != c->used_in_chains || entries != a->ht_used ||
+                    a->ht_used > a->ht_room || (uint64_t)a->ht_room * 2 != (uint64_t)n * MAP_LANES))
+        rc = fail(c, "map has %" PRIu64 " entries (recorded %" PRIu32 ", room %" PRIu32 " in %"
+                  PRIu32 " buckets) for %" PRIu64 " used blocks", entries, a->ht_used,
+                  a->ht_room, n, c->used_in_chains);
+    return rc;
 }
 
 static int check_nodes(checker *c)

@@ -53,12 +53,12 @@ int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
         return -ENOENT;
     if (offset >= a->reg[rid].size || (offset & ((1ull << a->gshift) - 1)) != 0)
         return -EINVAL;
-    uint32_t slot = map_find(a, rid, offset >> a->gshift);
-    if (slot == UINT32_MAX)
+    mloc l = map_find(a, rid, offset >> a->gshift);
+    if (l.bucket == UINT32_MAX)
         return -ENOENT;
     blk *b = a->b;
-    uint32_t id = a->ht[slot].id, p = b[id].prev_phys, n = b[id].next_phys;
-    map_remove(a, slot);
+    uint32_t id = map_id(a, l), p = b[id].prev_phys, n = b[id].next_phys;
+    map_remove(a, l);
     a->used -= b[id].size;
     /* A missing neighbour is the sink node, which reads as used. */
     int pf = b[p].free, nf = b[n].free;

@@ -31,8 +31,9 @@
 #define FL_N (57 - SL_LOG2 + 1)
 #define U_LIMIT ((1ull << 57) - 1) /* largest size in granules with a class */
 
-/* Longest probe of the offset map (offmap.h). */
-#define PROBE_LIMIT 32u
+/* Farthest bucket from its home that an offset-map entry may live in
+ * (offmap.h): lookups read at most PROBE_LIMIT + 1 buckets. */
+#define PROBE_LIMIT 3u
 
 /* Bounded best fit: how many blocks of one class are looked at. A constant,
  * so the worst case stays O(1). */
@@ -80,10 +81,16 @@ typedef struct tlsf_idx {
     tlsf_head hd[FL_N * SL_N];
 } tlsf_idx;
 
-typedef struct mslot {
-    uint32_t id;  /* block, or NIL: empty */
-    uint32_t tag; /* top 32 bits of the key's hash */
-} mslot;
+/* A bucket of the offset map (offmap.h): one cache line, MAP_LANES entries.
+ * tag[i] is 0 for an empty lane, else 0x80 | 7 bits of the key's hash;
+ * spill counts the entries whose home is this bucket but which live in a
+ * later one. */
+#define MAP_LANES 12
+typedef struct mbucket {
+    uint8_t tag[MAP_LANES];
+    uint32_t spill;
+    uint32_t id[MAP_LANES];
+} mbucket;
 
 typedef struct region {
     uint64_t size;     /* bytes; 0: the slot is unused */
@@ -99,10 +106,11 @@ typedef struct region {
  * chain (mt_alloc_region_info). */
 struct mt_alloc {
     blk *b;            /* nodes; b[NIL] is the sink node (tlsf.h) */
-    mslot *ht;         /* offset map: ht_mask + 1 slots */
+    mbucket *ht;       /* offset map: ht_mask + 1 buckets */
     uint64_t ht_seed;  /* odd multiplier of the hash */
     uint32_t ht_mask, ht_shift, ht_limit;
     uint32_t ht_used;  /* entries: the live allocations */
+    uint32_t ht_room;  /* entries allowed before the map grows: half its lanes */
     uint32_t b_unused; /* list of unused nodes (via next_free) */
     uint32_t b_unused_n;
     unsigned gshift;   /* log2(granule) */
@@ -170,7 +178,7 @@ typedef struct mta_req {
 } mta_req;
 
 /* offmap.c: makes room for one more entry (at most half full); rebuilds
- * the table when a probe got longer than PROBE_LIMIT. */
+ * the table when an entry landed farther than PROBE_LIMIT from home. */
 int mta_map_reserve(mt_alloc *a);
 int mta_map_rebuild(mt_alloc *a);
 

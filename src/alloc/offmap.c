@@ -1,40 +1,41 @@
 /* Sizing and rebuilding the offset map (see offmap.h). */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "offmap.h"
 
-/* Re-inserts every entry into a table of 2^bits slots hashed with `seed`.
- * Returns the largest displacement, or -ENOMEM (the old table is kept). */
+/* Re-inserts every entry into a map of 2^bits buckets hashed with `seed`.
+ * Returns the largest distance from home, or -ENOMEM (the old map is
+ * kept). */
 static long rehash(mt_alloc *a, unsigned bits, uint64_t seed)
 {
-    uint32_t cap = 1u << bits, mask = cap - 1;
-    mslot *nt = calloc(cap, sizeof *nt);
+    size_t n = (size_t)1 << bits;
+    /* Cache-line aligned, so that a bucket is one line. */
+    mbucket *nt = aligned_alloc(64, n * sizeof *nt);
     if (!nt)
         return -ENOMEM;
-    mslot *old = a->ht;
-    uint32_t old_cap = a->ht ? a->ht_mask + 1 : 0;
+    memset(nt, 0, n * sizeof *nt);
+    mbucket *old = a->ht;
+    uint32_t old_n = a->ht ? a->ht_mask + 1 : 0;
     a->ht = nt;
-    a->ht_mask = mask;
-    a->ht_shift = 32 - bits;
+    a->ht_mask = (uint32_t)n - 1;
+    a->ht_shift = 64 - bits;
     a->ht_seed = seed;
+    a->ht_room = (uint32_t)(n * MAP_LANES / 2);
+    a->ht_limit = UINT32_MAX; /* no bound while refilling */
     long worst = 0;
-    for (uint32_t k = 0; k < old_cap; k++) {
-        if (old[k].id == NIL)
-            continue;
-        const blk *x = &a->b[old[k].id];
-        uint32_t tag = map_tag(a, x->region, x->off), i = map_home(a, tag);
-        long d = 0;
-        while (nt[i].id != NIL) {
-            i = (i + 1) & mask;
-            d++;
-        }
-        nt[i] = (mslot){old[k].id, tag};
+    for (uint32_t k = 0; k < old_n; k++)
+        for (uint32_t m = lanes_eq(&old[k], 0) ^ LANES_ALL; m != 0; m &= m - 1) {
+            uint32_t id = old[k].id[__builtin_ctz(m)];
+            const blk *x = &a->b[id];
+            long d = map_place(a, map_hash(a, x->region, x->off), id, a->ht_mask);
             if (d > worst)
-            worst = d;
-    }
+                worst = d;
+        }
     free(old);
-    /* Lookups stop after ht_limit probes: the bound, or what this table needs. */
+    /* Lookups read up to ht_limit buckets on: the bound, or what this map
+     * needs. */
     a->ht_limit = worst > PROBE_LIMIT ? (uint32_t)worst : PROBE_LIMIT;
     return worst;
 }
@@ -47,15 +48,17 @@ static uint64_t next_seed(uint64_t seed)
     return seed | 1;
 }
 
+static unsigned map_bits(const mt_alloc *a) { return 64 - a->ht_shift; }
+
 int mta_map_rebuild(mt_alloc *a)
 {
-    unsigned bits = 32 - a->ht_shift;
-    /* Mostly a full table doubles; a sparse one with a long run has met a bad
+    unsigned bits = map_bits(a);
+    /* Mostly a full map doubles; a sparse one with a long run has met a bad
      * seed for its keys and gets a new one. Bounded: each round doubles or
-     * reseeds, and a table of 2^31 slots is the end of the road. */
+     * reseeds, and a map of 2^28 buckets is the end of the road. */
     for (int round = 0; round < 64; round++) {
-        if ((uint64_t)a->ht_used * 4 > (uint64_t)a->ht_mask + 1 || round % 4 == 3) {
-            if (bits >= 31)
+        if ((uint64_t)a->ht_used * 4 > (uint64_t)a->ht_room || round % 4 == 3) {
+            if (bits >= 28)
                 return -ENOMEM;
             bits++;
         }
@@ -71,16 +74,16 @@ int mta_map_rebuild(mt_alloc *a)
 int mta_map_reserve(mt_alloc *a)
 {
     if (!a->ht)
-        return rehash(a, 6, 0x9e3779b97f4a7c15ull) < 0 ? -ENOMEM : 0;
-    if ((uint64_t)(a->ht_used + 1) * 2 <= (uint64_t)a->ht_mask + 1)
+        return rehash(a, 2, 0x9e3779b97f4a7c15ull) < 0 ? -ENOMEM : 0;
+    if (a->ht_used < a->ht_room)
         return 0;
-    unsigned bits = 32 - a->ht_shift;
-    if (bits >= 31)
+    unsigned bits = map_bits(a);
+    if (bits >= 28)
         return -ENOMEM;
     long worst = rehash(a, bits + 1, a->ht_seed);
     if (worst < 0)
         return (int)worst;
     if (worst > PROBE_LIMIT)
-        mta_map_rebuild(a); /* may fail: ht_limit covers the table as it is */
+        mta_map_rebuild(a); /* may fail: ht_limit covers the map as it is */
     return 0;
 }

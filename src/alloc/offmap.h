@@ -1,82 +1,148 @@
 /* The offset map: which used block starts at (region, offset).
  *
- * An open-addressing hash table of block ids with linear probing. Each slot
- * holds the id and the top 32 bits of the key's multiplicative hash (the
- * tag): the tag picks the home slot and rejects almost every non-matching
- * slot without touching its node; a match is confirmed on the node, which
- * free needs anyway. Deletion shifts later entries back (no tombstones).
+ * A hash table of buckets, one cache line each, of MAP_LANES block ids and
+ * one tag byte per lane (0x80 | 7 bits of the key's hash; 0 = empty), the
+ * layout of SwissTable and F14. A lookup compares the key's tag with all
+ * lanes of its home bucket at once and checks the (almost always single)
+ * candidate on its node, which free needs anyway. Deleting clears a tag:
+ * nothing moves. Compared with linear probing over single slots, the
+ * common case has no data-dependent branch (probing and the
+ * backward-shift deletion mispredicted about once per alloc+free pair) and
+ * touches one cache line.
  *
- * Bounded probes: the table is kept at most half full, and an insert that
- * lands more than PROBE_LIMIT slots from home rebuilds the table (doubling
- * it, or re-seeding the hash when it is sparse), so every entry sits within
- * PROBE_LIMIT of its home and a lookup, hit or miss, stops after
- * PROBE_LIMIT + 1 slots: O(1) worst case, like TLSF's bounded bit scans.
+ * A full home bucket sends an insertion to the next ones; the home's spill
+ * count says how many of its keys live further on, so a lookup reads past
+ * the home only when that count is not zero. Bounded probes: the map is
+ * kept at most half full (6 of 12 lanes per bucket on average), and an
+ * insertion that lands more than PROBE_LIMIT buckets from home rebuilds the
+ * map (doubling it, or re-seeding the hash when it is sparse), so a lookup,
+ * hit or miss, reads at most PROBE_LIMIT + 1 buckets: O(1) worst case.
  * (Only when host memory runs out during a rebuild does the bound, kept in
- * ht_limit, grow to what the table needs; lookups stay correct.)
- * The table costs 16 bytes per live allocation or less, whatever the region
- * sizes: a radix map over the offsets was tried first, and its directory
- * and leaves, spread over megabytes for GPU-sized regions, cost a cache and
- * TLB miss per operation. */
+ * ht_limit, grow to what the map needs; lookups stay correct.) The map
+ * costs 64 bytes per 6 live allocations or less, whatever the region sizes:
+ * a radix map over the offsets was tried first, and its directory and
+ * leaves, spread over megabytes for GPU-sized regions, cost a cache and TLB
+ * miss per operation. */
 #ifndef MT_ALLOC_OFFMAP_H
 #define MT_ALLOC_OFFMAP_H
 
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include "internal.h"
 
-/* off in granules, as in the nodes. */
-static inline uint32_t map_tag(const mt_alloc *a, uint32_t rid, uint64_t off)
+#define LANES_ALL ((1u << MAP_LANES) - 1)
+
+/* Bit i set when lane i of bucket bk holds tag t (t = 0: is empty). */
+#ifdef __SSE2__
+static inline uint32_t lanes_eq(const mbucket *bk, unsigned t)
 {
-    uint64_t k = off ^ ((uint64_t)rid * 0x9e3779b97f4a7c15ull);
-    return (uint32_t)((k * a->ht_seed) >> 32);
+    __m128i v = _mm_load_si128((const __m128i *)(const void *)bk);
+    return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)t))) & LANES_ALL;
+}
+#else
+/* Eight lanes at a time: a byte of x is zero exactly when its top bit
+ * survives below; the multiply gathers those top bits into one byte. */
+static inline uint32_t zero_bytes(uint64_t x)
+{
+    const uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
+    uint64_t z = ~(((x & low7) + low7) | x | low7);
+    return (uint32_t)((z * 0x0002040810204081ull) >> 56);
 }
 
-static inline uint32_t map_home(const mt_alloc *a, uint32_t tag) { return tag >> a->ht_shift; }
-
-/* Slot index of the used block at (region, off), or UINT32_MAX. */
-static inline uint32_t map_find(const mt_alloc *a, uint32_t rid, uint64_t off)
+static inline uint32_t lanes_eq(const mbucket *bk, unsigned t)
 {
-    uint32_t tag = map_tag(a, rid, off), mask = a->ht_mask, i = map_home(a, tag);
-    for (uint32_t d = 0; d <= a->ht_limit; d++, i = (i + 1) & mask) {
-        const mslot *s = &a->ht[i];
-        if (s->id == NIL)
-            break;
-        if (s->tag == tag && a->b[s->id].off == off && a->b[s->id].region == rid)
-            return i;
+    uint64_t lo, hi, rep = 0x0101010101010101ull * t;
+    memcpy(&lo, bk->tag, 8);
+    memcpy(&hi, bk->tag + 8, 8);
+    return (zero_bytes(lo ^ rep) | zero_bytes(hi ^ rep) << 8) & LANES_ALL;
+}
+#endif
+
+/* The key's hash; off in granules, as in the nodes. */
+static inline uint64_t map_hash(const mt_alloc *a, uint32_t rid, uint64_t off)
+{
+    return (off ^ ((uint64_t)rid * 0x9e3779b97f4a7c15ull)) * a->ht_seed;
+}
+
+/* The top bits pick the home bucket; 7 bits below them make the tag. */
+static inline uint32_t map_home(const mt_alloc *a, uint64_t h)
+{
+    return (uint32_t)(h >> a->ht_shift);
+}
+
+static inline unsigned map_tag(uint64_t h) { return 0x80u | (unsigned)((h >> 24) & 0x7f); }
+
+/* Where an entry is: bucket UINT32_MAX when there is none. */
+typedef struct mloc {
+    uint32_t bucket, lane, home;
+} mloc;
+
+/* The used block at (region, off). */
+static inline mloc map_find(const mt_alloc *a, uint32_t rid, uint64_t off)
+{
+    uint64_t h = map_hash(a, rid, off);
+    uint32_t home = map_home(a, h), j = home;
+    unsigned t = map_tag(h);
+    for (uint32_t d = 0; d <= a->ht_limit; d++, j = (j + 1) & a->ht_mask) {
+        const mbucket *bk = &a->ht[j];
+        for (uint32_t m = lanes_eq(bk, t); m != 0; m &= m - 1) {
+            uint32_t lane = (uint32_t)__builtin_ctz(m);
+            const blk *x = &a->b[bk->id[lane]];
+            if (x->off == off && x->region == rid)
+                return (mloc){j, lane, home};
+        }
+        if (a->ht[home].spill == 0)
+            break; /* all of home's keys live at home */
+    }
+    return (mloc){UINT32_MAX, 0, home};
+}
+
+static inline uint32_t map_id(const mt_alloc *a, mloc l) { return a->ht[l.bucket].id[l.lane]; }
+
+/* Removes the entry at l (found by map_find). */
+static inline void map_remove(mt_alloc *a, mloc l)
+{
+    a->ht[l.bucket].tag[l.lane] = 0;
+    a->ht[l.home].spill -= l.bucket != l.home;
+    a->ht_used--;
+}
+
+/* Finds a lane for a key of hash h at or after its home, within `limit`
+ * buckets, and claims it. Returns the distance from home, or UINT32_MAX. */
+static inline uint32_t map_place(mt_alloc *a, uint64_t h, uint32_t id, uint32_t limit)
+{
+    uint32_t home = map_home(a, h), j = home;
+    for (uint32_t d = 0; d <= limit; d++, j = (j + 1) & a->ht_mask) {
+        mbucket *bk = &a->ht[j];
+        uint32_t m = lanes_eq(bk, 0);
+        if (m != 0) {
+            uint32_t lane = (uint32_t)__builtin_ctz(m);
+            bk->tag[lane] = (uint8_t)map_tag(h);
+            bk->id[lane] = id;
+            a->ht[home].spill += d != 0;
+            return d;
+        }
     }
     return UINT32_MAX;
 }
 
-/* Removes slot i, moving back the entries after it that may move: an entry
- * can fill the hole unless its home lies cyclically in (hole, its slot]. */
-static inline void map_remove(mt_alloc *a, uint32_t i)
-{
-    uint32_t mask = a->ht_mask;
-    for (uint32_t j = (i + 1) & mask; a->ht[j].id != NIL; j = (j + 1) & mask) {
-        uint32_t home = map_home(a, a->ht[j].tag);
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            a->ht[i] = a->ht[j];
-            i = j;
-        }
-    }
-    a->ht[i].id = NIL;
-    a->ht_used--;
-}
-
 /* Inserts block id at (region, off). The caller reserved room
- * (mta_map_reserve); a long probe asks for a rebuild, which may fail without
- * harm: lookups are correct at any probe length. */
+ * (mta_map_reserve), so a free lane exists; one farther than PROBE_LIMIT
+ * from home asks for a rebuild, which may fail without harm: lookups are
+ * correct at any distance up to ht_limit. */
 static inline void map_insert(mt_alloc *a, uint32_t rid, uint64_t off, uint32_t id)
 {
-    uint32_t tag = map_tag(a, rid, off), mask = a->ht_mask, i = map_home(a, tag), d = 0;
-    while (a->ht[i].id != NIL) {
-        i = (i + 1) & mask;
-        d++;
-    }
-    a->ht[i] = (mslot){id, tag};
+    uint64_t h = map_hash(a, rid, off);
     a->ht_used++;
+    if (__builtin_expect(map_place(a, h, id, PROBE_LIMIT) != UINT32_MAX, 1))
+        return;
+    uint32_t d = map_place(a, h, id, a->ht_mask); /* at most half full: found */
     if (d > a->ht_limit)
         a->ht_limit = d; /* lookups stay correct whatever follows */
-    if (d > PROBE_LIMIT)
-        mta_map_rebuild(a); /* restores the bound unless memory is short */
+    mta_map_rebuild(a);  /* restores the bound unless memory is short */
 }
 
 #endif

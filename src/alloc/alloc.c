@@ -165,9 +165,8 @@ static inline int reserve(mt_alloc *a)
 }
 
 /* No block fits: ask the grow callback for a region, then place the request
- * in it. Out of line: rare. */
-static __attribute__((noinline)) int allocate_grown(mt_alloc *a, const mta_req *r,
-                                                    mt_alloc_block *out)
+ * in it. */
+static int allocate_grown(mt_alloc *a, const mta_req *r, mt_alloc_block *out)
 {
     uint32_t live = a->reg_live;
     /* A fresh region of the request's size holds it: offset 0 is aligned to
@@ -187,27 +186,55 @@ static __attribute__((noinline)) int allocate_grown(mt_alloc *a, const mta_req *
     return 0;
 }
 
-int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
-                      mt_alloc_block *out)
+/* Everything but the common case: metadata to grow, first fit,
+ * granularity separation, the last-resort scans, the grow callback. */
+static __attribute__((noinline)) int allocate_slow(mt_alloc *a, const mta_req *r,
+                                                   mt_alloc_block *out)
 {
-    if (!a || !out || size == 0 || (align & (align - 1)) != 0 ||
-        (unsigned)kind > MT_ALLOC_NONLINEAR)
-        return -EINVAL;
-    if (size > MT_ALLOC_MAX_SIZE)
-        return -ENOSPC;
-    unsigned gs = a->gshift;
-    /* Offsets are below MT_ALLOC_MAX_SIZE: a larger alignment means offset 0,
-     * exactly as MT_ALLOC_MAX_SIZE does. */
-    if (align > MT_ALLOC_MAX_SIZE)
-        align = MT_ALLOC_MAX_SIZE;
-    mta_req r = {((size - 1) >> gs) + 1, align >> gs ? align >> gs : 1, (unsigned)kind};
     int rc = reserve(a);
     if (rc)
         return rc;
     uint64_t start;
-    uint32_t id = mta_search(a, &r, &start);
+    uint32_t id = mta_search(a, r, &start);
     if (id == NIL)
-        return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
-    commit(a, id, start, &r, out);
+        return a->grow ? allocate_grown(a, r, out) : -ENOSPC;
+    commit(a, id, start, r, out);
     return 0;
+}
+
+/* Bad arguments, told apart off the fast path. */
+static __attribute__((noinline)) int allocate_refused(const mt_alloc *a, uint64_t size,
+                                                      uint64_t align, mt_alloc_kind kind,
+                                                      const mt_alloc_block *out)
+{
+    if (!a || !out || size == 0 || (align & (align - 1)) != 0 ||
+        (unsigned)kind > MT_ALLOC_NONLINEAR)
+        return -EINVAL;
+    return -ENOSPC; /* size > MT_ALLOC_MAX_SIZE */
+}
+
+int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
+                      mt_alloc_block *out)
+{
+    /* One test for every bad argument: size - 1 wraps for 0. */
+    if (__builtin_expect(!a | !out | ((align & (align - 1)) != 0) |
+                         ((unsigned)kind > MT_ALLOC_NONLINEAR) |
+                         (size - 1 >= MT_ALLOC_MAX_SIZE), 0))
+        return allocate_refused(a, size, align, kind, out);
+    unsigned gs = a->gshift;
+    /* Offsets are below MT_ALLOC_MAX_SIZE: a larger alignment means offset 0,
+     * exactly as MT_ALLOC_MAX_SIZE does. */
+    align = align < MT_ALLOC_MAX_SIZE ? align : MT_ALLOC_MAX_SIZE;
+    mta_req r = {((size - 1) >> gs) + 1, align >> gs ? align >> gs : 1, (unsigned)kind};
+    /* The common case inline: best fit without granularity pages, spare
+     * nodes and map room at hand, a block found on the head records. */
+    uint64_t start;
+    uint32_t id;
+    if (__builtin_expect(a->b_unused_n >= 2 && a->ht_used < a->ht_room &&
+                         (a->pshift | a->strategy) == 0, 1) &&
+        (id = mta_best_fit_fast(a, &r, &start)) != NIL) {
+        commit(a, id, start, &r, out);
+        return 0;
+    }
+    return allocate_slow(a, &r, out);
 }

@@ -136,7 +136,9 @@ struct mt_alloc {
 
 /* ---- size classes ---------------------------------------------------------- */
 
-static inline unsigned msb64(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
+/* 63 - clz, written as an exclusive or so that compilers see it is the bit
+ * scan itself (bsr) and not a scan, a flip and a subtraction. */
+static inline unsigned msb64(uint64_t x) { return 63u ^ (unsigned)__builtin_clzll(x); }
 
 /* Shift that brings u granules down to its second-level index: 0 below
  * 2 * SL_N (classes are exact there), else msb(u) - SL_LOG2. Or-ing in SL_N

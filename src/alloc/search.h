@@ -35,7 +35,7 @@
 
 #include "tlsf.h"
 
-#define GUARANTEED_HEADS 4
+#define GUARANTEED_HEADS 3
 
 /* Offset at which the request starts in free block x, or NO_FIT. The block's
  * neighbours are used blocks (or region ends): with granularity separation,
@@ -128,17 +128,16 @@ static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsig
     return a->ix.head[cu];
 }
 
-/* The lowest offset among the heads of the first `heads` non-empty classes
- * at or above cw (ties: the smaller class); each certainly fits. The
+/* The class with the lowest head offset among the first `heads`
+ * non-empty classes at or above cw (ties: the smaller class), or -1. The
  * classes come straight off the bitmaps, lowest set bit first. */
-static inline uint32_t mta_guaranteed(const mt_alloc *a, unsigned cw, unsigned heads,
-                                      const mta_req *r, uint64_t *start)
+static inline int mta_lowest_head(const tlsf_idx *ix, unsigned cw, unsigned heads)
 {
-    const tlsf_idx *ix = &a->ix;
-    unsigned fl = cw / SL_N, best = 0;
+    unsigned fl = cw / SL_N;
     uint32_t sm = ix->sl_map[fl] & (~0u << (cw % SL_N));
     uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64 */
     uint64_t best_off = UINT64_MAX;
+    int best = -1;
     for (unsigned k = 0; k < heads; k++) {
         if (sm == 0) {
             if (fm == 0)
@@ -150,13 +149,22 @@ static inline uint32_t mta_guaranteed(const mt_alloc *a, unsigned cw, unsigned h
         unsigned c = fl * SL_N + (unsigned)__builtin_ctz(sm);
         sm &= sm - 1;
         uint64_t off = ix->hd[c].off;
-        best = off < best_off ? c : best;
+        best = off < best_off ? (int)c : best;
         best_off = off < best_off ? off : best_off;
     }
-    if (best_off == UINT64_MAX)
+    return best;
+}
+
+/* The lowest-offset head among the first `heads` non-empty classes at or
+ * above cw, and where the request starts in it; each certainly fits. */
+static inline uint32_t mta_guaranteed(const mt_alloc *a, unsigned cw, unsigned heads,
+                                      const mta_req *r, uint64_t *start)
+{
+    int c = mta_lowest_head(&a->ix, cw, heads);
+    if (c < 0)
         return NIL;
-    uint32_t id = ix->head[best];
-    *start = a->pshift ? mta_fit(a, &a->b[id], r) : align_up(best_off, r->align);
+    uint32_t id = a->ix.head[c];
+    *start = a->pshift ? mta_fit(a, &a->b[id], r) : align_up(a->ix.hd[c].off, r->align);
     return id;
 }
 
@@ -168,6 +176,44 @@ static inline uint32_t mta_last_resort(const mt_alloc *a, uint64_t w, const mta_
 {
     uint32_t id = mta_scan(a, a->ix.head[class_index(w <= U_LIMIT ? w : U_LIMIT)], r, start);
     return id != NIL ? id : mta_scan(a, tlsf_top(&a->ix), r, start);
+}
+
+/* Where the request starts in a head record, or NO_FIT (also for an empty
+ * class's record): the fit test without granularity separation. */
+static inline uint64_t head_fit(const tlsf_head *h, const mta_req *r)
+{
+    uint64_t start = align_up(h->off, r->align);
+    return (start - h->off) + r->size <= h->size ? start : NO_FIT;
+}
+
+/* BEST_FIT without granularity separation, the common case, on head
+ * records only: the request's own class, the next class below the
+ * guaranteed ones, the lowest of the first guaranteed heads. NIL when
+ * none of these has a block (mta_search then tries the last resorts).
+ * Without padding for granularity pages, w is below U_LIMIT. */
+static inline uint32_t mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_t *start)
+{
+    const tlsf_idx *ix = &a->ix;
+    uint64_t wr = class_round_up(r->size + r->align - 1);
+    unsigned cu = class_index(r->size);
+    unsigned cw = wr <= U_LIMIT ? class_index(wr) : N_CLASSES;
+    uint64_t s = head_fit(&ix->hd[cu], r);
+    if (s == NO_FIT && cu + 1 < cw) {
+        int k = tlsf_class_from(ix, cu + 1);
+        if (k >= 0 && (unsigned)k < cw) {
+            cu = (unsigned)k;
+            s = head_fit(&ix->hd[cu], r);
+        }
+    }
+    if (s == NO_FIT) {
+        int c = mta_lowest_head(ix, cw, GUARANTEED_HEADS);
+        if (c < 0)
+            return NIL;
+        cu = (unsigned)c;
+        s = align_up(ix->hd[cu].off, r->align);
+    }
+    *start = s;
+    return ix->head[cu];
 }
 
 /* The free block for request r and where it starts in it, or NIL. */

@@ -71,7 +71,7 @@ static inline void tlsf_unlink(mt_alloc *a, uint32_t id)
 /* A free block changed size (and maybe offset): moves it to its new class
  * list, or leaves it where it is when the class did not change (a small
  * piece came off a large block, or joined one). */
-static inline void tlsf_refile(mt_alloc *a, uint32_t id)
+static inline __attribute__((always_inline)) void tlsf_refile(mt_alloc *a, uint32_t id)
 {
     const blk *x = &a->b[id];
     unsigned c = class_index(x->size);

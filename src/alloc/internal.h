@@ -23,7 +23,7 @@
 
 #include "memtrack/alloc.h"
 
-#define SL_LOG2 5
+#define SL_LOG2 3
 #define SL_N (1u << SL_LOG2)
 /* Block sizes in granules are at most 2^56 (MT_ALLOC_MAX_SIZE with a granule
  * of 1); searches round up to below 2^57. Top bit at most 56, so the first

@@ -332,6 +332,68 @@ static void test_bad_input(void)
     mt_alloc_destroy(NULL);
 }
 
+/* mt_alloc_free_block: the hint only saves the lookup. With a good hint it
+ * frees exactly what mt_alloc_free frees; any other hint (stale, edited,
+ * another block's, out of range) falls back to the offset, with the same
+ * result or error, and errors change nothing. */
+static void test_free_block(void)
+{
+    mt_alloc *a = au_create(MT_ALLOC_BEST_FIT, 16, 0), *other = au_create(MT_ALLOC_BEST_FIT, 16, 0);
+    uint32_t r, r_other;
+    MT_CHECK_OK(mt_alloc_add_region(a, MiB, NULL, &r));
+    MT_CHECK_OK(mt_alloc_add_region(other, MiB, NULL, &r_other));
+    mt_alloc_block x = au_alloc(a, 1000, 0, MT_ALLOC_LINEAR);
+    mt_alloc_block y = au_alloc(a, 2000, 256, MT_ALLOC_NONLINEAR);
+    mt_alloc_block z = au_alloc(a, 3000, 0, MT_ALLOC_LINEAR);
+    mt_alloc_block o = au_alloc(other, 1000, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_UINT_EQ(x.reserved, 0);
+
+    /* Null arguments. */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(NULL, &x), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, NULL), -EINVAL);
+
+    /* A good hint frees the block, as by offset. */
+    MT_CHECK_OK(mt_alloc_free_block(a, &y));
+    AU_CHECK(a);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, y.region, y.offset), -ENOENT);
+    /* Stale now (its node went back or went to another block): -ENOENT. */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &y), -ENOENT);
+
+    /* Another block's hint with x's offset: x is freed (found by offset). */
+    mt_alloc_block edited = x;
+    edited.hint = z.hint;
+    MT_CHECK_OK(mt_alloc_free_block(a, &edited));
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, x.region, x.offset), -ENOENT);
+    MT_CHECK_OK(mt_alloc_free(a, z.region, z.offset)); /* z was still there */
+    z = au_alloc(a, 3000, 0, MT_ALLOC_LINEAR); /* at 0 again: the region is empty */
+
+    /* Hints out of range, NIL, inside an allocation, off the granule, in
+     * another region: the offset decides. */
+    uint32_t hints[] = {0, 1, UINT32_MAX, 1u << 30, o.hint};
+    for (unsigned i = 0; i < sizeof hints / sizeof hints[0]; i++) {
+        mt_alloc_block h = z;
+        h.hint = hints[i];
+        h.offset = z.offset + 16; /* inside z: no allocation starts there */
+        AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &h), -ENOENT);
+        h.offset = z.offset + 8; /* off the granule */
+        AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &h), -EINVAL);
+        h.offset = z.offset;
+        h.region = 7; /* no such region */
+        AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &h), -ENOENT);
+    }
+    /* `other`'s block given to a: its hint names a node of `other`; the
+     * offset decides, and in a it is z that starts there. */
+    MT_CHECK_UINT_EQ(o.offset, 0);
+    MT_CHECK_UINT_EQ(z.offset, 0);
+    MT_CHECK_OK(mt_alloc_free_block(a, &o));
+    check_stats(a, MiB, 0, 0, 1, MiB);
+    MT_CHECK_OK(mt_alloc_free_block(other, &o));
+    AU_CHECK(a);
+    AU_CHECK(other);
+    mt_alloc_destroy(a);
+    mt_alloc_destroy(other);
+}
+
 /* The checker must notice each kind of damage; restoring makes it pass. */
 static void test_checker_catches(void)
 {
@@ -423,6 +485,7 @@ int main(void)
     test_granularity();
     test_regions();
     test_bad_input();
+    test_free_block();
     test_checker_catches();
     test_dump();
     puts("alloc basic: ok");

@@ -25,6 +25,7 @@ typedef struct mlive {
     uint32_t region;
     uint64_t offset, size;
     unsigned kind;
+    uint32_t hint; /* as mt_alloc_allocate returned it */
 } mlive;
 
 typedef struct model {
@@ -177,7 +178,7 @@ static void do_alloc(model *m, mt_alloc *a)
     MT_CHECK_UINT_EQ(b.offset % (align > g ? align : g), 0);
     MT_CHECK(b.offset + b.size <= m->reg[b.region].size);
     uint32_t idx = m->nlive++;
-    m->live[idx] = (mlive){b.region, b.offset, b.size, kind};
+    m->live[idx] = (mlive){b.region, b.offset, b.size, kind, b.hint};
     mark(m, idx, idx + 1);
     check_separation(m, &m->live[idx]);
     m->used += b.size;
@@ -202,10 +203,16 @@ static void do_free(model *m, mt_alloc *a)
         return;
     uint32_t idx = (uint32_t)rnd(m, m->nlive);
     mlive l = m->live[idx];
+    mt_alloc_block b = {.region = l.region, .kind = l.kind, .offset = l.offset, .size = l.size,
+                        .hint = l.hint};
     model_free(m, idx); /* first: the free may release the region */
-    MT_CHECK_OK(mt_alloc_free(a, l.region, l.offset));
-    /* Double free right away (the region may even be gone): -ENOENT. */
+    /* By offset, or by block with its hint: same effect. */
+    int by_block = rnd(m, 2) != 0;
+    MT_CHECK_OK(by_block ? mt_alloc_free_block(a, &b) : mt_alloc_free(a, l.region, l.offset));
+    /* Double free right away (the region may even be gone): -ENOENT, also
+     * when the stale hint names a node that is used again by now. */
     MT_CHECK_ERR(mt_alloc_free(a, l.region, l.offset), -ENOENT);
+    MT_CHECK_ERR(mt_alloc_free_block(a, &b), -ENOENT);
     m->n_free++;
 }
 
@@ -226,12 +233,17 @@ static void do_bad_free(model *m, mt_alloc *a)
         expect = hit ? 0 : -ENOENT;
     }
     m->n_bad++;
+    /* Half of them as blocks with a made-up hint: a hint never changes the
+     * outcome, only the way there. */
+    mt_alloc_block b = {.region = rid, .offset = off, .hint = (uint32_t)rnd(m, 1u << 12)};
+    int by_block = rnd(m, 2) != 0;
     if (expect != 0) {
-        AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, rid, off), expect);
+        AU_CHECK_ERR_UNCHANGED(a, by_block ? mt_alloc_free_block(a, &b) : mt_alloc_free(a, rid, off),
+                               expect);
         return;
     }
     model_free(m, hit - 1);
-    MT_CHECK_OK(mt_alloc_free(a, rid, off));
+    MT_CHECK_OK(by_block ? mt_alloc_free_block(a, &b) : mt_alloc_free(a, rid, off));
 }
 
 static void compare(model *m, mt_alloc *a, int deep)

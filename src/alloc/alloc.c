@@ -76,7 +76,13 @@ void mt_alloc_destroy(mt_alloc *a)
 static inline uint32_t new_used(mt_alloc *a, uint64_t start, const mta_req *r, uint32_t rid)
 {
     uint32_t uid = node_take(a);
-    a->b[uid] = (blk){.off = start, .size = r->size, .region = rid, .kind = (uint8_t)r->kind};
+    blk *u = &a->b[uid];
+    /* Field by field: a compound literal would zero the node first. */
+    u->off = start;
+    u->size = r->size;
+    u->region = rid;
+    u->free = 0;
+    u->kind = (uint8_t)r->kind;
     return uid;
 }
 
@@ -116,8 +122,14 @@ static inline uint32_t carve_inside(mt_alloc *a, uint32_t id, uint64_t start, co
     x->size = start - x->off;
     if (aend < end) {
         after = before_next = node_take(a);
-        b[after] = (blk){.off = aend, .size = end - aend, .prev_phys = uid, .next_phys = next,
-                         .region = rid, .free = 1};
+        blk *t = &b[after];
+        t->off = aend;
+        t->size = end - aend;
+        t->prev_phys = uid;
+        t->next_phys = next;
+        t->region = rid;
+        t->free = 1;
+        t->kind = 0;
         tlsf_insert(a, after);
     }
     b[uid].prev_phys = id;
@@ -143,6 +155,8 @@ static inline void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_re
     out->kind = r->kind;
     out->offset = start << a->gshift;
     out->size = r->size << a->gshift;
+    out->hint = uid;
+    out->reserved = 0;
 }
 
 /* Makes sure a split can take two nodes (leading pad, tail) and the offset

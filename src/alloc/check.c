@@ -76,6 +76,8 @@ static int check_region(checker *c, uint32_t rid)
                         " (expected %" PRIu32 ", 0x%" PRIx64 ")",
                         rid, id, x->off << gs, x->region, x->prev_phys, x->off << gs, prev,
                         pos << gs);
+        if (x->free > BLK_FREE)
+            return fail(c, "region %" PRIu32 ": unused node %" PRIu32 " in the chain", rid, id);
         if (x->size == 0 || x->size > rsize - pos)
             return fail(c, "block %" PRIu32 ": bad size %" PRIu64, id, x->size << gs);
         if (x->free) {
@@ -135,7 +137,8 @@ static int check_classes(checker *c)
                 const blk *x = &a->b[id];
                 unsigned f, s;
                 class_of(x->size, &f, &s);
-                if (!x->free || !(c->seen[id] & 1) || a->b[id].prev_free != prev || f != fl || s != sl ||
+                if (x->free != BLK_FREE || !(c->seen[id] & 1) || a->b[id].prev_free != prev ||
+                    f != fl || s != sl ||
                     x->cls != fl * SL_N + sl)
                     return fail(c, "class (%u,%u): node %" PRIu32 " is not a free block of "
                                 "this class in a region chain", fl, sl, id);
@@ -166,7 +169,8 @@ static int check_map(checker *c)
             if (a->ht[j].tag[lane] == 0)
                 continue;
             uint32_t id = a->ht[j].id[lane];
-            if (id < FIRST_NODE || id >= a->b_cap || !(c->seen[id] & 1) || a->b[id].free) {
+            if (id < FIRST_NODE || id >= a->b_cap || !(c->seen[id] & 1) ||
+                a->b[id].free != BLK_USED) {
                 rc = fail(c, "map bucket %" PRIu32 " lane %" PRIu32 " names node %" PRIu32
                           ", not a used block", j, lane, id);
                 break;
@@ -174,9 +178,9 @@ static int check_map(checker *c)
             const blk *x = &a->b[id];
             uint64_t h = map_hash(a, x->region, x->off);
             uint32_t home = map_home(a, h), d = (j - home) & a->ht_mask;
-            mloc l = map_find(a, x->region, x->off);
+            mloc l = map_find(a, x->region, x->off), noted = map_noted(x);
             if (a->ht[j].tag[lane] != map_tag(h) || d > a->ht_limit || l.bucket != j ||
-                l.lane != lane) {
+                l.lane != lane || noted.bucket != j || noted.lane != lane || noted.home != home) {
                 rc = fail(c, "map bucket %" PRIu32 " lane %" PRIu32 " (block at 0x%" PRIx64
                           ") is misplaced", j, lane, x->off << a->gshift);
                 break;
@@ -203,9 +207,12 @@ static int check_nodes(checker *c)
     const mt_alloc *a = c->a;
     uint32_t n = 0;
     int rc;
-    for (uint32_t id = a->b_unused; id != NIL; id = a->b[id].next_free, n++)
+    for (uint32_t id = a->b_unused; id != NIL; id = a->b[id].next_free, n++) {
         if ((rc = mark(c, id, 4, "unused nodes")))
             return rc;
+        if (a->b[id].free != BLK_UNUSED)
+            return fail(c, "unused node %" PRIu32 " is not marked unused", id);
+    }
     if (n != a->b_unused_n)
         return fail(c, "%" PRIu32 " unused nodes, recorded %" PRIu32, n, a->b_unused_n);
     /* The sink still reads as "no block, empty class" (tlsf.h). */

@@ -45,6 +45,30 @@ static inline uint32_t merge_into_next(mt_alloc *a, uint32_t id, uint32_t n)
     return n;
 }
 
+/* Frees used block `id` of region rid: its map entry goes (the node says
+ * where), then it merges with whichever neighbours are free. */
+static inline int free_node(mt_alloc *a, uint32_t rid, uint32_t id)
+{
+    blk *b = a->b;
+    uint32_t p = b[id].prev_phys, n = b[id].next_phys;
+    map_remove(a, map_noted(&b[id]));
+    a->used -= b[id].size;
+    /* A missing neighbour is the sink node, which reads as used. */
+    int pf = b[p].free, nf = b[n].free;
+    uint32_t f = id;
+    if (pf) {
+        f = merge_into_prev(a, p, id, n, nf);
+    } else if (nf) {
+        f = merge_into_next(a, id, n);
+    } else {
+        b[id].free = BLK_FREE;
+        tlsf_insert(a, id);
+    }
+    if (__builtin_expect(blk_spans_region(&b[f]), 0))
+        mta_region_emptied(a, rid);
+    return 0;
+}
+
 int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
 {
     if (!a)
@@ -56,22 +80,23 @@ int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
     mloc l = map_find(a, rid, offset >> a->gshift);
     if (l.bucket == UINT32_MAX)
         return -ENOENT;
-    blk *b = a->b;
-    uint32_t id = map_id(a, l), p = b[id].prev_phys, n = b[id].next_phys;
-    map_remove(a, l);
-    a->used -= b[id].size;
-    /* A missing neighbour is the sink node, which reads as used. */
-    int pf = b[p].free, nf = b[n].free;
-    uint32_t f = id;
-    if (pf) {
-        f = merge_into_prev(a, p, id, n, nf);
-    } else if (nf) {
-        f = merge_into_next(a, id, n);
-    } else {
-        b[id].free = 1;
-        tlsf_insert(a, id);
+    return free_node(a, rid, map_id(a, l));
+}
+
+int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
+{
+    if (!a || !blk_in)
+        return -EINVAL;
+    uint32_t id = blk_in->hint, rid = blk_in->region;
+    uint64_t offset = blk_in->offset;
+    /* The hint is trusted only when it names a used block (unused nodes
+     * are marked BLK_UNUSED) that starts exactly there: then it is the
+     * block mt_alloc_free would find. */
+    if (__builtin_expect(id >= FIRST_NODE && id < a->b_cap, 1)) {
+        const blk *x = &a->b[id];
+        if (__builtin_expect(x->free == BLK_USED && x->region == rid &&
+                             x->off << a->gshift == offset, 1))
+            return free_node(a, rid, id);
     }
-    if (__builtin_expect(blk_spans_region(&b[f]), 0))
-        mta_region_emptied(a, rid);
-    return 0;
+    return mt_alloc_free(a, rid, offset);
 }

@@ -53,13 +53,16 @@ typedef struct blk {
     uint64_t off;  /* offset in the region, granules */
     uint64_t size; /* granules, > 0 */
     uint32_t prev_phys, next_phys;
-    /* Class-list links of a free block; next_free also links unused nodes. */
+    /* Class-list links of a free block; next_free also links unused nodes.
+     * A used block keeps where its offset-map entry is there (offmap.h). */
     uint32_t prev_free, next_free;
     uint32_t region;
     uint16_t cls; /* class list of a free block: fl * SL_N + sl */
-    uint8_t free;
+    uint8_t free; /* BLK_USED, BLK_FREE, or BLK_UNUSED: not a block */
     uint8_t kind;
 } blk;
+
+enum { BLK_USED = 0, BLK_FREE = 1, BLK_UNUSED = 2 };
 
 /* Node ids: NIL (0) is "none" and the sink node (tlsf.h); blocks start at
  * FIRST_NODE. */

@@ -21,9 +21,12 @@ int mta_node_reserve(mt_alloc *a, uint32_t n)
     memset(nb + from, 0, (size_t)(cap - from) * sizeof *nb);
     if (!a->b_cap) /* the sink reads as an empty class's head and as a used neighbour */
         nb[NIL] = (blk){.off = UINT64_MAX};
-    /* Chain the new nodes in ascending order in front of the old list. */
-    for (uint32_t i = from; i < cap; i++)
+    /* Chain the new nodes in ascending order in front of the old list,
+     * marked as no block (a stray hint must not find one). */
+    for (uint32_t i = from; i < cap; i++) {
+        nb[i].free = BLK_UNUSED;
         nb[i].next_free = i + 1 < cap ? i + 1 : a->b_unused;
+    }
     a->b = nb;
     a->b_unused = from;
     a->b_unused_n += (uint32_t)cap - from;

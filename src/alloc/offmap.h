@@ -105,7 +105,22 @@ static inline mloc map_find(const mt_alloc *a, uint32_t rid, uint64_t off)
 
 static inline uint32_t map_id(const mt_alloc *a, mloc l) { return a->ht[l.bucket].id[l.lane]; }
 
-/* Removes the entry at l (found by map_find). */
+/* A used block's node keeps where its entry is, in the class-list links it
+ * has no use for: bucket and lane in next_free (bucket < 2^28), home in
+ * prev_free. Freeing a block whose node is known (mt_alloc_free_block)
+ * then needs no lookup. */
+static inline void map_note(blk *x, mloc l)
+{
+    x->next_free = l.bucket << 4 | l.lane;
+    x->prev_free = l.home;
+}
+
+static inline mloc map_noted(const blk *x)
+{
+    return (mloc){x->next_free >> 4, x->next_free & 15, x->prev_free};
+}
+
+/* Removes the entry at l. */
 static inline void map_remove(mt_alloc *a, mloc l)
 {
     a->ht[l.bucket].tag[l.lane] = 0;
@@ -113,8 +128,9 @@ static inline void map_remove(mt_alloc *a, mloc l)
     a->ht_used--;
 }
 
-/* Finds a lane for a key of hash h at or after its home, within `limit`
- * buckets, and claims it. Returns the distance from home, or UINT32_MAX. */
+/* Finds a lane for block id, whose key has hash h, at or after its home
+ * within `limit` buckets, claims it and notes it in the node. Returns the
+ * distance from home, or UINT32_MAX. */
 static inline uint32_t map_place(mt_alloc *a, uint64_t h, uint32_t id, uint32_t limit)
 {
     uint32_t home = map_home(a, h), j = home;
@@ -126,6 +142,7 @@ static inline uint32_t map_place(mt_alloc *a, uint64_t h, uint32_t id, uint32_t 
             bk->tag[lane] = (uint8_t)map_tag(h);
             bk->id[lane] = id;
             a->ht[home].spill += d != 0;
+            map_note(&a->b[id], (mloc){j, lane, home});
             return d;
         }
     }

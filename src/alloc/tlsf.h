@@ -129,6 +129,7 @@ static inline uint32_t node_take(mt_alloc *a)
 
 static inline void node_put(mt_alloc *a, uint32_t id)
 {
+    a->b[id].free = BLK_UNUSED; /* a stale hint (mt_alloc_free_block) finds no block */
     a->b[id].next_free = a->b_unused;
     a->b_unused = id;
     a->b_unused_n++;

@@ -159,6 +159,74 @@ static inline void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_re
     out->reserved = 0;
 }
 
+/* commit for the fast path, where the block is the head of class c and
+ * its offset and size are at hand in the head record: the arithmetic and
+ * the new nodes need not wait for the block's node to arrive, and taking
+ * it off its list is the head case. Same result as commit. */
+static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mta_req *r,
+                               mt_alloc_block *out)
+{
+    blk *b = a->b;
+    uint32_t id = a->ix.head[c];
+    uint64_t xoff = a->ix.hd[c].off, end = xoff + a->ix.hd[c].size, aend = start + r->size;
+    blk *x = &b[id];
+    uint32_t rid = x->region, prev = x->prev_phys, next = x->next_phys;
+    if (__builtin_expect((prev | next) == NIL, 0))
+        a->reg_empty--; /* the region's first allocation */
+    uint32_t uid;
+    if (start == xoff && aend == end) { /* exactly: the block itself */
+        uid = id;
+        tlsf_unlink_head(a, id, c);
+        x->free = BLK_USED;
+        x->kind = (uint8_t)r->kind;
+    } else {
+        uid = node_take(a);
+        blk *u = &b[uid];
+        u->off = start;
+        u->size = r->size;
+        u->region = rid;
+        u->free = BLK_USED;
+        u->kind = (uint8_t)r->kind;
+        tlsf_unlink_head(a, id, c);
+        if (start == xoff) { /* in front: x keeps the rest */
+            u->prev_phys = prev;
+            u->next_phys = id;
+            *(prev != NIL ? &b[prev].next_phys : &a->reg[rid].first) = uid;
+            x->prev_phys = uid;
+            x->off = aend;
+            x->size = end - aend;
+        } else { /* inside: x keeps the pad, the tail (if any) is new */
+            uint32_t after = next, before_next = uid;
+            if (aend < end) {
+                after = before_next = node_take(a);
+                blk *t = &b[after];
+                t->off = aend;
+                t->size = end - aend;
+                t->prev_phys = uid;
+                t->next_phys = next;
+                t->region = rid;
+                t->free = BLK_FREE;
+                t->kind = 0;
+                tlsf_insert(a, after);
+            }
+            u->prev_phys = id;
+            u->next_phys = after;
+            b[next].prev_phys = before_next; /* the sink when x was last */
+            x->next_phys = uid;
+            x->size = start - xoff;
+        }
+        tlsf_insert(a, id);
+    }
+    map_insert(a, rid, start, uid);
+    a->used += r->size;
+    out->region = rid;
+    out->kind = r->kind;
+    out->offset = start << a->gshift;
+    out->size = r->size << a->gshift;
+    out->hint = uid;
+    out->reserved = 0;
+}
+
 /* Makes sure a split can take two nodes (leading pad, tail) and the offset
  * map has room for one more entry. Only does something when the allocator
  * holds more blocks than ever before. */
@@ -243,11 +311,11 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
     /* The common case inline: best fit without granularity pages, spare
      * nodes and map room at hand, a block found on the head records. */
     uint64_t start;
-    uint32_t id;
+    int c;
     if (__builtin_expect(a->b_unused_n >= 2 && a->ht_used < a->ht_room &&
                          (a->pshift | a->strategy) == 0, 1) &&
-        (id = mta_best_fit_fast(a, &r, &start)) != NIL) {
-        commit(a, id, start, &r, out);
+        (c = mta_best_fit_fast(a, &r, &start)) >= 0) {
+        commit_head(a, (unsigned)c, start, &r, out);
         return 0;
     }
     return allocate_slow(a, &r, out);

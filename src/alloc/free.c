@@ -22,10 +22,10 @@ static inline uint32_t merge_into_prev(mt_alloc *a, uint32_t p, uint32_t id, uin
         node_put(a, n);
         n = after;
     }
+    node_put(a, id);
     b[p].size += grow;
     b[p].next_phys = n;
     b[n].prev_phys = p; /* the sink when p is now last */
-    node_put(a, id);
     tlsf_refile(a, p);
     return p;
 }

@@ -124,7 +124,8 @@ static inline mloc map_noted(const blk *x)
 static inline void map_remove(mt_alloc *a, mloc l)
 {
     a->ht[l.bucket].tag[l.lane] = 0;
-    a->ht[l.home].spill -= l.bucket != l.home;
+    if (__builtin_expect(l.bucket != l.home, 0))
+        a->ht[l.home].spill--;
     a->ht_used--;
 }
 
@@ -141,7 +142,8 @@ static inline uint32_t map_place(mt_alloc *a, uint64_t h, uint32_t id, uint32_t 
             uint32_t lane = (uint32_t)__builtin_ctz(m);
             bk->tag[lane] = (uint8_t)map_tag(h);
             bk->id[lane] = id;
-            a->ht[home].spill += d != 0;
+            if (__builtin_expect(d != 0, 0))
+                a->ht[home].spill++;
             map_note(&a->b[id], (mloc){j, lane, home});
             return d;
         }

@@ -188,10 +188,11 @@ static inline uint64_t head_fit(const tlsf_head *h, const mta_req *r)
 
 /* BEST_FIT without granularity separation, the common case, on head
  * records only: the request's own class, the next class below the
- * guaranteed ones, the lowest of the first guaranteed heads. NIL when
- * none of these has a block (mta_search then tries the last resorts).
- * Without padding for granularity pages, w is below U_LIMIT. */
-static inline uint32_t mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_t *start)
+ * guaranteed ones, the lowest of the first guaranteed heads. Returns the
+ * class whose head to take, or -1 when none of these has a block
+ * (mta_search then tries the last resorts). Without padding for
+ * granularity pages, w is below U_LIMIT. */
+static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_t *start)
 {
     const tlsf_idx *ix = &a->ix;
     uint64_t wr = class_round_up(r->size + r->align - 1);
@@ -208,12 +209,12 @@ static inline uint32_t mta_best_fit_fast(const mt_alloc *a, const mta_req *r, ui
     if (s == NO_FIT) {
         int c = mta_lowest_head(ix, cw, GUARANTEED_HEADS);
         if (c < 0)
-            return NIL;
+            return -1;
         cu = (unsigned)c;
         s = align_up(ix->hd[cu].off, r->align);
     }
     *start = s;
-    return ix->head[cu];
+    return (int)cu;
 }
 
 /* The free block for request r and where it starts in it, or NIL. */

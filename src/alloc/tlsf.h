@@ -68,6 +68,23 @@ static inline void tlsf_unlink(mt_alloc *a, uint32_t id)
 }
 
 
+/* tlsf_unlink for the head of class c, known to be: its successor (or the
+ * sink's empty record) becomes the head. */
+static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
+{
+    blk *b = a->b;
+    tlsf_idx *ix = &a->ix;
+    uint32_t next = b[id].next_free;
+    b[next].prev_free = NIL; /* the sink when it was alone */
+    ix->head[c] = next;
+    ix->hd[c] = (tlsf_head){b[next].off, b[next].size};
+    if (next == NIL) {
+        ix->sl_map[c / SL_N] &= ~(1u << (c % SL_N));
+        if (ix->sl_map[c / SL_N] == 0)
+            ix->fl_map &= ~(1ull << (c / SL_N));
+    }
+}
+
 /* A free block changed size (and maybe offset): moves it to its new class
  * list, or leaves it where it is when the class did not change (a small
  * piece came off a large block, or joined one). */

@@ -33,12 +33,13 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     mt_alloc *a = calloc(1, sizeof *a);
     if (!a)
         return -ENOMEM;
-    for (unsigned c = 0; c < N_CLASSES; c++)
+    for (unsigned c = 0; c <= N_CLASSES; c++)
         a->ix.hd[c] = (tlsf_head){UINT64_MAX, 0}; /* empty */
     a->gshift = msb64(g);
     /* Pages no larger than a granule never hold two blocks: nothing to do. */
     a->pshift = page > g ? msb64(page) - a->gshift : 0;
     a->strategy = opts->strategy;
+    a->fast = a->pshift == 0 && a->strategy == MT_ALLOC_BEST_FIT;
     a->flags = opts->flags;
     a->grow = opts->grow;
     a->release = opts->release;
@@ -312,8 +313,7 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
      * nodes and map room at hand, a block found on the head records. */
     uint64_t start;
     int c;
-    if (__builtin_expect(a->b_unused_n >= 2 && a->ht_used < a->ht_room &&
-                         (a->pshift | a->strategy) == 0, 1) &&
+    if (__builtin_expect(a->b_unused_n >= 2 && a->ht_used < a->ht_room && a->fast, 1) &&
         (c = mta_best_fit_fast(a, &r, &start)) >= 0) {
         commit_head(a, (unsigned)c, start, &r, out);
         return 0;

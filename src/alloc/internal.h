@@ -81,7 +81,7 @@ typedef struct tlsf_idx {
     uint64_t fl_map;
     uint32_t sl_map[SL_MAP_N];
     uint32_t head[FL_N * SL_N]; /* by class index fl * SL_N + sl */
-    tlsf_head hd[FL_N * SL_N];
+    tlsf_head hd[FL_N * SL_N + 1]; /* hd[N_CLASSES]: always empty (search.h) */
 } tlsf_idx;
 
 /* A bucket of the offset map (offmap.h): one cache line, MAP_LANES entries.
@@ -119,6 +119,7 @@ struct mt_alloc {
     unsigned gshift;   /* log2(granule) */
     unsigned pshift;   /* log2(granularity page in granules); 0: no separation */
     mt_alloc_strategy strategy;
+    uint32_t fast;     /* best fit without granularity pages: the inline path */
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */
@@ -167,6 +168,15 @@ static inline void class_of(uint64_t u, unsigned *fl, unsigned *sl)
 /* u rounded up to the next class boundary, so that every block of its class
  * holds u granules. */
 static inline uint64_t class_round_up(uint64_t u) { return u + (1ull << class_shift(u)) - 1; }
+
+/* class_index(class_round_up(u)) for u <= U_LIMIT, with one bit scan: the
+ * next class up unless u is the smallest size of its own class. N_CLASSES
+ * when no class is certain to hold u. */
+static inline unsigned class_index_up(uint64_t u)
+{
+    unsigned s = class_shift(u);
+    return (s << SL_LOG2) + (unsigned)(u >> s) + ((u & ((1ull << s) - 1)) != 0);
+}
 
 static inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 

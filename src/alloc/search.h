@@ -195,17 +195,17 @@ static inline uint64_t head_fit(const tlsf_head *h, const mta_req *r)
 static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_t *start)
 {
     const tlsf_idx *ix = &a->ix;
-    uint64_t wr = class_round_up(r->size + r->align - 1);
-    unsigned cu = class_index(r->size);
-    unsigned cw = wr <= U_LIMIT ? class_index(wr) : N_CLASSES;
-    uint64_t s = head_fit(&ix->hd[cu], r);
-    if (s == NO_FIT && cu + 1 < cw) {
-        int k = tlsf_class_from(ix, cu + 1);
-        if (k >= 0 && (unsigned)k < cw) {
-            cu = (unsigned)k;
-            s = head_fit(&ix->hd[cu], r);
-        }
-    }
+    unsigned cu = class_index(r->size), cw = class_index_up(r->size + r->align - 1);
+    /* Whether the own class's head fits, whether there is a class between
+     * it and the guaranteed ones and whether its head fits: data the
+     * branch predictor cannot learn (a random alignment moves cw). So
+     * both candidates are computed and one is selected; the next class
+     * is N_CLASSES, whose record is always empty, when there is none. */
+    unsigned k = tlsf_class_after(ix, cu);
+    k = k < cw ? k : N_CLASSES;
+    uint64_t s_own = head_fit(&ix->hd[cu], r), s_next = head_fit(&ix->hd[k], r);
+    uint64_t s = s_own != NO_FIT ? s_own : s_next;
+    cu = s_own != NO_FIT ? cu : k;
     if (s == NO_FIT) {
         int c = mta_lowest_head(ix, cw, GUARANTEED_HEADS);
         if (c < 0)

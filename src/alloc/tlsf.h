@@ -123,6 +123,21 @@ static inline int tlsf_class_from(const tlsf_idx *ix, unsigned c)
     return (int)(fl * SL_N + (unsigned)__builtin_ctz(sm));
 }
 
+/* The smallest non-empty class above class c < N_CLASSES, or N_CLASSES:
+ * tlsf_class_from without branches (both bitmap words are read, the
+ * answer selected). */
+static inline unsigned tlsf_class_after(const tlsf_idx *ix, unsigned c)
+{
+    unsigned fl = (c + 1) / SL_N;
+    uint32_t sm = ix->sl_map[fl] & (~0u << ((c + 1) % SL_N));
+    uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64 */
+    unsigned fl2 = (unsigned)__builtin_ctzll(fm | 1ull << FL_N); /* FL_N: an empty word */
+    uint32_t sm2 = ix->sl_map[fl2];
+    unsigned in_word = fl * SL_N + (unsigned)__builtin_ctz(sm | 1u << SL_N);
+    unsigned later = sm2 ? fl2 * SL_N + (unsigned)__builtin_ctz(sm2) : N_CLASSES;
+    return sm ? in_word : later;
+}
+
 /* Head of the largest non-empty class, or NIL. */
 static inline uint32_t tlsf_top(const tlsf_idx *ix)
 {

@@ -90,11 +90,11 @@ typedef struct drv {
     int by_offset; /* mt: free with mt_alloc_free, not mt_alloc_free_block */
 } drv;
 
-/* What a caller keeps of an allocation: the offset, and for mt_alloc the
- * hint that lets mt_alloc_free_block skip the offset lookup. */
+/* What a caller keeps of an allocation: the block mt_alloc_allocate filled
+ * in (its hint lets mt_alloc_free_block skip the offset lookup); the
+ * baseline uses the offset alone. */
 typedef struct rec {
-    uint64_t off;
-    uint32_t hint;
+    mt_alloc_block b;
 } rec;
 
 static int drv_open(drv *d, int baseline, mt_alloc_strategy strat, const workload *w)
@@ -116,24 +116,18 @@ static void drv_close(drv *d)
 
 static inline int drv_alloc(drv *d, const op *o, rec *r)
 {
-    if (d->mt) {
-        mt_alloc_block b;
-        int rc = mt_alloc_allocate(d->mt, o->size, o->align, MT_ALLOC_LINEAR, &b);
-        r->off = b.offset;
-        r->hint = b.hint;
-        return rc;
-    }
-    return bl_alloc_block(d->bl, o->size, o->align, &r->off);
+    if (d->mt)
+        return mt_alloc_allocate(d->mt, o->size, o->align, MT_ALLOC_LINEAR, &r->b);
+    return bl_alloc_block(d->bl, o->size, o->align, &r->b.offset);
 }
 
 static inline int drv_free(drv *d, const rec *r, uint64_t size)
 {
     if (!d->mt)
-        return bl_free_block(d->bl, r->off, size);
+        return bl_free_block(d->bl, r->b.offset, size);
     if (d->by_offset)
-        return mt_alloc_free(d->mt, 0, r->off);
-    mt_alloc_block b = {.region = 0, .offset = r->off, .hint = r->hint};
-    return mt_alloc_free_block(d->mt, &b);
+        return mt_alloc_free(d->mt, r->b.region, r->b.offset);
+    return mt_alloc_free_block(d->mt, &r->b);
 }
 
 static double drv_fragmentation(const drv *d)

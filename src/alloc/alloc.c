@@ -271,17 +271,18 @@ static int allocate_grown(mt_alloc *a, const mta_req *r, mt_alloc_block *out)
 
 /* Everything but the common case: metadata to grow, first fit,
  * granularity separation, the last-resort scans, the grow callback. */
-static __attribute__((noinline)) int allocate_slow(mt_alloc *a, const mta_req *r,
-                                                   mt_alloc_block *out)
+static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, uint64_t align,
+                                                   unsigned kind, mt_alloc_block *out)
 {
+    mta_req r = {size, align, kind};
     int rc = reserve(a);
     if (rc)
         return rc;
     uint64_t start;
-    uint32_t id = mta_search(a, r, &start);
+    uint32_t id = mta_search(a, &r, &start);
     if (id == NIL)
-        return a->grow ? allocate_grown(a, r, out) : -ENOSPC;
-    commit(a, id, start, r, out);
+        return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
+    commit(a, id, start, &r, out);
     return 0;
 }
 
@@ -318,5 +319,7 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
         commit_head(a, (unsigned)c, start, &r, out);
         return 0;
     }
-    return allocate_slow(a, &r, out);
+    /* Scalars: a request passed by address or by value would have to be
+     * kept in memory on the fast path too. */
+    return allocate_slow(a, r.size, r.align, r.kind, out);
 }

@@ -422,9 +422,12 @@ static void test_checker_catches(void)
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
     a->b[hole].size -= 1;
 
-    a->ix.fl_map ^= 1;
+    a->ix.summary ^= 1;
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->ix.fl_map ^= 1;
+    a->ix.summary ^= 1;
+    a->ix.cls_map[0] ^= 1; /* class 0 never has blocks */
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->ix.cls_map[0] ^= 1;
 
     a->used += 1;
     MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);

@@ -116,12 +116,18 @@ static int check_classes(checker *c)
     const tlsf_idx *ix = &a->ix;
     uint64_t listed = 0;
     int rc;
+    for (unsigned w = 0; w < CLS_WORDS; w++)
+        if (((ix->summary >> w) & 1) != (ix->cls_map[w] != 0))
+            return fail(c, "summary bit %u disagrees with its bitmap word", w);
+    if (ix->summary >> CLS_WORDS || ix->cls_map[N_CLASSES / 64] >> (N_CLASSES % 64) ||
+        ix->head[N_CLASSES] != NIL || ix->hd[N_CLASSES].off != UINT64_MAX ||
+        ix->hd[N_CLASSES].size != 0)
+        return fail(c, "bits or records past the last class");
     for (unsigned fl = 0; fl < FL_N; fl++) {
-        if (((ix->fl_map >> fl) & 1) != (ix->sl_map[fl] != 0))
-            return fail(c, "first-level bit %u disagrees with its second level", fl);
         for (unsigned sl = 0; sl < SL_N; sl++) {
             uint32_t h = ix->head[fl * SL_N + sl];
-            if (((ix->sl_map[fl] >> sl) & 1) != (h != NIL))
+            unsigned k = fl * SL_N + sl;
+            if (((ix->cls_map[k / 64] >> (k % 64)) & 1) != (h != NIL))
                 return fail(c, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
             const tlsf_head *hd = &ix->hd[fl * SL_N + sl];
             uint64_t off = h != NIL && h < a->b_cap ? a->b[h].off : UINT64_MAX;

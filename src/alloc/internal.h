@@ -39,12 +39,12 @@
  * so the worst case stays O(1). */
 #define BEST_FIT_SCAN 8
 
-/* Second-level bitmaps: FL_N, plus zero words so that a search from
- * N_CLASSES ("nothing is certain to fit") reads a valid, empty word. */
-#define SL_MAP_N 64
 
 #define NIL 0u
 #define N_CLASSES (FL_N * SL_N)
+/* Words of the class bitmap: one bit per class, and room for bit
+ * N_CLASSES ("no class is certain to fit"), which is never set. */
+#define CLS_WORDS ((N_CLASSES + 64) / 64)
 #define NO_FIT UINT64_MAX
 
 /* A block. Offsets and sizes are counted in granules, so that class and
@@ -76,12 +76,15 @@ typedef struct tlsf_head {
     uint64_t off, size;
 } tlsf_head;
 
-/* A TLSF index: class lists and their bitmaps. */
+/* A TLSF index: class lists and their bitmap. With SL_N classes per power
+ * of two, the classes of 64 / SL_N powers of two share one bitmap word, so
+ * that finding the next few non-empty classes rarely leaves a word; the
+ * summary word says which words are not zero. */
 typedef struct tlsf_idx {
-    uint64_t fl_map;
-    uint32_t sl_map[SL_MAP_N];
-    uint32_t head[FL_N * SL_N]; /* by class index fl * SL_N + sl */
-    tlsf_head hd[FL_N * SL_N + 1]; /* hd[N_CLASSES]: always empty (search.h) */
+    uint64_t summary;              /* bit w: cls_map[w] != 0 */
+    uint64_t cls_map[CLS_WORDS];   /* bit c: class c has blocks */
+    uint32_t head[N_CLASSES + 1];  /* by class index fl * SL_N + sl */
+    tlsf_head hd[N_CLASSES + 1];   /* hd[N_CLASSES]: always empty (search.h) */
 } tlsf_idx;
 
 /* A bucket of the offset map (offmap.h): one cache line, MAP_LANES entries.

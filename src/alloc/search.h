@@ -133,21 +133,21 @@ static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsig
  * classes come straight off the bitmaps, lowest set bit first. */
 static inline int mta_lowest_head(const tlsf_idx *ix, unsigned cw, unsigned heads)
 {
-    unsigned fl = cw / SL_N;
-    uint32_t sm = ix->sl_map[fl] & (~0u << (cw % SL_N));
-    uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64 */
+    unsigned w = cw / 64;
+    uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64));
+    uint64_t s = ix->summary & (~0ull << w << 1);
     uint64_t best_off = UINT64_MAX;
     int best = -1;
     for (unsigned k = 0; k < heads; k++) {
-        if (sm == 0) {
-            if (fm == 0)
+        if (m == 0) { /* rare: 64 classes span 64 / SL_N powers of two */
+            if (s == 0)
                 break;
-            fl = (unsigned)__builtin_ctzll(fm);
-            fm &= fm - 1;
-            sm = ix->sl_map[fl];
+            w = (unsigned)__builtin_ctzll(s);
+            s &= s - 1;
+            m = ix->cls_map[w];
         }
-        unsigned c = fl * SL_N + (unsigned)__builtin_ctz(sm);
-        sm &= sm - 1;
+        unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);
+        m &= m - 1;
         uint64_t off = ix->hd[c].off;
         best = off < best_off ? (int)c : best;
         best_off = off < best_off ? off : best_off;

@@ -13,6 +13,20 @@
 
 #include "internal.h"
 
+/* Class c got its first block / lost its last one. */
+static inline void tlsf_mark(tlsf_idx *ix, unsigned c)
+{
+    ix->cls_map[c / 64] |= 1ull << (c % 64);
+    ix->summary |= 1ull << (c / 64);
+}
+
+static inline void tlsf_unmark(tlsf_idx *ix, unsigned c)
+{
+    ix->cls_map[c / 64] &= ~(1ull << (c % 64));
+    if (ix->cls_map[c / 64] == 0)
+        ix->summary &= ~(1ull << (c / 64));
+}
+
 /* Files free block `id` in class list c, and keeps the lower of it and the
  * list's head in front: searches take heads, and preferring low offsets
  * packs allocations towards the start of regions, which keeps large free
@@ -38,9 +52,8 @@ static inline void tlsf_link(mt_alloc *a, uint32_t id, unsigned c)
     b[h].prev_free = id;
     ix->head[c] = id;
     ix->hd[c] = (tlsf_head){x->off, x->size};
-    /* Already set when the class was not empty: no test needed. */
-    ix->sl_map[c / SL_N] |= 1u << (c % SL_N);
-    ix->fl_map |= 1ull << (c / SL_N);
+    if (h == NIL)
+        tlsf_mark(ix, c);
 }
 
 /* Takes free block `id` off its class list. When it was the head, the next
@@ -60,11 +73,8 @@ static inline void tlsf_unlink(mt_alloc *a, uint32_t id)
     unsigned c = x->cls;
     ix->head[c] = next;
     ix->hd[c] = (tlsf_head){b[next].off, b[next].size};
-    if (next == NIL) {
-        ix->sl_map[c / SL_N] &= ~(1u << (c % SL_N));
-        if (ix->sl_map[c / SL_N] == 0)
-            ix->fl_map &= ~(1ull << (c / SL_N));
-    }
+    if (next == NIL)
+        tlsf_unmark(ix, c);
 }
 
 
@@ -78,11 +88,8 @@ static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
     b[next].prev_free = NIL; /* the sink when it was alone */
     ix->head[c] = next;
     ix->hd[c] = (tlsf_head){b[next].off, b[next].size};
-    if (next == NIL) {
-        ix->sl_map[c / SL_N] &= ~(1u << (c % SL_N));
-        if (ix->sl_map[c / SL_N] == 0)
-            ix->fl_map &= ~(1ull << (c / SL_N));
-    }
+    if (next == NIL)
+        tlsf_unmark(ix, c);
 }
 
 /* A free block changed size (and maybe offset): moves it to its new class
@@ -106,45 +113,46 @@ static inline void tlsf_insert(mt_alloc *a, uint32_t id)
 }
 
 /* The smallest non-empty class at or above class index c <= N_CLASSES, or
- * -1: one scan of the second-level bitmap, else one of the first level.
- * sl_map has SL_MAP_N > FL_N words, the extra ones zero, so c == N_CLASSES
- * ("no class is certain to fit") needs no test. */
+ * -1: the rest of c's bitmap word, else the first non-empty word after it
+ * (the summary says which). Bit N_CLASSES is never set, so c ==
+ * N_CLASSES ("no class is certain to fit") needs no test. */
 static inline int tlsf_class_from(const tlsf_idx *ix, unsigned c)
 {
-    unsigned fl = c / SL_N;
-    uint32_t sm = ix->sl_map[fl] & (~0u << (c % SL_N));
-    if (sm == 0) {
-        uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64 */
-        if (fm == 0)
+    unsigned w = c / 64;
+    uint64_t m = ix->cls_map[w] & (~0ull << (c % 64));
+    if (m == 0) {
+        uint64_t s = ix->summary & (~0ull << w << 1); /* w + 1 may be 64 in theory */
+        if (s == 0)
             return -1;
-        fl = (unsigned)__builtin_ctzll(fm);
-        sm = ix->sl_map[fl];
+        w = (unsigned)__builtin_ctzll(s);
+        m = ix->cls_map[w];
     }
-    return (int)(fl * SL_N + (unsigned)__builtin_ctz(sm));
+    return (int)(w * 64 + (unsigned)__builtin_ctzll(m));
 }
 
 /* The smallest non-empty class above class c < N_CLASSES, or N_CLASSES:
- * tlsf_class_from without branches (both bitmap words are read, the
- * answer selected). */
+ * tlsf_class_from without branches (both words are read, the answer
+ * selected; the ORs only keep the bit scans defined on words that are
+ * then not selected). */
 static inline unsigned tlsf_class_after(const tlsf_idx *ix, unsigned c)
 {
-    unsigned fl = (c + 1) / SL_N;
-    uint32_t sm = ix->sl_map[fl] & (~0u << ((c + 1) % SL_N));
-    uint64_t fm = ix->fl_map & (~0ull << (fl + 1)); /* fl + 1 < 64 */
-    unsigned fl2 = (unsigned)__builtin_ctzll(fm | 1ull << FL_N); /* FL_N: an empty word */
-    uint32_t sm2 = ix->sl_map[fl2];
-    unsigned in_word = fl * SL_N + (unsigned)__builtin_ctz(sm | 1u << SL_N);
-    unsigned later = sm2 ? fl2 * SL_N + (unsigned)__builtin_ctz(sm2) : N_CLASSES;
-    return sm ? in_word : later;
+    unsigned w = (c + 1) / 64;
+    uint64_t m = ix->cls_map[w] & (~0ull << ((c + 1) % 64));
+    uint64_t s = ix->summary & (~0ull << w << 1);
+    unsigned w2 = (unsigned)__builtin_ctzll(s | 1ull << (CLS_WORDS - 1));
+    unsigned in_word = w * 64 + (unsigned)__builtin_ctzll(m | 1ull << 63);
+    unsigned later = w2 * 64 + (unsigned)__builtin_ctzll(ix->cls_map[w2] | 1ull << 63);
+    later = s ? later : N_CLASSES;
+    return m ? in_word : later;
 }
 
 /* Head of the largest non-empty class, or NIL. */
 static inline uint32_t tlsf_top(const tlsf_idx *ix)
 {
-    if (ix->fl_map == 0)
+    if (ix->summary == 0)
         return NIL;
-    unsigned fl = msb64(ix->fl_map);
-    return ix->head[fl * SL_N + 31u - (unsigned)__builtin_clz(ix->sl_map[fl])];
+    unsigned w = msb64(ix->summary);
+    return ix->head[w * 64 + msb64(ix->cls_map[w])];
 }
 
 /* ---- nodes -------------------------------------------------------------------

@@ -394,6 +394,36 @@ static void test_free_block(void)
     mt_alloc_destroy(other);
 }
 
+/* The offset map's overflow machinery: with a degenerate hash (seed 0:
+ * every key goes to bucket 0), entries spill into the next buckets, lookups
+ * follow the spill counts, and the insertion that would land past
+ * PROBE_LIMIT rebuilds the map with a new seed. The checker verifies
+ * placement, spill counts and the blocks' notes at every step. */
+static void test_map_overflow(void)
+{
+    mt_alloc *a = au_create(MT_ALLOC_BEST_FIT, 16, 0);
+    uint32_t r;
+    MT_CHECK_OK(mt_alloc_add_region(a, MiB, NULL, &r));
+    MT_CHECK(a->ht_used == 0);
+    a->ht_seed = 0; /* an empty map: nothing hashed with the old seed */
+    enum { N = 100 };
+    mt_alloc_block v[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = au_alloc(a, 16, 0, MT_ALLOC_LINEAR);
+        if (i == (PROBE_LIMIT + 1) * MAP_LANES - 1) /* the buckets within reach are full */
+            MT_CHECK(a->ht_seed == 0 && a->ht[0].spill == PROBE_LIMIT * MAP_LANES);
+        AU_CHECK(a);
+    }
+    MT_CHECK(a->ht_seed != 0); /* rebuilt */
+    for (int i = 0; i < N; i += 2) {
+        MT_CHECK_OK(mt_alloc_free(a, r, v[i].offset));
+        MT_CHECK_OK(mt_alloc_free_block(a, &v[i + 1]));
+        AU_CHECK(a);
+    }
+    check_stats(a, MiB, 0, 0, 1, MiB);
+    mt_alloc_destroy(a);
+}
+
 /* The checker must notice each kind of damage; restoring makes it pass. */
 static void test_checker_catches(void)
 {
@@ -489,6 +519,7 @@ int main(void)
     test_regions();
     test_bad_input();
     test_free_block();
+    test_map_overflow();
     test_checker_catches();
     test_dump();
     puts("alloc basic: ok");

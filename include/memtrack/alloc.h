@@ -7,9 +7,9 @@
  * beside the region, never inside it. Allocation and free are O(1) in the
  * worst case: a two-level segregated fit (TLSF) index finds a free block with
  * two bit scans, free blocks coalesce with their neighbours at once, and a
- * hash table with bounded probes finds the block being freed. Allocations
- * are named by (region id, offset); offsets are aligned relative to the
- * region's start.
+ * hash table with bounded probes finds the block being freed (or the block's
+ * hint does: mt_alloc_free_block). Allocations are named by (region id,
+ * offset); offsets are aligned relative to the region's start.
  *
  * An mt_alloc is not thread-safe: one thread at a time. For several threads,
  * use an mt_pools set: each thread attaches its own mt_pool, which holds one
@@ -169,7 +169,9 @@ MT_API int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *b);
  * class). Returns 0. Same thread rules as allocate. */
 MT_API int mt_alloc_get_stats(const mt_alloc *a, mt_alloc_stats *out);
 
-/* Fills *out for one region. Returns 0 or -ENOENT. */
+/* Fills *out for one region. used_bytes and allocations are counted on the
+ * spot (allocate and free do not keep per-region counts): O(blocks in the
+ * region). Returns 0 or -ENOENT. */
 MT_API int mt_alloc_region_info(const mt_alloc *a, uint32_t region, mt_alloc_region *out);
 
 /* Walks every piece of metadata (block chains, size-class lists and bitmaps,

@@ -72,160 +72,104 @@ void mt_alloc_destroy(mt_alloc *a)
 
 /* ---- allocate ---------------------------------------------------------------- */
 
-/* A new used block [start, start + r->size) of region rid, from the unused
- * nodes (reserved). The caller links it into the chain. */
-static inline uint32_t new_used(mt_alloc *a, uint64_t start, const mta_req *r, uint32_t rid)
-{
-    uint32_t uid = node_take(a);
-    blk *u = &a->b[uid];
-    /* Field by field: a compound literal would zero the node first. */
-    u->off = start;
-    u->size = r->size;
-    u->region = rid;
-    u->free = 0;
-    u->kind = (uint8_t)r->kind;
-    return uid;
-}
-
-/* The request starts where free block x starts: a new used block goes in
- * front, x keeps the rest (refiled if its class changed), or x itself is
- * the allocation when it fits exactly. */
-static inline uint32_t carve_front(mt_alloc *a, uint32_t id, const mta_req *r)
+/* Carves [start, start + r->size) out of free block id = [xoff, end), already
+ * off its class list, and returns the used block. At the front, a new used
+ * block goes before x and x keeps the rest; inside, x keeps the leading pad,
+ * the used block follows and the tail, if any, is a new free block; exactly,
+ * x itself is the allocation. x goes back on a list unless it is used.
+ * Nodes reserved: cannot fail. */
+static inline __attribute__((always_inline)) uint32_t carve(mt_alloc *a, uint32_t id,
+                                                            uint64_t xoff, uint64_t end,
+                                                            uint64_t start, const mta_req *r)
 {
     blk *b = a->b, *x = &b[id];
-    if (x->size == r->size) {
-        tlsf_unlink(a, id);
-        x->free = 0;
+    uint64_t aend = start + r->size;
+    uint32_t rid = x->region, prev = x->prev_phys, next = x->next_phys;
+    if (start == xoff && aend == end) {
+        x->free = BLK_USED;
         x->kind = (uint8_t)r->kind;
         return id;
     }
-    uint32_t rid = x->region, prev = x->prev_phys;
-    uint32_t uid = new_used(a, x->off, r, rid);
-    b[uid].prev_phys = prev;
-    b[uid].next_phys = id;
-    *(prev != NIL ? &b[prev].next_phys : &a->reg[rid].first) = uid;
-    x->prev_phys = uid;
-    x->off += r->size;
-    x->size -= r->size;
-    tlsf_refile(a, id);
+    uint32_t uid = node_take(a);
+    blk *u = &b[uid];
+    u->off = start;
+    u->size = r->size;
+    u->region = rid;
+    u->free = BLK_USED;
+    u->kind = (uint8_t)r->kind;
+    if (start == xoff) {
+        u->prev_phys = prev;
+        u->next_phys = id;
+        *(prev != NIL ? &b[prev].next_phys : &a->reg[rid].first) = uid;
+        x->prev_phys = uid;
+        x->off = aend;
+        x->size = end - aend;
+    } else {
+        uint32_t after = next, before_next = uid;
+        if (aend < end) {
+            after = before_next = node_take(a);
+            blk *t = &b[after];
+            t->off = aend;
+            t->size = end - aend;
+            t->prev_phys = uid;
+            t->next_phys = next;
+            t->region = rid;
+            t->free = BLK_FREE;
+            t->kind = 0;
+            tlsf_insert(a, after);
+        }
+        u->prev_phys = id;
+        u->next_phys = after;
+        b[next].prev_phys = before_next; /* the sink when x was last */
+        x->next_phys = uid;
+        x->size = start - xoff;
+    }
+    tlsf_insert(a, id);
     return uid;
 }
 
-/* The request starts inside free block x: x keeps the leading pad (refiled),
- * the used block follows, and the tail, if any, becomes a new free block. */
-static inline uint32_t carve_inside(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r)
+/* Records allocation uid at `start` of region rid and fills *out. */
+static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint32_t uid,
+                          const mta_req *r, mt_alloc_block *out)
 {
-    blk *b = a->b, *x = &b[id];
-    uint64_t end = x->off + x->size, aend = start + r->size;
-    uint32_t rid = x->region, next = x->next_phys;
-    uint32_t uid = new_used(a, start, r, rid), after = next, before_next = uid;
-    x->next_phys = uid;
-    x->size = start - x->off;
-    if (aend < end) {
-        after = before_next = node_take(a);
-        blk *t = &b[after];
-        t->off = aend;
-        t->size = end - aend;
-        t->prev_phys = uid;
-        t->next_phys = next;
-        t->region = rid;
-        t->free = 1;
-        t->kind = 0;
-        tlsf_insert(a, after);
-    }
-    b[uid].prev_phys = id;
-    b[uid].next_phys = after;
-    b[next].prev_phys = before_next; /* the sink when x was last */
-    tlsf_refile(a, id);
-    return uid;
+    map_insert(a, rid, start, uid);
+    a->used += r->size;
+    out->region = rid;
+    out->kind = r->kind;
+    out->offset = start << a->gshift;
+    out->size = r->size << a->gshift;
+    out->hint = uid;
+    out->reserved = 0;
 }
 
 /* Carves the request out of free block id at `start` and records it.
  * Resources reserved: cannot fail. */
-static inline void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
-                          mt_alloc_block *out)
+static void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
+                   mt_alloc_block *out)
 {
+    const blk *x = &a->b[id];
+    uint32_t rid = x->region;
+    if (blk_spans_region(x))
+        a->reg_empty--; /* the region's first allocation */
+    tlsf_unlink(a, id);
+    record(a, rid, start, carve(a, id, x->off, x->off + x->size, start, r), r, out);
+}
+
+/* commit for the fast path, where the block is the head of class c and its
+ * offset and size are at hand in the head record: the arithmetic and the
+ * new nodes need not wait for the block's node to arrive, and taking it
+ * off its list is the head case. */
+static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mta_req *r,
+                               mt_alloc_block *out)
+{
+    uint32_t id = a->ix.head[c];
+    uint64_t xoff = a->ix.hd[c].off, end = xoff + a->ix.hd[c].size;
     const blk *x = &a->b[id];
     uint32_t rid = x->region;
     if (__builtin_expect(blk_spans_region(x), 0))
         a->reg_empty--; /* the region's first allocation */
-    uint32_t uid = start == x->off ? carve_front(a, id, r) : carve_inside(a, id, start, r);
-    map_insert(a, rid, start, uid);
-    a->used += r->size;
-    out->region = rid;
-    out->kind = r->kind;
-    out->offset = start << a->gshift;
-    out->size = r->size << a->gshift;
-    out->hint = uid;
-    out->reserved = 0;
-}
-
-/* commit for the fast path, where the block is the head of class c and
- * its offset and size are at hand in the head record: the arithmetic and
- * the new nodes need not wait for the block's node to arrive, and taking
- * it off its list is the head case. Same result as commit. */
-static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mta_req *r,
-                               mt_alloc_block *out)
-{
-    blk *b = a->b;
-    uint32_t id = a->ix.head[c];
-    uint64_t xoff = a->ix.hd[c].off, end = xoff + a->ix.hd[c].size, aend = start + r->size;
-    blk *x = &b[id];
-    uint32_t rid = x->region, prev = x->prev_phys, next = x->next_phys;
-    if (__builtin_expect((prev | next) == NIL, 0))
-        a->reg_empty--; /* the region's first allocation */
-    uint32_t uid;
-    if (start == xoff && aend == end) { /* exactly: the block itself */
-        uid = id;
-        tlsf_unlink_head(a, id, c);
-        x->free = BLK_USED;
-        x->kind = (uint8_t)r->kind;
-    } else {
-        uid = node_take(a);
-        blk *u = &b[uid];
-        u->off = start;
-        u->size = r->size;
-        u->region = rid;
-        u->free = BLK_USED;
-        u->kind = (uint8_t)r->kind;
-        tlsf_unlink_head(a, id, c);
-        if (start == xoff) { /* in front: x keeps the rest */
-            u->prev_phys = prev;
-            u->next_phys = id;
-            *(prev != NIL ? &b[prev].next_phys : &a->reg[rid].first) = uid;
-            x->prev_phys = uid;
-            x->off = aend;
-            x->size = end - aend;
-        } else { /* inside: x keeps the pad, the tail (if any) is new */
-            uint32_t after = next, before_next = uid;
-            if (aend < end) {
-                after = before_next = node_take(a);
-                blk *t = &b[after];
-                t->off = aend;
-                t->size = end - aend;
-                t->prev_phys = uid;
-                t->next_phys = next;
-                t->region = rid;
-                t->free = BLK_FREE;
-                t->kind = 0;
-                tlsf_insert(a, after);
-            }
-            u->prev_phys = id;
-            u->next_phys = after;
-            b[next].prev_phys = before_next; /* the sink when x was last */
-            x->next_phys = uid;
-            x->size = start - xoff;
-        }
-        tlsf_insert(a, id);
-    }
-    map_insert(a, rid, start, uid);
-    a->used += r->size;
-    out->region = rid;
-    out->kind = r->kind;
-    out->offset = start << a->gshift;
-    out->size = r->size << a->gshift;
-    out->hint = uid;
-    out->reserved = 0;
+    tlsf_unlink_head(a, id, c);
+    record(a, rid, start, carve(a, id, xoff, end, start, r), r, out);
 }
 
 /* Makes sure a split can take two nodes (leading pad, tail) and the offset

@@ -1,2 +1,197 @@
+/* memtrack bench track: first-write and collect cost of the two backends over
+ * the same region in the same run.
+ *
+ * first-write: the region is populated beforehand (so page population is not
+ * measured), armed, then one byte is written per page, in address order or
+ * in a random permutation, by 1 or 2 threads. Cost = wall time / pages.
+ * collect: the region is armed, 0%, 1% (scattered) or 100% of its pages are
+ * written, and collect is timed until it has reported everything.
+ * Cost = time / tracked pages. uffd rows carry signal as their baseline and
+ * the ratio uffd/signal. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "memtrack/track.h"
 #include "suites.h"
-int mt_bench_suite_track(mt_bench_ctx *c){(void)c;return 0;}
+
+typedef struct region {
+    unsigned char *mem;
+    size_t npages, page;
+    size_t *order; /* page visiting order for "random" */
+} region;
+
+typedef struct wjob {
+    region *r;
+    size_t from, to; /* indices into the order */
+    int random;
+    pthread_barrier_t *start;
+} wjob;
+
+static void *write_pages(void *arg)
+{
+    wjob *j = arg;
+    pthread_barrier_wait(j->start);
+    for (size_t i = j->from; i < j->to; i++) {
+        size_t p = j->random ? j->r->order[i] : i;
+        j->r->mem[p * j->r->page] = (unsigned char)i;
+    }
+    return NULL;
+}
+
+/* Drains every dirty run; returns pages reported. */
+static size_t drain(mt_tracker *t, mt_range_id id)
+{
+    static mt_dirty_run runs[1024];
+    size_t pages = 0;
+    long n;
+    do {
+        n = mt_tracker_collect(t, id, runs, 1024);
+        if (n < 0)
+            return 0;
+        for (long i = 0; i < n; i++)
+            pages += runs[i].length;
+    } while (n == 1024);
+    return pages;
+}
+
+static double first_write_ns(region *r, mt_track_backend b, int threads, int random, int reps)
+{
+    mt_tracker_opts o = {.backend = b};
+    mt_tracker *t;
+    if (mt_tracker_create(&o, &t) != 0)
+        return NAN;
+    mt_range_id id;
+    if (mt_tracker_add(t, r->mem, r->npages * r->page, NULL, &id) != 0) {
+        mt_tracker_destroy(t);
+        return NAN;
+    }
+    double v[8];
+    for (int rep = 0; rep < reps; rep++) {
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+        pthread_t th[2];
+        wjob jobs[2];
+        for (int k = 0; k < threads; k++) {
+            jobs[k] = (wjob){r, r->npages * (size_t)k / (size_t)threads,
+                             r->npages * (size_t)(k + 1) / (size_t)threads, random, &start};
+            pthread_create(&th[k], NULL, write_pages, &jobs[k]);
+        }
+        pthread_barrier_wait(&start);
+        uint64_t t0 = mt_bench_now_ns();
+        for (int k = 0; k < threads; k++)
+            pthread_join(th[k], NULL);
+        uint64_t t1 = mt_bench_now_ns();
+        pthread_barrier_destroy(&start);
+        v[rep] = (double)(t1 - t0) / (double)r->npages;
+        drain(t, id); /* re-arm for the next repetition */
+    }
+    mt_tracker_destroy(t);
+    return mt_bench_median(v, reps);
+}
+
+static double collect_ns(region *r, mt_track_backend b, double fraction, int reps)
+{
+    mt_tracker_opts o = {.backend = b};
+    mt_tracker *t;
+    if (mt_tracker_create(&o, &t) != 0)
+        return NAN;
+    mt_range_id id;
+    if (mt_tracker_add(t, r->mem, r->npages * r->page, NULL, &id) != 0) {
+        mt_tracker_destroy(t);
+        return NAN;
+    }
+    size_t ndirty = (size_t)((double)r->npages * fraction);
+    double v[8];
+    for (int rep = 0; rep < reps; rep++) {
+        for (size_t i = 0; i < ndirty; i++)
+            r->mem[r->order[i] * r->page + 1] = (unsigned char)rep;
+        uint64_t t0 = mt_bench_now_ns();
+        drain(t, id);
+        uint64_t t1 = mt_bench_now_ns();
+        v[rep] = (double)(t1 - t0) / (double)r->npages;
+    }
+    mt_tracker_destroy(t);
+    return mt_bench_median(v, reps);
+}
+
+static void emit_pair(mt_bench_ctx *ctx, const char *what, double sig, double uffd,
+                      const char *target_text, int target_met)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s/signal", what);
+    mt_bench_emit_value(ctx, name, "ns_per_page", sig, "ns");
+    if (isnan(uffd))
+        return;
+    snprintf(name, sizeof name, "%s/uffd", what);
+    mt_bench_row row = {name, "ns_per_page", uffd, "ns", "signal", sig, uffd / sig, target_text,
+                        target_text ? target_met : -1};
+    mt_bench_emit(ctx, &row);
+}
+
+int mt_bench_suite_track(mt_bench_ctx *ctx)
+{
+    int quick = mt_bench_quick(ctx);
+    region r;
+    r.page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t bytes = (size_t)(quick ? 32 : 256) << 20;
+    r.npages = bytes / r.page;
+    r.mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    r.order = malloc(r.npages * sizeof *r.order);
+    if (r.mem == MAP_FAILED || !r.order)
+        return 1;
+    memset(r.mem, 1, bytes); /* populate: measure tracking, not page allocation */
+    uint64_t s = 0x5eed;
+    for (size_t i = 0; i < r.npages; i++)
+        r.order[i] = i;
+    for (size_t i = r.npages - 1; i > 0; i--) { /* Fisher-Yates */
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        size_t j = (size_t)((s >> 33) % (i + 1));
+        size_t tmp = r.order[i];
+        r.order[i] = r.order[j];
+        r.order[j] = tmp;
+    }
+    int uffd = mt_track_backend_available(MT_TRACK_UFFD);
+    int reps = quick ? 3 : 5;
+    mt_bench_note(ctx, "region %zu MiB (%zu pages), uffd %savailable, median of %d runs",
+                  bytes >> 20, r.npages, uffd ? "" : "NOT ", reps);
+
+    static const char *orders[2] = {"seq", "random"};
+    for (int threads = 1; threads <= 2; threads++)
+        for (int random = 0; random <= 1; random++) {
+            double sig = first_write_ns(&r, MT_TRACK_SIGNAL, threads, random, reps);
+            double uf = uffd ? first_write_ns(&r, MT_TRACK_UFFD, threads, random, reps) : NAN;
+            char what[64];
+            snprintf(what, sizeof what, "first-write/%s/%dT", orders[random], threads);
+            emit_pair(ctx, what, sig, uf, "uffd/signal < 1", uf < sig);
+        }
+
+    static const double fractions[3] = {0.0, 0.01, 1.0};
+    static const char *fnames[3] = {"0%", "1%", "100%"};
+    for (int f = 0; f < 3; f++) {
+        double sig = collect_ns(&r, MT_TRACK_SIGNAL, fractions[f], reps);
+        double uf = uffd ? collect_ns(&r, MT_TRACK_UFFD, fractions[f], reps) : NAN;
+        char what[64];
+        snprintf(what, sizeof what, "collect/%s-dirty", fnames[f]);
+        if (f == 0) {
+            /* The clean-region target applies to each backend on its own. */
+            mt_bench_row row = {"collect/0%-dirty/signal", "ns_per_page", sig, "ns", NULL, NAN,
+                                NAN, "<= 100 ns/page", sig <= 100.0};
+            mt_bench_emit(ctx, &row);
+            if (uffd) {
+                mt_bench_row row2 = {"collect/0%-dirty/uffd", "ns_per_page", uf, "ns", "signal",
+                                     sig, uf / sig, "<= 100 ns/page", uf <= 100.0};
+                mt_bench_emit(ctx, &row2);
+            }
+        } else {
+            emit_pair(ctx, what, sig, uf, NULL, -1);
+        }
+    }
+    munmap(r.mem, bytes);
+    free(r.order);
+    return 0;
+}

@@ -3,5 +3,6 @@
 #include "bench.h"
 
 int mt_bench_suite_track(mt_bench_ctx *ctx);
+int mt_bench_suite_diff(mt_bench_ctx *ctx);
 
 #endif

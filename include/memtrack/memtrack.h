@@ -6,6 +6,8 @@
 
 #include "memtrack/base.h"
 #include "memtrack/track.h"
+#include "memtrack/diff.h"
+#include "memtrack/trace.h"
 #include "memtrack/timeline.h"
 #include "memtrack/stream.h"
 #include "memtrack/device_sim.h"

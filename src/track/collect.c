@@ -86,9 +86,36 @@ static void put_back(mt_range *r, size_t word0, const uint64_t *local, size_t nw
     }
 }
 
+/* Signal backend: reported pages waiting to be re-armed. Contiguous runs are
+ * re-armed with one mprotect even across windows: fewer syscalls, and a
+ * degraded range (all pages dirty) is re-armed in one call over its whole
+ * span, which merges VMAs instead of splitting them. */
+typedef struct rearm {
+    size_t first, n;
+} rearm;
+
+static void rearm_flush(mt_range *r, rearm *ra)
+{
+    if (ra->n)
+        mt_sig_rearm(r, ra->first, ra->n);
+    ra->n = 0;
+}
+
+static void rearm_add(mt_range *r, rearm *ra, size_t first, size_t n)
+{
+    if (ra->n && ra->first + ra->n == first) {
+        ra->n += n;
+        return;
+    }
+    rearm_flush(r, ra);
+    ra->first = first;
+    ra->n = n;
+}
+
 long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max)
 {
     size_t n = 0;
+    rearm ra = {0, 0};
     uint64_t local[MT_WINDOW_WORDS];
     atomic_fetch_add_explicit(&r->collects, 1, memory_order_relaxed);
     for (size_t w0 = 0; w0 < r->nwords; w0 += MT_WINDOW_WORDS) {
@@ -136,13 +163,15 @@ long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max
             size_t b = next_clear(local, a, nbits);
             if (emit(r, p0 + a, p0 + b, runs, max, &n) != 0) {
                 put_back(r, w0, local, nw, a);
+                rearm_flush(r, &ra);
                 return (long)n;
             }
             if (r->backend == MT_TRACK_SIGNAL)
-                mt_sig_rearm(r, p0 + a, b - a);
+                rearm_add(r, &ra, p0 + a, b - a);
             atomic_fetch_add_explicit(&r->pages_collected, b - a, memory_order_relaxed);
             a = next_set(local, b, nbits);
         }
     }
+    rearm_flush(r, &ra);
     return (long)n;
 }

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -37,6 +38,7 @@ static size_t g_page_size;
  * calls __tls_get_addr (which may allocate) even when memtrack lives in a
  * dlopen()ed Vulkan layer. */
 static __thread int tls_chain_depth __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t tls_chain_sp[MT_CHAIN_MAX] __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t tls_retry_addr __attribute__((tls_model("initial-exec")));
 
 static void sig_write(const char *msg)
@@ -130,7 +132,15 @@ static void chain(int slot, int sig, siginfo_t *si, void *uctx)
 {
     int len = atomic_load_explicit(&g_chain_len[slot], memory_order_acquire);
     /* Re-entered from a handler we chained to (it chained back to us): go one
-     * further down the chain instead of calling it again. */
+     * further down the chain instead of calling it again. Re-entry is told
+     * apart from a fresh fault by the stack: a nested call runs deeper
+     * (lower) than the frame that chained, while a handler that left with
+     * siglongjmp abandoned its frames, and the next fault starts higher
+     * (or at the top of the alternate stack). */
+    char here;
+    uintptr_t sp = (uintptr_t)&here;
+    while (tls_chain_depth > 0 && sp >= tls_chain_sp[tls_chain_depth - 1])
+        tls_chain_depth--;
     int level = len - 1 - tls_chain_depth;
     const struct sigaction *prev = level >= 0 ? &g_chain[slot][level] : NULL;
     int siginfo = prev && (prev->sa_flags & SA_SIGINFO);
@@ -153,19 +163,26 @@ static void chain(int slot, int sig, siginfo_t *si, void *uctx)
         return;
     }
 
+    /* The mask the kernel would have used: the interrupted context's mask,
+     * plus the handler's sa_mask, plus the signal itself unless SA_NODEFER.
+     * Computed from uc_sigmask, not from our own handler's mask, so that
+     * whatever blocked signals around us (e.g. a sanitizer's wrapper) does
+     * not leak into the chained handler. */
     sigset_t mask, saved;
-    mask = prev->sa_mask;
-    if (!(prev->sa_flags & SA_NODEFER))
+    if (uctx)
+        mask = ((const ucontext_t *)uctx)->uc_sigmask;
+    else
+        pthread_sigmask(SIG_SETMASK, NULL, &mask);
+    sigorset(&mask, &mask, &prev->sa_mask);
+    if (prev->sa_flags & SA_NODEFER)
+        sigdelset(&mask, sig);
+    else
         sigaddset(&mask, sig);
-    pthread_sigmask(SIG_BLOCK, &mask, &saved);
-    if (prev->sa_flags & SA_NODEFER) {
-        sigset_t only;
-        sigemptyset(&only);
-        sigaddset(&only, sig);
-        pthread_sigmask(SIG_UNBLOCK, &only, NULL);
-    }
+    pthread_sigmask(SIG_SETMASK, &mask, &saved);
     if (prev->sa_flags & SA_RESETHAND)
         atomic_store_explicit(&g_resethand_fired[slot][level], 1, memory_order_relaxed);
+    if (tls_chain_depth < MT_CHAIN_MAX)
+        tls_chain_sp[tls_chain_depth] = sp;
     tls_chain_depth++;
     if (siginfo)
         prev->sa_sigaction(sig, si, uctx);

@@ -1,0 +1,324 @@
+/* memtrack trace: a compact, checksummed, compressed record of what an
+ * application handed the GPU, and the tools to read and replay it.
+ *
+ * Format: docs/trace-format.md. Records (memory/object created, bound,
+ * mapped, unmapped, update packet, submit and frame markers, destroyed,
+ * annotation, content hash, capture mode, metadata) are packed into chunks;
+ * each chunk is one zstd frame with an XXH3-64 checksum; an index of submits
+ * closes the file.
+ *
+ * Writer: callers append records from any thread; a background thread
+ * compresses and writes full chunks, so a caller only waits when the bounded
+ * queue of chunks is full. A trace cut at any byte (crash, full disk) reads
+ * back up to its last complete chunk; mt_trace_writer_flush() makes what was
+ * written so far durable in that sense.
+ *
+ * Reader: validates everything it reads (corrupt or truncated input gives
+ * MT_ECORRUPT, MT_ECHECKSUM, MT_ETRUNCATED or MT_EVERSION, never a crash or an
+ * unbounded allocation); iterates records, seeks to submit N through the index
+ * (rebuilt by scanning chunk headers when the writer died before writing it),
+ * and replays update packets to reconstruct any memory at any submit.
+ *
+ * Ordering contract for a submit (what the replayer and verify rely on): the
+ * UPDATE records of submit N, then its CONTENT_HASH records, then the SUBMIT
+ * record N. Writer calls from several threads interleave record by record;
+ * a caller that needs a group of records together serialises them itself. */
+#ifndef MEMTRACK_TRACE_H
+#define MEMTRACK_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtrack/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MT_TRACE_VERSION_MAJOR 1
+#define MT_TRACE_VERSION_MINOR 0
+/* Largest uncompressed chunk a writer produces and a reader accepts. */
+#define MT_TRACE_MAX_CHUNK_RAW (64u << 20)
+/* Largest META/ANNOTATION/MODE text. */
+#define MT_TRACE_MAX_TEXT (64u << 10)
+
+typedef enum mt_trace_rec_type {
+    MT_TRACE_META = 1,         /* key/value metadata */
+    MT_TRACE_MEMORY = 2,       /* memory created */
+    MT_TRACE_OBJECT = 3,       /* buffer/image created */
+    MT_TRACE_BIND = 4,         /* object bound to memory */
+    MT_TRACE_MAP = 5,          /* memory mapped */
+    MT_TRACE_UNMAP = 6,        /* memory unmapped */
+    MT_TRACE_UPDATE = 7,       /* update packet: bytes written into a memory */
+    MT_TRACE_SUBMIT = 8,       /* queue submit marker */
+    MT_TRACE_FRAME = 9,        /* frame marker (present) */
+    MT_TRACE_DESTROY = 10,     /* memory or object destroyed */
+    MT_TRACE_ANNOTATION = 11,  /* free-form text */
+    MT_TRACE_CONTENT_HASH = 12, /* XXH3-64 of a memory's real content at a submit */
+    MT_TRACE_MODE = 13,        /* capture mode of a memory from here on */
+} mt_trace_rec_type;
+
+enum { MT_TRACE_OBJECT_BUFFER = 1, MT_TRACE_OBJECT_IMAGE = 2 };
+enum { MT_TRACE_DESTROY_MEMORY = 1, MT_TRACE_DESTROY_OBJECT = 2 };
+
+/* One record. Pointers (data, text) point into the reader's buffers and stay
+ * valid until the next call on that reader; writers copy what they are given.
+ * Text is not NUL-terminated: use the lengths. */
+typedef struct mt_trace_record {
+    mt_trace_rec_type type;
+    union {
+        struct { const char *key, *value; size_t key_len, value_len; } meta;
+        struct { uint64_t id, size; uint32_t type_index, property_flags; } memory;
+        struct { uint64_t id; uint32_t kind; uint64_t size, used_size; } object;
+        struct { uint64_t object, memory, offset; } bind;
+        struct { uint64_t memory, offset, size; } map;
+        struct { uint64_t memory; } unmap;
+        struct { uint64_t memory, object, offset; const void *data; size_t length; } update;
+        struct { uint64_t index, queue; } submit;  /* index: assigned by the writer */
+        struct { uint64_t index; } frame;          /* index: assigned by the writer */
+        struct { uint32_t what; uint64_t id; } destroy;
+        struct { uint64_t id; const char *text; size_t length; } annotation;
+        struct { uint64_t memory, offset, size, hash; } content_hash; /* bytes [offset, offset+size) */
+        struct { uint64_t memory; const char *mode; size_t length; } mode;
+    } u;
+} mt_trace_record;
+
+/* ---- writer ---------------------------------------------------------------- */
+
+typedef struct mt_trace_writer mt_trace_writer;
+
+typedef struct mt_trace_kv {
+    const char *key, *value;
+} mt_trace_kv;
+
+enum {
+    MT_TRACE_NO_COMPRESS = 1u << 0, /* store chunks raw (tests, already-compressed data) */
+    MT_TRACE_SYNC = 1u << 1,        /* flush and close also fdatasync the file */
+};
+
+typedef struct mt_trace_writer_opts {
+    size_t chunk_size;    /* raw bytes per chunk; 0 = 1 MiB; 512 B .. 63 MiB */
+    unsigned queue_depth; /* chunks waiting for the compressor; 0 = 4. Memory bound:
+                             about (queue_depth + 2) * chunk_size plus zstd's state */
+    int level;            /* zstd level; 0 = 1 (fast) */
+    uint32_t flags;       /* MT_TRACE_* above */
+    const mt_trace_kv *meta; /* header metadata, written first */
+    size_t nmeta;
+} mt_trace_writer_opts;
+
+typedef struct mt_trace_writer_stats {
+    uint64_t records;     /* records appended */
+    uint64_t submits;     /* SUBMIT records appended */
+    uint64_t raw_bytes;   /* encoded record bytes (before compression) */
+    uint64_t file_bytes;  /* bytes written to the file so far */
+    uint64_t chunks;      /* record chunks written */
+    uint64_t stalls;      /* times a caller waited because the queue was full */
+} mt_trace_writer_stats;
+
+/* Creates (truncates) `path` and starts a writer with its compressor thread.
+ * opts may be NULL. Returns 0 and sets *out, -EINVAL, -ENOMEM, or the
+ * negated errno of open/write. Any thread. */
+MT_API int mt_trace_writer_open(const char *path, const mt_trace_writer_opts *opts,
+                                mt_trace_writer **out);
+
+/* As mt_trace_writer_open on an fd opened for writing at offset 0; the
+ * writer owns the fd from then on (closed by mt_trace_writer_close), also
+ * when this fails. */
+MT_API int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts,
+                                   mt_trace_writer **out);
+
+/* Appends one record (any type; SUBMIT and FRAME get the writer's next index,
+ * whatever rec holds). Updates larger than a chunk are split into several
+ * records. Returns 0, -EINVAL (bad record, text over MT_TRACE_MAX_TEXT), or
+ * the error that stopped the writer (e.g. -ENOSPC from the disk). Any thread. */
+MT_API int mt_trace_write(mt_trace_writer *w, const mt_trace_record *rec);
+
+/* Typed shorthands for mt_trace_write; same returns, any thread. */
+MT_API int mt_trace_write_memory(mt_trace_writer *w, uint64_t id, uint64_t size,
+                                 uint32_t type_index, uint32_t property_flags);
+MT_API int mt_trace_write_object(mt_trace_writer *w, uint64_t id, uint32_t kind, uint64_t size,
+                                 uint64_t used_size);
+MT_API int mt_trace_write_bind(mt_trace_writer *w, uint64_t object, uint64_t memory,
+                               uint64_t offset);
+MT_API int mt_trace_write_map(mt_trace_writer *w, uint64_t memory, uint64_t offset, uint64_t size);
+MT_API int mt_trace_write_unmap(mt_trace_writer *w, uint64_t memory);
+/* object may be 0 (not attributed). */
+MT_API int mt_trace_write_update(mt_trace_writer *w, uint64_t memory, uint64_t object,
+                                 uint64_t offset, const void *data, size_t length);
+MT_API int mt_trace_write_destroy(mt_trace_writer *w, uint32_t what, uint64_t id);
+MT_API int mt_trace_write_annotation(mt_trace_writer *w, uint64_t id, const char *text);
+/* hash: mt_trace_hash() of the memory's bytes [offset, offset + size). */
+MT_API int mt_trace_write_content_hash(mt_trace_writer *w, uint64_t memory, uint64_t offset,
+                                       uint64_t size, uint64_t hash);
+MT_API int mt_trace_write_mode(mt_trace_writer *w, uint64_t memory, const char *mode);
+MT_API int mt_trace_write_meta(mt_trace_writer *w, const char *key, const char *value);
+
+/* Appends a SUBMIT record for `queue`; stores its index in *index (may be
+ * NULL). Indices count from 0 in write order. Any thread. */
+MT_API int mt_trace_write_submit(mt_trace_writer *w, uint64_t queue, uint64_t *index);
+
+/* Appends a FRAME record; its index (from 0) in *index (may be NULL). */
+MT_API int mt_trace_write_frame(mt_trace_writer *w, uint64_t *index);
+
+/* The hash CONTENT_HASH records carry: XXH3-64 (seed 0) of `size` bytes. */
+MT_API uint64_t mt_trace_hash(const void *data, size_t size);
+
+/* Hands the records appended so far to the compressor and waits until they
+ * are in the file (and on disk with MT_TRACE_SYNC). Returns 0 or the writer's
+ * error. Any thread. */
+MT_API int mt_trace_writer_flush(mt_trace_writer *w);
+
+/* Copies the writer's counters. Any thread. */
+MT_API void mt_trace_writer_stats_get(mt_trace_writer *w, mt_trace_writer_stats *out);
+
+/* Flushes, writes the index and trailer, stops the thread, closes the file
+ * and frees the writer. Returns 0 or the first error the writer met (the
+ * writer is freed either way). No other call on w may run concurrently or
+ * follow. NULL is a no-op returning 0. */
+MT_API int mt_trace_writer_close(mt_trace_writer *w);
+
+/* ---- reader ---------------------------------------------------------------- */
+
+typedef struct mt_trace_reader mt_trace_reader;
+
+typedef struct mt_trace_reader_opts {
+    int reserved; /* none yet; zero it */
+} mt_trace_reader_opts;
+
+typedef struct mt_trace_info {
+    unsigned version_major, version_minor;
+    uint64_t file_size;
+    uint64_t readable_size; /* file prefix holding the header and complete chunks */
+    uint64_t chunks;        /* complete record chunks */
+    uint64_t records;       /* records in them (from chunk headers) */
+    uint64_t submits;       /* SUBMIT records in them */
+    uint64_t raw_bytes;     /* their uncompressed payload */
+    uint64_t stored_bytes;  /* their stored payload */
+    int indexed;            /* 1: the writer's index was used */
+    int complete;           /* 1: closed properly (valid trailer and index) */
+    int index_error;        /* why the index was not used: 0, MT_ETRUNCATED (none
+                               there), MT_ECHECKSUM, MT_ECORRUPT */
+    int tail_error;         /* why reading stops before the end of the file, or 0 */
+} mt_trace_info;
+
+/* Opens a trace file. Reads the header and the index (or scans chunk headers
+ * when the index is missing or damaged: see info.complete). Returns 0 and
+ * sets *out, or -errno, MT_ECORRUPT, MT_ECHECKSUM, MT_ETRUNCATED, MT_EVERSION
+ * when not even the file header is usable. opts may be NULL. Any thread; a
+ * reader is used by one thread at a time. */
+MT_API int mt_trace_reader_open(const char *path, const mt_trace_reader_opts *opts,
+                                mt_trace_reader **out);
+
+/* As mt_trace_reader_open over `size` bytes in memory, which must stay valid
+ * and unchanged until mt_trace_reader_close. */
+MT_API int mt_trace_reader_open_mem(const void *data, size_t size, const mt_trace_reader_opts *opts,
+                                    mt_trace_reader **out);
+
+/* Closes a reader. NULL is a no-op. */
+MT_API void mt_trace_reader_close(mt_trace_reader *r);
+
+/* Copies what the reader knows without decompressing anything. */
+MT_API void mt_trace_reader_info(const mt_trace_reader *r, mt_trace_info *out);
+
+/* Header metadata entry i (the META records at the start of the trace), NUL
+ * terminated. Returns 0, or -ENOENT past the last one. */
+MT_API int mt_trace_meta_at(const mt_trace_reader *r, size_t i, const char **key,
+                            const char **value);
+
+/* Value of header metadata `key`, or NULL. */
+MT_API const char *mt_trace_meta_get(const mt_trace_reader *r, const char *key);
+
+/* Reads the next record into *rec. Returns 1, 0 at the end of the readable
+ * records, or an error (MT_ECHECKSUM, MT_ECORRUPT, MT_EVERSION, -EIO, ...),
+ * which repeats until the next seek. rec's pointers stay valid until the
+ * next call on r. */
+MT_API int mt_trace_next(mt_trace_reader *r, mt_trace_record *rec);
+
+/* Positions the reader so that mt_trace_next returns the records of submit n:
+ * those after SUBMIT n-1 (the start of the trace for n = 0), up to and
+ * including SUBMIT n. n may equal info.submits (the records after the last
+ * submit). Decompresses one chunk. Returns 0, -ENOENT (n > submits) or a
+ * chunk error. */
+MT_API int mt_trace_seek_submit(mt_trace_reader *r, uint64_t n);
+
+/* Back to the first record. Returns 0. */
+MT_API int mt_trace_rewind(mt_trace_reader *r);
+
+/* ---- replay ---------------------------------------------------------------- */
+
+typedef struct mt_trace_replay mt_trace_replay;
+
+enum {
+    MT_TRACE_REPLAY_VERIFY = 1u << 0,    /* check CONTENT_HASH records against the images */
+    MT_TRACE_REPLAY_NO_IMAGES = 1u << 1, /* keep no memory images: check structure only */
+};
+
+typedef struct mt_trace_replay_opts {
+    uint64_t only_memory; /* 0: keep images of every memory; else of this one only */
+    uint64_t max_bytes;   /* budget for memory images; 0 = 4 GiB */
+    uint32_t flags;       /* MT_TRACE_REPLAY_* */
+} mt_trace_replay_opts;
+
+typedef struct mt_trace_replay_stats {
+    uint64_t records, submits, updates, update_bytes;
+    uint64_t hashes_checked, hashes_mismatched;
+    uint64_t first_mismatch_submit, first_mismatch_memory; /* valid when mismatched > 0 */
+    uint64_t image_bytes; /* memory images allocated now */
+} mt_trace_replay_stats;
+
+/* Starts a replay of r from its first record (r is rewound and then owned by
+ * the replay until mt_trace_replay_destroy). opts may be NULL. Returns 0,
+ * -EINVAL or -ENOMEM. One thread at a time. */
+MT_API int mt_trace_replay_create(mt_trace_reader *r, const mt_trace_replay_opts *opts,
+                                  mt_trace_replay **out);
+
+/* Reads and applies one record (copied to *rec when rec is not NULL).
+ * Returns 1, 0 at the end, a reader error, MT_ECORRUPT when the record breaks
+ * the trace's rules (update outside its memory, unknown memory, duplicate
+ * id, submit out of order), or -ENOMEM past max_bytes. */
+MT_API int mt_trace_replay_next(mt_trace_replay *rp, mt_trace_record *rec);
+
+/* Replays up to and including SUBMIT n. Returns 0, -ENOENT when the trace
+ * ends before it (or n was already passed), or an error as above. */
+MT_API int mt_trace_replay_to_submit(mt_trace_replay *rp, uint64_t n);
+
+/* Copies bytes [offset, offset + len) of memory `id` as replayed so far into
+ * buf. Returns 0, -ENOENT (no such live memory, or not kept: only_memory) or
+ * -EINVAL (range outside the memory). */
+MT_API int mt_trace_replay_read(mt_trace_replay *rp, uint64_t id, uint64_t offset, void *buf,
+                                size_t len);
+
+/* Where live object `id` is bound as replayed so far: its memory, offset and
+ * used size. Returns 0, or -ENOENT (unknown, destroyed or not bound). */
+MT_API int mt_trace_replay_object(mt_trace_replay *rp, uint64_t id, uint64_t *memory,
+                                  uint64_t *offset, uint64_t *used_size);
+
+/* Size of live memory `id`, or -ENOENT. */
+MT_API int64_t mt_trace_replay_memory_size(mt_trace_replay *rp, uint64_t id);
+
+/* Copies the replay's counters. */
+MT_API void mt_trace_replay_stats_get(const mt_trace_replay *rp, mt_trace_replay_stats *out);
+
+/* Frees the replay (the reader stays open). NULL is a no-op. */
+MT_API void mt_trace_replay_destroy(mt_trace_replay *rp);
+
+/* The content of memory `memory` at submit `submit` (the GPU's view when it
+ * ran submit `submit`): copies min(size, cap) bytes into buf and returns the
+ * memory's size, or -ENOENT (no such memory then, or no such submit), or a
+ * replay error. Rewinds r. */
+MT_API int64_t mt_trace_reconstruct(mt_trace_reader *r, uint64_t memory, uint64_t submit,
+                                    void *buf, size_t cap);
+
+/* As mt_trace_reconstruct for a buffer or image: the `used_size` bytes at its
+ * binding offset in its memory. Returns used_size, -ENOENT (not created or not
+ * bound by then), MT_ECORRUPT (binding outside the memory) or a replay error. */
+MT_API int64_t mt_trace_reconstruct_object(mt_trace_reader *r, uint64_t object, uint64_t submit,
+                                           void *buf, size_t cap);
+
+/* Name of a record type ("update", ...), "unknown" for others. */
+MT_API const char *mt_trace_rec_type_name(int type);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

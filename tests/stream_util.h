@@ -22,12 +22,14 @@ static inline char op_letter(uint32_t op)
     }
 }
 
-/* The test thread consumes everything written and not yet taken; the
+/* The test thread consumes everything written and not yet taken (after
+ * ringing the doorbell, as a device would need); the
  * letters go to `ops` (NUL-terminated), the commands to `out` (may be NULL).
  * *taken counts what was consumed so far, so this never blocks. */
 static inline int take_all(mt_stream *s, uint64_t *taken, char *ops, mt_cmd *out, int max)
 {
     mt_stream_stats st;
+    MT_CHECK_OK(mt_stream_flush(s)); /* the doorbell: publishes what was written */
     mt_stream_stats_get(s, &st);
     int n = (int)(st.commands - *taken);
     MT_CHECK(n >= 0 && n < max);

@@ -264,6 +264,7 @@ static void progress(void)
     mt_cmd u = user_cmd(MT_CMD_USER);
     for (int i = 0; i < 10; i++)
         MT_CHECK_OK(mt_stream_emit(s, &u, NULL));
+    MT_CHECK_OK(mt_stream_flush(s));
     const mt_cmd *c;
     mt_stream_stats st;
     MT_CHECK_INT_EQ(mt_stream_consume(s, &c), 4);
@@ -284,6 +285,7 @@ static void progress(void)
      * consumer has not run dry), so the producer sees 14 free slots, not 16. */
     for (int i = 0; i < 14; i++)
         MT_CHECK_OK(mt_stream_emit(s, &u, NULL));
+    MT_CHECK_OK(mt_stream_flush(s));
     MT_CHECK_INT_EQ(s_head_room(s), 0);
     MT_CHECK_INT_EQ(mt_stream_consume(s, &c), 2); /* 10 -> 12 (ping boundary) */
     mt_stream_consumed(s, 2);

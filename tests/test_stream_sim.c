@@ -357,6 +357,8 @@ int main(int argc, char **argv)
         /* A 6-bit fence counter wraps every 64 fences. */
         {"6-bit fences", {.slots = 16, .fence_bits = 6}, {0}, 20000},
         {"ping every command", {.slots = 8, .ping_interval = 1}, {0}, 10000},
+        /* No polling: every wait goes to sleep at once (more sleeps, wakes). */
+        {"no spin, small ring", {.slots = 32, .flags = MT_STREAM_NO_SPIN}, {0}, 10000},
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++)
         run(&cfgs[i], seed + i);

@@ -69,6 +69,7 @@ enum mt_cmd_op {
 
 enum {
     MT_STREAM_NO_ELISION = 1u << 0, /* write every state command (for measurements) */
+    MT_STREAM_NO_SPIN = 1u << 1,    /* sleep at once when waiting (no polling) */
 };
 
 typedef struct mt_stream_opts {
@@ -80,6 +81,8 @@ typedef struct mt_stream_opts {
     uint32_t state_slots;   /* elidable state registers, 1..64; 0 = 16 */
     uint32_t resources;     /* resource ids for hazards are 0..resources-1; 0 = 256 */
     uint32_t flags;         /* MT_STREAM_* */
+    uint32_t spin_ns;       /* a waiting side polls this long before it sleeps;
+                             * 0 = 50000 (see MT_STREAM_NO_SPIN) */
 } mt_stream_opts;
 
 /* The resources one command reads and writes (ids below opts.resources). */

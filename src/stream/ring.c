@@ -4,12 +4,13 @@
 #include "ring.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../timeline/sleep.h"
 
-int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping)
+int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns)
 {
     memset(r, 0, sizeof *r);
     r->slots = aligned_alloc(64, (size_t)cap * sizeof *r->slots);
@@ -19,6 +20,8 @@ int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping)
     r->cap = cap;
     r->mask = cap - 1;
     r->ping = ping;
+    r->pub_mask = (ping < 32 ? ping : 32) - 1;
+    r->spin_ns = spin_ns;
     atomic_init(&r->prod, 0);
     atomic_init(&r->cons, 0);
     atomic_init(&r->producer_wakeups, 0);
@@ -49,7 +52,9 @@ void mt_ring_fini(mt_ring *r)
 
 void mt_ring_kick(mt_ring *r)
 {
-    /* seq_cst fence: orders our earlier store of `prod` before the load of
+    /* release: as in mt_ring_put (commands since the last batch). */
+    atomic_store_explicit(&r->prod, r->head, memory_order_release);
+    /* seq_cst fence: orders that store of `prod` before the load of
      * `cons_sleeping` (Dekker with sleep_for_work). */
     atomic_thread_fence(memory_order_seq_cst);
     if (!atomic_load_explicit(&r->cons_sleeping, memory_order_relaxed))
@@ -78,6 +83,32 @@ static int space_or_error(mt_ring *r, uint64_t gen)
     return 1;
 }
 
+/* Polls `cons` for up to spin_ns. 1 when a slot is free.
+ *
+ * Every 16 polls it yields the CPU: on a machine with more runnable threads
+ * than cores the consumer may be queued behind us on this very CPU, and a
+ * poll that keeps the CPU only delays what it waits for (measured on a busy
+ * 2-vCPU VM: 4 Mcmd/s with a plain poll, 75 with the yielding one). */
+static int spin_for_space(mt_ring *r)
+{
+    if (!r->spin_ns)
+        return 0;
+    uint64_t t0 = mt_now_ns();
+    for (unsigned i = 1;; i++) {
+        mt_cpu_relax();
+        /* acquire: as in space_or_error. */
+        r->cons_seen = atomic_load_explicit(&r->cons, memory_order_acquire);
+        if (r->head - r->cons_seen < r->cap)
+            return 1;
+        if ((i & 15) == 0) {
+            if (atomic_load_explicit(&r->lost, memory_order_relaxed) ||
+                mt_now_ns() - t0 >= r->spin_ns)
+                return 0;
+            sched_yield();
+        }
+    }
+}
+
 int mt_ring_wait_space(mt_ring *r)
 {
     /* The consumer may have moved on without us reading it yet. */
@@ -86,6 +117,8 @@ int mt_ring_wait_space(mt_ring *r)
         return 0;
     /* It may also be asleep on commands we never rang the doorbell for. */
     mt_ring_kick(r);
+    if (spin_for_space(r))
+        return 0;
     pthread_mutex_lock(&r->lock);
     uint64_t gen = r->cancel_gen;
     atomic_store_explicit(&r->prod_waiting, 1, memory_order_relaxed);
@@ -135,6 +168,31 @@ static void sleep_for_work(mt_ring *r)
     pthread_mutex_unlock(&r->lock);
 }
 
+/* Polls `prod` for up to spin_ns, yielding as spin_for_space does. 1 when
+ * there is work, or something else (loss, interrupt) for the caller's loop
+ * to look at; 0 to go to sleep. */
+static int spin_for_work(mt_ring *r)
+{
+    if (!r->spin_ns)
+        return 0;
+    uint64_t t0 = mt_now_ns();
+    for (unsigned i = 1;; i++) {
+        mt_cpu_relax();
+        /* acquire: as in mt_ring_consume. */
+        r->prod_seen = atomic_load_explicit(&r->prod, memory_order_acquire);
+        if (r->tail != r->prod_seen)
+            return 1;
+        if ((i & 15) == 0) {
+            if (atomic_load_explicit(&r->lost, memory_order_relaxed) ||
+                atomic_load_explicit(&r->cons_interrupt, memory_order_relaxed))
+                return 1;
+            if (mt_now_ns() - t0 >= r->spin_ns)
+                return 0;
+            sched_yield();
+        }
+    }
+}
+
 long mt_ring_consume(mt_ring *r, const mt_cmd **cmds)
 {
     for (;;) {
@@ -147,9 +205,13 @@ long mt_ring_consume(mt_ring *r, const mt_cmd **cmds)
             break;
         /* Out of work: report everything, a producer may wait for it. */
         publish_progress(r);
-        if (atomic_exchange_explicit(&r->cons_interrupt, 0, memory_order_acq_rel))
+        /* Load before exchanging: a locked exchange would write the line on
+         * every idle moment. */
+        if (atomic_load_explicit(&r->cons_interrupt, memory_order_relaxed) &&
+            atomic_exchange_explicit(&r->cons_interrupt, 0, memory_order_acq_rel))
             return 0;
-        sleep_for_work(r);
+        if (!spin_for_work(r))
+            sleep_for_work(r);
     }
     uint64_t n = r->prod_seen - r->tail;
     uint64_t to_wrap = r->cap - (r->tail & r->mask);

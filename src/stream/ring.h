@@ -6,8 +6,18 @@
  *  - prod (producer -> consumer): release publishes the slot contents.
  *  - cons (consumer -> producer): release says the consumer is done reading
  *    the slots before it, so the producer may overwrite them.
- * The consumer publishes `cons` only when it crosses a ping_interval boundary
- * or runs out of work: progress is reported in batches, and so are wakeups.
+ * Both sides publish in batches, because every store to a line the other
+ * core is polling costs a cache-line round trip: the producer every
+ * `pub_batch` commands and at each doorbell (flush, fence, full ring); the
+ * consumer when it crosses a ping_interval boundary or runs out of work, so
+ * progress reports, and the producer's wake-ups, are one per ping_interval.
+ *
+ * A side that must wait first polls for up to `spin_ns`, yielding the CPU
+ * as it goes, then sleeps. In steady state the other side is a batch (well
+ * under a microsecond) from helping, while waking a sleeper costs a futex
+ * round trip, and on a VM whose vCPU went idle tens of microseconds: without
+ * the poll both sides fall into sleeping in turn. The poll is bounded in
+ * time, never "until the ring drains".
  *
  * Sleeping uses one mutex and two condition variables, touched only on the
  * slow paths. Each sleeper announces itself in a flag, then re-checks the
@@ -29,6 +39,12 @@ typedef struct mt_ring {
     /* Read-only after init. */
     mt_cmd *slots;
     uint32_t cap, mask, ping;
+    uint32_t pub_mask; /* publish prod when head & pub_mask == 0 */
+    uint64_t spin_ns;  /* poll this long before sleeping; 0 = sleep at once */
+    /* 0 or the loss code. Written once, read by the producer on every
+     * command: it lives here, with the read-only fields, and not with the
+     * sleep flags below that the other side keeps writing. */
+    _Atomic int lost;
 
     /* Producer-private. */
     alignas(64) uint64_t head; /* next index to write */
@@ -57,16 +73,16 @@ typedef struct mt_ring {
     _Atomic uint32_t prod_waiting;
     _Atomic uint32_t cons_sleeping;
     _Atomic uint32_t cons_interrupt;
-    _Atomic int lost;
     uint64_t cancel_gen; /* under lock */
 } mt_ring;
 
-int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping);
+int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns);
 void mt_ring_fini(mt_ring *r);
 
 /* Producer: sleeps until a slot is free. 0, MT_ECANCELED or the loss code. */
 int mt_ring_wait_space(mt_ring *r);
-/* Producer: rings the doorbell if the consumer sleeps. */
+/* Producer: publishes everything written and rings the doorbell if the
+ * consumer sleeps. */
 void mt_ring_kick(mt_ring *r);
 
 /* Producer: writes one command. 0, MT_ECANCELED or the loss code. */
@@ -83,11 +99,14 @@ static inline int mt_ring_put(mt_ring *r, const mt_cmd *cmd)
     }
     r->slots[r->head & r->mask] = *cmd;
     r->head++;
-    /* release: pairs with the consumer's acquire load of prod: the slot's
-     * contents are visible before the index that covers them. */
-    atomic_store_explicit(&r->prod, r->head, memory_order_release);
-    if ((r->head & (r->ping - 1)) == 0)
-        mt_ring_kick(r);
+    if ((r->head & r->pub_mask) == 0) {
+        /* release: pairs with the consumer's acquire load of prod: the
+         * slots' contents are visible before the index that covers them. */
+        atomic_store_explicit(&r->prod, r->head, memory_order_release);
+        /* pub_mask + 1 divides ping, so every ping boundary lands here. */
+        if ((r->head & (r->ping - 1)) == 0)
+            mt_ring_kick(r);
+    }
     return 0;
 }
 

@@ -56,7 +56,8 @@ int mt_stream_create(const mt_stream_opts *opts, mt_stream **out)
         goto fail;
     if ((rc = mt_hazards_init(&s->hazards, o.resources)) != 0)
         goto fail_tl;
-    if ((rc = mt_ring_init(&s->ring, o.slots, o.ping_interval)) != 0)
+    uint64_t spin = (o.flags & MT_STREAM_NO_SPIN) ? 0 : o.spin_ns ? o.spin_ns : 50000;
+    if ((rc = mt_ring_init(&s->ring, o.slots, o.ping_interval, spin)) != 0)
         goto fail_hz;
     *out = s;
     return 0;

@@ -16,6 +16,13 @@ int mt_cond_init_monotonic(pthread_cond_t *c)
     return -rc;
 }
 
+uint64_t mt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void mt_deadline_after(struct timespec *ts, int64_t timeout_ns)
 {
     clock_gettime(CLOCK_MONOTONIC, ts);

@@ -8,6 +8,20 @@
 #include <stdint.h>
 #include <time.h>
 
+/* Monotonic clock in nanoseconds. */
+uint64_t mt_now_ns(void);
+
+/* A hint to the CPU inside a polling loop (lets the sibling hyperthread
+ * run, saves power); a no-op where there is no such instruction. */
+static inline void mt_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* Initialises a condition variable whose timed waits use CLOCK_MONOTONIC.
  * Returns 0 or a negated pthread error. */
 int mt_cond_init_monotonic(pthread_cond_t *c);

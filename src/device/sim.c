@@ -109,12 +109,20 @@ static uint64_t next_fault(const mt_sim_faults *f, uint64_t n)
     return e;
 }
 
+/* Loses the device after `done` commands. The count is published first:
+ * a thread released by the loss reads it exact (the loss's release orders it). */
+static void die(mt_sim *sim, mt_stream *s, uint64_t done)
+{
+    atomic_store_explicit(&sim->executed, done, memory_order_relaxed);
+    lose(sim, s);
+}
+
 /* Applies the fault plan before command `n`. Returns 1 to stop. */
 static int inject(mt_sim *sim, mt_stream *s, uint64_t n)
 {
     const mt_sim_faults *f = &sim->faults;
     if (f->lose_at == n) {
-        lose(sim, s);
+        die(sim, s, n - 1);
         return 1;
     }
     if (f->stall_at == n && stall(sim))
@@ -138,7 +146,7 @@ static long run_batch(mt_sim *sim, mt_stream *s, const mt_cmd *cmds, long n, uin
             *next = next_fault(&sim->faults, k);
         }
         if (cmds[i].op != MT_CMD_NOP && mt_sim_exec(sim, s, &cmds[i]) != 0) {
-            lose(sim, s); /* a device fault */
+            die(sim, s, *done); /* a device fault */
             return i;
         }
         *done = k;

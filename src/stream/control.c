@@ -26,10 +26,12 @@ void mt_stream_lose(mt_stream *s, int code)
 {
     if (code >= 0)
         code = MT_EDEVLOST;
-    /* Timeline first: a producer woken from the ring and going on to sync
-     * must find the timeline lost too, not sleep on it. */
-    mt_timeline_lose(s->tl, code);
+    /* Ring first: a thread that sees the timeline lost (a sync returning
+     * the loss code) must then find every producer call failing too. A
+     * producer woken from the ring that goes on to wait on the timeline is
+     * released by the timeline's loss right after. */
     mt_ring_lose(&s->ring, code);
+    mt_timeline_lose(s->tl, code);
 }
 
 int mt_stream_status(const mt_stream *s)

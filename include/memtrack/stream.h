@@ -6,13 +6,16 @@
  * / mt_stream_consumed; the simulated device in memtrack/device_sim.h is one
  * such backend). The fast paths take no lock and make no system call:
  *
- *  - Back-pressure: when the ring is full the producer sleeps (condition
- *    variable, no spinning). The consumer reports its progress only every
- *    `ping_interval` commands (the HardDoom driver's "ping every 128"), so a
- *    producer blocked on a full ring is woken at most once per ping_interval
- *    commands consumed.
- *  - Doorbell: a consumer that found the ring empty sleeps; the producer wakes
- *    it when it crosses a ping_interval boundary, on mt_stream_flush(),
+ *  - Back-pressure: when the ring is full the producer polls for a bounded
+ *    time (spin_ns, yielding the CPU as it goes), then sleeps on a condition
+ *    variable until space frees. The consumer reports its progress only
+ *    every `ping_interval` commands (the HardDoom driver's "ping every
+ *    128"), so a producer sleeping on a full ring is woken at most once per
+ *    ping_interval commands consumed.
+ *  - Doorbell: the producer publishes what it wrote every 32 commands (or
+ *    ping_interval, if smaller) and at each doorbell. A consumer that found
+ *    the ring empty polls for spin_ns, then sleeps; the producer wakes it when
+ *    it crosses a ping_interval boundary, on mt_stream_flush(),
  *    mt_stream_fence(), mt_stream_sync() and before it sleeps itself.
  *    Commands written since the last of these may wait in the ring until then.
  *  - Fences: mt_stream_fence() writes a FENCE command carrying the low

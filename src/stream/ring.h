@@ -73,7 +73,9 @@ typedef struct mt_ring {
     _Atomic uint32_t prod_waiting;
     _Atomic uint32_t cons_sleeping;
     _Atomic uint32_t cons_interrupt;
-    uint64_t cancel_gen; /* under lock */
+    /* Bumped by cancel under `lock`; read by the producer before it polls,
+     * so a cancel during the poll is not missed. */
+    _Atomic uint64_t cancel_gen;
 } mt_ring;
 
 int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns);

@@ -280,7 +280,7 @@ int mt_bench_suite_stream(mt_bench_ctx *ctx)
     for (int r = 0; r < REPS; r++) {
         v[r] = ring_noop(n, 0);
         ns[r] = ring_noop(n / 4, MT_STREAM_NO_SPIN);
-        b[r] = base_noop(n / 10); /* a rate: fewer commands, same meaning */
+        b[r] = base_noop(n);
     }
     double ring = mt_bench_median(v, REPS), base = mt_bench_median(b, REPS);
     double nospin = mt_bench_median(ns, REPS);

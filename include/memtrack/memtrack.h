@@ -8,6 +8,7 @@
 #include "memtrack/track.h"
 #include "memtrack/diff.h"
 #include "memtrack/trace.h"
+#include "memtrack/alloc.h"
 #include "memtrack/timeline.h"
 #include "memtrack/stream.h"
 #include "memtrack/device_sim.h"

@@ -371,10 +371,11 @@ static void sim_api(void)
     MT_CHECK_OK(mt_sim_alloc(sim, 1000, 1024, &b));
     MT_CHECK_UINT_EQ(a, 0x5000);
     MT_CHECK_UINT_EQ(b % 1024, 0);
-    MT_CHECK_ERR(mt_sim_alloc(sim, 4096, 8, &c), -ENOMEM);
+    MT_CHECK_ERR(mt_sim_alloc(sim, 4096, 8, &c), -ENOSPC);
     MT_CHECK_OK(mt_sim_free(sim, a));
-    MT_CHECK_ERR(mt_sim_free(sim, a), -EINVAL);
+    MT_CHECK_ERR(mt_sim_free(sim, a), -ENOENT);
     MT_CHECK_ERR(mt_sim_free(sim, 1), -EINVAL);
+    MT_CHECK_ERR(mt_sim_free(sim, 0x5000 + 8192), -EINVAL);
     MT_CHECK_OK(mt_sim_alloc(sim, 512, 8, &c));
     MT_CHECK_UINT_EQ(c, 0x5000); /* the freed space is reused */
     mt_sim_lose(sim); /* detached: just marks it */

@@ -2,8 +2,9 @@
  *
  * The device is a thread that consumes an mt_stream and executes its commands
  * against its own memory: a separate device address range (starting at
- * `base`, not a host pointer) backed by host memory the simulator owns. Host
- * code reaches it only through mt_sim_alloc/free/read/write.
+ * `base`, not a host pointer) backed by host memory the simulator owns and
+ * managed by a memtrack `alloc` region. Host code reaches it only through
+ * mt_sim_alloc/free/read/write.
  *
  * The memory model is that of a pipelined device, so that a missing barrier
  * shows up as wrong memory: a command reads memory when it executes, but its
@@ -102,13 +103,15 @@ MT_API int mt_sim_reset(mt_sim *sim);
  * -EBUSY (attached). */
 MT_API int mt_sim_set_faults(mt_sim *sim, const mt_sim_faults *faults);
 
-/* Allocates `size` bytes of device memory aligned to `align` (a power of two;
- * 0 = 64). Returns 0 and sets *addr (a device address), -EINVAL or -ENOMEM.
- * Any thread. */
+/* Allocates `size` bytes of device memory (rounded up to 8) aligned to
+ * `align` (a power of two; 0 = 64) from the device range's alloc region.
+ * Returns 0 and sets *addr (a device address), -EINVAL, -ENOSPC (device
+ * memory full) or -ENOMEM (host metadata). Any thread. */
 MT_API int mt_sim_alloc(mt_sim *sim, size_t size, size_t align, uint64_t *addr);
 
 /* Frees memory from mt_sim_alloc. The caller makes sure no queued command
- * still uses it (mt_stream_defer does exactly that). Returns 0 or -EINVAL. Any thread. */
+ * still uses it (mt_stream_defer does exactly that). Returns 0, -ENOENT (no
+ * allocation starts at addr) or -EINVAL (outside the range). Any thread. */
 MT_API int mt_sim_free(mt_sim *sim, uint64_t addr);
 
 /* Copies device memory to/from the host. The caller orders this with the

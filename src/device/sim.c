@@ -293,7 +293,7 @@ int mt_sim_alloc(mt_sim *sim, size_t size, size_t align, uint64_t *addr)
 
 int mt_sim_free(mt_sim *sim, uint64_t addr)
 {
-    if (addr < sim->base)
+    if (mt_sim_offset(sim, addr, 0) < 0)
         return -EINVAL;
     return mt_sim_heap_free(sim->heap, addr - sim->base);
 }

@@ -114,14 +114,20 @@ MT_API int mt_sim_alloc(mt_sim *sim, size_t size, size_t align, uint64_t *addr);
  * allocation starts at addr) or -EINVAL (outside the range). Any thread. */
 MT_API int mt_sim_free(mt_sim *sim, uint64_t addr);
 
-/* Copies device memory to/from the host. The caller orders this with the
- * device (after a fence covering the device's writes; before the commands
- * reading it are written). Returns 0 or -EFAULT (outside the range). Any thread. */
+/* Copies `len` bytes of device memory at `addr` to the host. The caller
+ * orders this after a fence covering the device's writes there. Returns 0 or
+ * -EFAULT (outside the range). Any thread. */
 MT_API int mt_sim_read(mt_sim *sim, uint64_t addr, void *dst, size_t len);
+
+/* Copies `len` host bytes into device memory at `addr`. The caller orders
+ * this before writing the commands that read it, and after the device's last
+ * use of that memory. Returns 0 or -EFAULT (outside the range). Any thread. */
 MT_API int mt_sim_write(mt_sim *sim, uint64_t addr, const void *src, size_t len);
 
-/* Device address of the first byte and size of the device range. Any thread. */
+/* Returns the device address of the first byte of device memory. Any thread. */
 MT_API uint64_t mt_sim_base(const mt_sim *sim);
+
+/* Returns the size in bytes of the device range. Any thread. */
 MT_API size_t mt_sim_size(const mt_sim *sim);
 
 /* Loses the device now (a watchdog's verdict): the thread stops and the

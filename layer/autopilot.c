@@ -65,17 +65,33 @@ static void calibrate(void)
     munmap(a, 2 * bytes);
 }
 
-void lt_autopilot_observe(lt_memory *m, size_t dirty_pages)
+static mt_track_backend likely_backend(void)
+{
+    return mt_track_backend_available(MT_TRACK_UFFD) ? MT_TRACK_UFFD : MT_TRACK_SIGNAL;
+}
+
+int lt_autopilot_always_scan(const lt_memory *m)
 {
     pthread_once(&g_cal.once, calibrate);
     size_t ps = (size_t)sysconf(_SC_PAGESIZE);
     double mapped_pages = (double)((m->map_size + ps - 1) / ps);
+    /* Scanning all of it costs less than one first-write fault: whenever
+     * anything at all is written, scan wins, so never track it. */
+    return mapped_pages * g_cal.page_diff_ns < g_cal.fault_ns[likely_backend()];
+}
+
+void lt_autopilot_observe(lt_memory *m, size_t dirty_pages)
+{
+    if (m->mode == LT_SCAN && lt_autopilot_always_scan(m))
+        return; /* nothing to decide: see lt_autopilot_always_scan */
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    double mapped_pages = (double)((m->map_size + ps - 1) / ps);
     /* Smoothed density: one frame that writes everything should not flip a
-     * memory that is usually sparse, nor the other way round. */
-    m->ewma_dirty_pages = 0.5 * m->ewma_dirty_pages + 0.5 * (double)dirty_pages;
-    mt_track_backend be = m->mode == LT_GUARD ? m->backend
-                          : mt_track_backend_available(MT_TRACK_UFFD) ? MT_TRACK_UFFD
-                                                                      : MT_TRACK_SIGNAL;
+     * memory that is usually sparse, nor the other way round. 0.2 also
+     * averages out round-robin use (vkcube writes each of its three uniform
+     * buffers every third frame: 0.5 made those flip every few frames). */
+    m->ewma_dirty_pages = 0.8 * m->ewma_dirty_pages + 0.2 * (double)dirty_pages;
+    mt_track_backend be = m->mode == LT_GUARD ? m->backend : likely_backend();
     if (be != MT_TRACK_SIGNAL && be != MT_TRACK_UFFD)
         be = MT_TRACK_SIGNAL;
     double guard = m->ewma_dirty_pages * (g_cal.fault_ns[be] + g_cal.page_diff_ns);
@@ -98,8 +114,10 @@ void lt_autopilot_observe(lt_memory *m, size_t dirty_pages)
         else
             m->streak = 0;
         /* The switch itself happens at the start of the next capture (arm
-         * first, then scan once): a negative streak asks for it. */
-        if (m->streak >= 3)
+         * first, then scan once): a negative streak asks for it. Going back
+         * to guard needs more evidence than leaving it: a wrong guard costs
+         * faults in the app's threads, a wrong scan only our time. */
+        if (m->streak >= 4)
             m->streak = -1;
     }
 }

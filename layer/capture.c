@@ -379,6 +379,7 @@ void lt_capture_memory(lt_memory *m)
 {
     cand c = {0};
     size_t pages = 0;
+    uint64_t t0 = lt_now_ns();
     switch (m->mode) {
     case LT_COPY:
         emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
@@ -420,7 +421,7 @@ void lt_capture_memory(lt_memory *m)
     }
     free(c.v);
     if (m->auto_mode)
-        lt_autopilot_observe(m, pages);
+        lt_autopilot_observe(m, pages, lt_now_ns() - t0);
 }
 
 void lt_capture_sync_in(lt_memory *m)

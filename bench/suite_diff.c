@@ -173,7 +173,7 @@ static uint64_t write_mix(const mix *m, const char *path, uint32_t flags, size_t
             mt_trace_write_update(w, 1, 1 + k % 7, off, src, len);
             bytes += len;
         }
-        mt_trace_write_content_hash(w, 1, 64u << 20, rnd(&s));
+        mt_trace_write_content_hash(w, 1, 0, 64u << 20, rnd(&s));
         mt_trace_write_submit(w, 0, NULL);
     }
     mt_trace_writer_stats_get(w, st);

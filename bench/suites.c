@@ -6,5 +6,6 @@
 const mt_bench_suite mt_bench_suites[] = {
     {"track", "first-write and collect cost: signal vs uffd backends", mt_bench_suite_track},
     {"diff", "diff vs memcmp bandwidth; trace writer MB/s and compression ratio", mt_bench_suite_diff},
+    {"alloc", "region allocator and pools vs a sorted-free-list first fit", mt_bench_suite_alloc},
     {NULL, NULL, NULL},
 };

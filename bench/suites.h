@@ -4,5 +4,6 @@
 
 int mt_bench_suite_track(mt_bench_ctx *ctx);
 int mt_bench_suite_diff(mt_bench_ctx *ctx);
+int mt_bench_suite_alloc(mt_bench_ctx *ctx);
 
 #endif

@@ -333,7 +333,7 @@ static void test_replay_rules(void)
         case 2: MT_CHECK_OK(mt_trace_write_memory(w, 1, 10, 0, 0)); break;        /* id twice */
         case 3: MT_CHECK_OK(mt_trace_write_bind(w, 9, 1, 0)); break;              /* unknown object */
         case 4: MT_CHECK_OK(mt_trace_write_destroy(w, MT_TRACE_DESTROY_MEMORY, 3)); break;
-        case 5: MT_CHECK_OK(mt_trace_write_content_hash(w, 1, 101, 0)); break;    /* hash past the end */
+        case 5: MT_CHECK_OK(mt_trace_write_content_hash(w, 1, 0, 101, 0)); break;    /* hash past the end */
         case 6: /* a huge memory: the image budget refuses it, nothing is allocated */
             MT_CHECK_OK(mt_trace_write_memory(w, 2, 1ull << 60, 0, 0));
             MT_CHECK_OK(mt_trace_write_update(w, 2, 0, 1ull << 59, data, 3));

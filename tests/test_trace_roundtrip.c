@@ -309,8 +309,8 @@ static void test_mismatch(void)
         buf[s * 10] = (uint8_t)(s + 1);
         MT_CHECK_OK(mt_trace_write_update(w, 7, 0, (uint64_t)s * 10, &buf[s * 10], 1));
         uint64_t h = mt_trace_hash(buf, sizeof buf);
-        MT_CHECK_OK(mt_trace_write_content_hash(w, 7, sizeof buf, s == 3 ? h ^ 1 : h));
-        MT_CHECK_OK(mt_trace_write_content_hash(w, 9, 10, mt_trace_hash(buf + 500, 10))); /* zeros */
+        MT_CHECK_OK(mt_trace_write_content_hash(w, 7, 0, sizeof buf, s == 3 ? h ^ 1 : h));
+        MT_CHECK_OK(mt_trace_write_content_hash(w, 9, 0, 10, mt_trace_hash(buf + 500, 10))); /* zeros */
         MT_CHECK_OK(mt_trace_write_submit(w, 0, NULL));
     }
     MT_CHECK_OK(mt_trace_writer_close(w));

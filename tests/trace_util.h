@@ -134,6 +134,7 @@ static inline void tr_check_equal(const mt_trace_record *a, const mt_trace_recor
         break;
     case MT_TRACE_CONTENT_HASH:
         MT_CHECK_UINT_EQ(a->u.content_hash.memory, b->u.content_hash.memory);
+        MT_CHECK_UINT_EQ(a->u.content_hash.offset, b->u.content_hash.offset);
         MT_CHECK_UINT_EQ(a->u.content_hash.size, b->u.content_hash.size);
         MT_CHECK_UINT_EQ(a->u.content_hash.hash, b->u.content_hash.hash);
         break;
@@ -238,8 +239,11 @@ static inline void tr_gen_next(tr_gen *g, mt_trace_record *r)
     } else if (dice < 63) {
         r->type = MT_TRACE_CONTENT_HASH;
         r->u.content_hash.memory = m->id;
-        r->u.content_hash.size = mt_test_below(&g->rng, 2) ? m->size : mt_test_below(&g->rng, m->size + 1);
-        r->u.content_hash.hash = mt_trace_hash(m->content, (size_t)r->u.content_hash.size);
+        r->u.content_hash.offset = mt_test_below(&g->rng, 2) ? 0 : mt_test_below(&g->rng, m->size + 1);
+        r->u.content_hash.size = mt_test_below(&g->rng, 2) ? m->size - r->u.content_hash.offset
+                                                         : mt_test_below(&g->rng, m->size - r->u.content_hash.offset + 1);
+        r->u.content_hash.hash = mt_trace_hash(m->content + r->u.content_hash.offset,
+                                               (size_t)r->u.content_hash.size);
     } else if (dice < 75) {
         r->type = MT_TRACE_SUBMIT;
         r->u.submit.index = g->submits++;

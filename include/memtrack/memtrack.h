@@ -8,5 +8,6 @@
 #include "memtrack/track.h"
 #include "memtrack/diff.h"
 #include "memtrack/trace.h"
+#include "memtrack/alloc.h"
 
 #endif

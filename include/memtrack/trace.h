@@ -78,7 +78,7 @@ typedef struct mt_trace_record {
         struct { uint64_t index; } frame;          /* index: assigned by the writer */
         struct { uint32_t what; uint64_t id; } destroy;
         struct { uint64_t id; const char *text; size_t length; } annotation;
-        struct { uint64_t memory, size, hash; } content_hash;
+        struct { uint64_t memory, offset, size, hash; } content_hash; /* bytes [offset, offset+size) */
         struct { uint64_t memory; const char *mode; size_t length; } mode;
     } u;
 } mt_trace_record;
@@ -147,8 +147,9 @@ MT_API int mt_trace_write_update(mt_trace_writer *w, uint64_t memory, uint64_t o
                                  uint64_t offset, const void *data, size_t length);
 MT_API int mt_trace_write_destroy(mt_trace_writer *w, uint32_t what, uint64_t id);
 MT_API int mt_trace_write_annotation(mt_trace_writer *w, uint64_t id, const char *text);
-MT_API int mt_trace_write_content_hash(mt_trace_writer *w, uint64_t memory, uint64_t size,
-                                       uint64_t hash);
+/* hash: mt_trace_hash() of the memory's bytes [offset, offset + size). */
+MT_API int mt_trace_write_content_hash(mt_trace_writer *w, uint64_t memory, uint64_t offset,
+                                       uint64_t size, uint64_t hash);
 MT_API int mt_trace_write_mode(mt_trace_writer *w, uint64_t memory, const char *mode);
 MT_API int mt_trace_write_meta(mt_trace_writer *w, const char *key, const char *value);
 

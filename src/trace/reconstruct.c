@@ -36,7 +36,7 @@ static int replay_to(mt_trace_reader *r, const window *w, uint64_t submit, mt_tr
             return 0;
         if (!w)
             continue;
-        if (rec.type == MT_TRACE_MEMORY && rec.u.memory.id == w->memory)
+        if (rec.type == MT_TRACE_MEMORY && rec.u.memory.id == w->memory && w->cap)
             memset(w->buf, 0, w->cap); /* a (re)created memory starts as zeros */
         else if (rec.type == MT_TRACE_UPDATE && rec.u.update.memory == w->memory)
             apply_clipped(w, &rec);

@@ -73,7 +73,8 @@ static int decode_body(uint8_t type, body *b, mt_trace_record *r)
         r->u.annotation.text = t;
         return 0;
     case MT_TRACE_CONTENT_HASH:
-        if (f64(b, &r->u.content_hash.memory) || f64(b, &r->u.content_hash.size) || b->end - b->p < 8)
+        if (f64(b, &r->u.content_hash.memory) || f64(b, &r->u.content_hash.offset) ||
+            f64(b, &r->u.content_hash.size) || b->end - b->p < 8)
             return -1;
         r->u.content_hash.hash = mt_get64(b->p);
         b->p += 8;

@@ -59,7 +59,7 @@ static int layout(const mt_trace_record *r, rec_layout *L)
         L->tail = r->u.annotation.text, L->tail_len = r->u.annotation.length;
         return 0;
     case MT_TRACE_CONTENT_HASH:
-        F(r->u.content_hash.memory, r->u.content_hash.size);
+        F(r->u.content_hash.memory, r->u.content_hash.offset, r->u.content_hash.size);
         L->has_fixed = 1, L->fixed = r->u.content_hash.hash;
         return 0;
     case MT_TRACE_MODE:

@@ -147,14 +147,15 @@ static int on_update(mt_trace_replay *rp, const mt_trace_record *rec)
 static int on_hash(mt_trace_replay *rp, const mt_trace_record *rec)
 {
     rmem *m = find_mem(rp, rec->u.content_hash.memory);
-    if (!m || rec->u.content_hash.size > m->size)
+    uint64_t off = rec->u.content_hash.offset, len = rec->u.content_hash.size;
+    if (!m || off > m->size || len > m->size - off)
         return MT_ECORRUPT;
     if (!(rp->opts.flags & MT_TRACE_REPLAY_VERIFY) || !kept(rp, m->id))
         return 0;
     int rc = image(rp, m);
     if (rc)
         return rc;
-    uint64_t h = mt_trace_hash(m->img, (size_t)rec->u.content_hash.size);
+    uint64_t h = mt_trace_hash(m->img + off, (size_t)len);
     rp->st.hashes_checked++;
     if (h != rec->u.content_hash.hash && rp->st.hashes_mismatched++ == 0) {
         rp->st.first_mismatch_submit = rp->next_submit;

@@ -54,9 +54,10 @@ int mt_trace_write_annotation(mt_trace_writer *w, uint64_t id, const char *text)
     WRITE(w, MT_TRACE_ANNOTATION, annotation, id, text, strlen(text));
 }
 
-int mt_trace_write_content_hash(mt_trace_writer *w, uint64_t memory, uint64_t size, uint64_t hash)
+int mt_trace_write_content_hash(mt_trace_writer *w, uint64_t memory, uint64_t offset,
+                                uint64_t size, uint64_t hash)
 {
-    WRITE(w, MT_TRACE_CONTENT_HASH, content_hash, memory, size, hash);
+    WRITE(w, MT_TRACE_CONTENT_HASH, content_hash, memory, offset, size, hash);
 }
 
 int mt_trace_write_mode(mt_trace_writer *w, uint64_t memory, const char *mode)

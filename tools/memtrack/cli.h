@@ -19,5 +19,13 @@ int mt_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 
 int mt_cmd_bench(int argc, char **argv);
 void mt_cmd_bench_usage(void);
+int mt_cmd_record(int argc, char **argv);
+void mt_cmd_record_usage(void);
+int mt_cmd_info(int argc, char **argv);
+void mt_cmd_info_usage(void);
+int mt_cmd_verify(int argc, char **argv);
+void mt_cmd_verify_usage(void);
+int mt_cmd_dump(int argc, char **argv);
+void mt_cmd_dump_usage(void);
 
 #endif

@@ -1,0 +1,637 @@
+/* memtrack bench alloc: the region allocator and its pools against the
+ * baseline (alloc_baseline.c: sorted free list, first fit), same run, same
+ * operation sequences.
+ *
+ * Every single-thread case runs in an aged heap: before timing, the region
+ * goes through AGE_OPS random allocations and frees of the workload's sizes
+ * holding occupancy at 50% (about 1000 live blocks), the state a long-running
+ * device heap is in. First fit is known to leave small fragments at the low
+ * end of such a heap, which it walks on every request; TLSF is not.
+ *
+ *  - small (64 B-4 KiB, granule 16), gpu-typical (4 KiB-16 MiB, alignments
+ *    256 B/4 KiB/64 KiB, granule 256): batches of 32 allocations, then their
+ *    frees in scrambled order; the median over batches of ns per pair.
+ *  - random-lifetime (64 B-16 MiB): 1000 live blocks; each step frees a
+ *    random one and allocates a new one; median over batches of 32 steps.
+ *  - 2-thread pools: two threads, each with its aged share of the heap,
+ *    allocate; half of each thread's blocks are freed by the other thread
+ *    (queued on the owner's deferred list). The baseline is one shared
+ *    allocator (twice the region) behind a mutex.
+ *  - fragmentation: random ops holding occupancy at 80%; 1 - largest free /
+ *    free, averaged over the second half of the run.
+ * Targets (issue 6): <= 50 ns per pair median on gpu-typical sizes, >= 5x
+ * faster than the baseline, fragmentation no worse than the baseline's. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_baseline.h"
+#include "memtrack/alloc.h"
+#include "suites.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024)
+#define GiB (1024ull * MiB)
+#define BATCH 32
+#define LIVE 1000      /* live blocks in random-lifetime */
+#define AGE_OPS 20000  /* ageing before timing */
+#define MAXLIVE 8192
+
+/* ---- operation sequences ---------------------------------------------------- */
+
+typedef struct op {
+    uint64_t size, align;
+} op;
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+typedef struct workload {
+    const char *name;
+    double lo, hi;          /* sizes: log-uniform in [lo, hi] */
+    const uint64_t *aligns; /* picked uniformly */
+    int naligns;
+    uint64_t granule;
+    uint64_t region;        /* ~50% holds about 1000 blocks */
+} workload;
+
+static const uint64_t small_aligns[] = {16, 64, 256};
+static const uint64_t gpu_aligns[] = {256, 4 * KiB, 64 * KiB};
+static const workload wl_small = {"small", 64, 4 * KiB, small_aligns, 3, 16, 2 * MiB};
+static const workload wl_gpu = {"gpu-typical", 4 * KiB, 16 * MiB, gpu_aligns, 3, 256, 4 * GiB};
+static const workload wl_mix = {"random-lifetime", 64, 16 * MiB, gpu_aligns, 3, 256, 4 * GiB};
+
+static void gen_ops(const workload *w, op *ops, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        ops[i].size = (uint64_t)exp(log(w->lo) + rng_unit(&s) * (log(w->hi) - log(w->lo)));
+        ops[i].align = w->aligns[rng_next(&s) % (uint64_t)w->naligns];
+    }
+}
+
+/* ---- one interface over both allocators (a predictable branch) --------------- */
+
+typedef struct drv {
+    mt_alloc *mt;
+    bl_alloc *bl;
+} drv;
+
+static int drv_open(drv *d, int baseline, mt_alloc_strategy strat, const workload *w)
+{
+    *d = (drv){0};
+    if (baseline)
+        return (d->bl = bl_create(w->region, w->granule)) ? 0 : -ENOMEM;
+    mt_alloc_opts o = {.strategy = strat, .min_align = w->granule};
+    uint32_t id;
+    int rc = mt_alloc_create(&o, &d->mt);
+    return rc ? rc : mt_alloc_add_region(d->mt, w->region, NULL, &id);
+}
+
+static void drv_close(drv *d)
+{
+    mt_alloc_destroy(d->mt);
+    bl_destroy(d->bl);
+}
+
+static inline int drv_alloc(drv *d, const op *o, uint64_t *off)
+{
+    if (d->mt) {
+        mt_alloc_block b;
+        int rc = mt_alloc_allocate(d->mt, o->size, o->align, MT_ALLOC_LINEAR, &b);
+        *off = b.offset;
+        return rc;
+    }
+    return bl_alloc_block(d->bl, o->size, o->align, off);
+}
+
+static inline int drv_free(drv *d, uint64_t off, uint64_t size)
+{
+    return d->mt ? mt_alloc_free(d->mt, 0, off) : bl_free_block(d->bl, off, size);
+}
+
+static double drv_fragmentation(const drv *d)
+{
+    uint64_t free_bytes, largest, n;
+    if (d->mt) {
+        mt_alloc_stats s;
+        mt_alloc_get_stats(d->mt, &s);
+        return s.fragmentation;
+    }
+    bl_stats(d->bl, &free_bytes, &largest, &n);
+    return free_bytes ? 1.0 - (double)largest / (double)free_bytes : 0.0;
+}
+
+/* Live blocks of a driver, in no particular order. */
+typedef struct liveset {
+    uint64_t off[MAXLIVE], size[MAXLIVE];
+    uint32_t n;
+    uint64_t used, target;
+} liveset;
+
+static void live_drop(drv *d, liveset *l, uint32_t v)
+{
+    drv_free(d, l->off[v], l->size[v]);
+    l->used -= l->size[v];
+    l->n--;
+    l->off[v] = l->off[l->n];
+    l->size[v] = l->size[l->n];
+}
+
+/* One random op holding occupancy near l->target: allocate while below it
+ * (and the allocator agrees), else free a random block. The size does not
+ * decide (that would keep only small blocks live near the target). Returns
+ * 1 for an allocation refused below the target. */
+static int churn_step(drv *d, liveset *l, const workload *w, uint64_t *s)
+{
+    op o;
+    gen_ops(w, &o, 1, rng_next(s));
+    int want = l->used < l->target && l->n < MAXLIVE;
+    if (want && drv_alloc(d, &o, &l->off[l->n]) == 0) {
+        l->size[l->n++] = o.size;
+        l->used += o.size;
+        return 0;
+    }
+    if (l->n)
+        live_drop(d, l, (uint32_t)(rng_next(s) % l->n));
+    return want;
+}
+
+/* Ages the region: AGE_OPS random ops at 50% occupancy (same sequence for
+ * every allocator; they may diverge a little where one refuses). */
+static liveset *age(drv *d, const workload *w)
+{
+    liveset *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->target = w->region / 2;
+    uint64_t s = 7;
+    for (int i = 0; i < AGE_OPS; i++)
+        churn_step(d, l, w, &s);
+    return l;
+}
+
+/* ---- batches ----------------------------------------------------------------- */
+
+/* Median ns per alloc+free pair over `batches` batches; -1 on failure. */
+static double run_batches(drv *d, const op *ops, int batches)
+{
+    uint64_t off[BATCH];
+    double *per = malloc((size_t)batches * sizeof *per);
+    if (!per)
+        return -1;
+    for (int pass = 0; pass < 2; pass++) { /* pass 0 warms caches and page tables */
+        for (int k = 0; k < batches; k++) {
+            const op *o = &ops[(size_t)k * BATCH];
+            uint64_t t0 = mt_bench_now_ns();
+            for (int i = 0; i < BATCH; i++)
+                if (drv_alloc(d, &o[i], &off[i]) != 0) {
+                    free(per);
+                    return -1;
+                }
+            for (int i = 0; i < BATCH; i++) {
+                int j = (i * 13) % BATCH; /* scrambled, not LIFO */
+                drv_free(d, off[j], o[j].size);
+            }
+            per[k] = (double)(mt_bench_now_ns() - t0) / BATCH;
+        }
+    }
+    double med = mt_bench_median(per, batches);
+    free(per);
+    return med;
+}
+
+/* Random lifetimes: LIVE blocks; each step frees a random one and allocates
+ * in its place. Median over batches of BATCH steps, after AGE_OPS untimed
+ * steps. */
+static double run_lifetimes(drv *d, const op *ops, const uint32_t *victims, int batches)
+{
+    static uint64_t off[LIVE], size[LIVE];
+    for (int i = 0; i < LIVE; i++) {
+        if (drv_alloc(d, &ops[i], &off[i]) != 0)
+            return -1;
+        size[i] = ops[i].size;
+    }
+    double *per = malloc((size_t)batches * sizeof *per);
+    if (!per)
+        return -1;
+    const op *o = ops + LIVE;
+    const uint32_t *v = victims;
+    int warm = AGE_OPS / BATCH;
+    for (int k = -warm; k < batches; k++) {
+        uint64_t t0 = mt_bench_now_ns();
+        for (int i = 0; i < BATCH; i++, o++, v++) {
+            drv_free(d, off[*v], size[*v]);
+            if (drv_alloc(d, o, &off[*v]) != 0) {
+                free(per);
+                return -1;
+            }
+            size[*v] = o->size;
+        }
+        if (k >= 0)
+            per[k] = (double)(mt_bench_now_ns() - t0) / BATCH;
+    }
+    double med = mt_bench_median(per, batches);
+    free(per);
+    return med;
+}
+
+static void emit_time(mt_bench_ctx *ctx, const char *name, double ours, double base,
+                      const char *target, int met)
+{
+    mt_bench_row r = {name, "ns_per_pair", ours, "ns", "sorted-list", base, base / ours,
+                      target, met};
+    mt_bench_emit(ctx, &r);
+}
+
+/* Free extents of the baseline: the length of the list it walks. */
+static uint64_t bl_extents(const drv *d)
+{
+    uint64_t f, l, n;
+    bl_stats(d->bl, &f, &l, &n);
+    return n;
+}
+
+static int bench_single(mt_bench_ctx *ctx, const workload *w, int batches)
+{
+    size_t n = (size_t)batches * BATCH;
+    op *ops = malloc(n * sizeof *ops);
+    if (!ops)
+        return -ENOMEM;
+    gen_ops(w, ops, n, 42);
+    double ns[3]; /* best fit, first fit, baseline */
+    uint64_t extents = 0;
+    int rc = 0;
+    for (int v = 0; v < 3 && rc == 0; v++) {
+        drv d;
+        liveset *l = NULL;
+        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, w) ||
+            !(l = age(&d, w)) || (ns[v] = run_batches(&d, ops, batches)) < 0)
+            rc = -ENOSPC;
+        if (v == 2 && rc == 0)
+            extents = bl_extents(&d);
+        free(l);
+        drv_close(&d);
+    }
+    free(ops);
+    if (rc)
+        return rc;
+    char name[64];
+    snprintf(name, sizeof name, "%s/best-fit", w->name);
+    int met = ns[2] / ns[0] >= 5.0;
+    if (w == &wl_gpu)
+        emit_time(ctx, name, ns[0], ns[2], "<= 50 ns and >= 5x", met && ns[0] <= 50.0);
+    else
+        emit_time(ctx, name, ns[0], ns[2], ">= 5x", met);
+    snprintf(name, sizeof name, "%s/first-fit", w->name);
+    emit_time(ctx, name, ns[1], ns[2], ">= 5x", ns[2] / ns[1] >= 5.0);
+    mt_bench_note(ctx, "%s: baseline free list after ageing: %llu extents", w->name,
+                  (unsigned long long)extents);
+    return 0;
+}
+
+static int bench_lifetimes(mt_bench_ctx *ctx, int batches)
+{
+    size_t steps = (size_t)(batches + AGE_OPS / BATCH) * BATCH, n = LIVE + steps;
+    op *ops = malloc(n * sizeof *ops);
+    uint32_t *victims = malloc(steps * sizeof *victims);
+    if (!ops || !victims) {
+        free(ops);
+        free(victims);
+        return -ENOMEM;
+    }
+    gen_ops(&wl_mix, ops, n, 99);
+    uint64_t s = 5;
+    for (size_t i = 0; i < steps; i++)
+        victims[i] = (uint32_t)(rng_next(&s) % LIVE);
+    double ns[3];
+    int rc = 0;
+    for (int v = 0; v < 3 && rc == 0; v++) {
+        drv d;
+        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, &wl_mix) ||
+            (ns[v] = run_lifetimes(&d, ops, victims, batches)) < 0)
+            rc = -ENOSPC;
+        drv_close(&d);
+    }
+    free(ops);
+    free(victims);
+    if (rc)
+        return rc;
+    emit_time(ctx, "random-lifetime/best-fit", ns[0], ns[2], ">= 5x", ns[2] / ns[0] >= 5.0);
+    emit_time(ctx, "random-lifetime/first-fit", ns[1], ns[2], ">= 5x", ns[2] / ns[1] >= 5.0);
+    return 0;
+}
+
+/* ---- fragmentation ----------------------------------------------------------- */
+
+typedef struct frag_result {
+    double frag;      /* mean over the second half */
+    uint64_t failed;  /* allocations refused below the occupancy target */
+} frag_result;
+
+static frag_result run_fragmentation(drv *d, const workload *w, long nops)
+{
+    frag_result r = {0, 0};
+    liveset *l = calloc(1, sizeof *l);
+    if (!l) {
+        r.frag = NAN;
+        return r;
+    }
+    l->target = w->region / 10 * 8;
+    uint64_t s = 11;
+    double sum = 0;
+    long samples = 0;
+    for (long i = 0; i < nops; i++) {
+        r.failed += (uint64_t)churn_step(d, l, w, &s);
+        if (i >= nops / 2 && i % 1000 == 0) {
+            sum += drv_fragmentation(d);
+            samples++;
+        }
+    }
+    free(l);
+    r.frag = samples ? sum / (double)samples : drv_fragmentation(d);
+    return r;
+}
+
+static int bench_fragmentation(mt_bench_ctx *ctx, long nops)
+{
+    workload w = wl_gpu;
+    w.region = 1 * GiB;
+    frag_result r[3];
+    for (int v = 0; v < 3; v++) {
+        drv d;
+        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, &w)) {
+            drv_close(&d);
+            return -ENOMEM;
+        }
+        r[v] = run_fragmentation(&d, &w, nops);
+        drv_close(&d);
+    }
+    static const char *const names[2] = {"fragmentation/best-fit", "fragmentation/first-fit"};
+    for (int v = 0; v < 2; v++) {
+        mt_bench_row row = {names[v], "fragmentation", r[v].frag, "", "sorted-list", r[2].frag,
+                            r[v].frag / r[2].frag, "<= baseline", r[v].frag <= r[2].frag};
+        mt_bench_emit(ctx, &row);
+    }
+    mt_bench_note(ctx, "%ld ops at 80%% occupancy, gpu-typical sizes in 1 GiB; allocations "
+                  "refused: best-fit %llu, first-fit %llu, baseline %llu", nops,
+                  (unsigned long long)r[0].failed, (unsigned long long)r[1].failed,
+                  (unsigned long long)r[2].failed);
+    return 0;
+}
+
+/* ---- two threads ------------------------------------------------------------- */
+
+typedef struct xitem {
+    uint64_t off, size;
+    uint32_t region;
+} xitem;
+
+/* Single-producer single-consumer ring between the two threads. */
+typedef struct xring {
+    _Alignas(64) _Atomic uint32_t head; /* written by the consumer */
+    _Alignas(64) _Atomic uint32_t tail; /* written by the producer */
+    xitem slot[256];
+} xring;
+
+typedef struct xthread {
+    int baseline;
+    mt_pools *set;
+    bl_alloc *bl;
+    pthread_mutex_t *lock;
+    xring *in, *out;
+    const op *ops;
+    long n;
+    pthread_barrier_t *start;
+    _Atomic int *done;
+    double ns;
+    int err;
+} xthread;
+
+static int ring_push(xring *r, const xitem *it)
+{
+    uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    /* acquire: the consumer finished reading the slot before moving head. */
+    if (t - atomic_load_explicit(&r->head, memory_order_acquire) == 256)
+        return 0;
+    r->slot[t % 256] = *it;
+    /* release: publishes the slot before the new tail. */
+    atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+    return 1;
+}
+
+static int ring_pop(xring *r, xitem *it)
+{
+    uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    /* acquire: pairs with ring_push's release of tail. */
+    if (h == atomic_load_explicit(&r->tail, memory_order_acquire))
+        return 0;
+    *it = r->slot[h % 256];
+    /* release: the slot is read before the producer may reuse it. */
+    atomic_store_explicit(&r->head, h + 1, memory_order_release);
+    return 1;
+}
+
+static int x_alloc(xthread *t, mt_pool *p, const op *o, xitem *it)
+{
+    it->size = o->size;
+    if (!t->baseline) {
+        mt_alloc_block b;
+        int rc = mt_pool_allocate(p, 0, o->size, o->align, MT_ALLOC_LINEAR, &b);
+        it->off = b.offset;
+        it->region = b.region;
+        return rc;
+    }
+    pthread_mutex_lock(t->lock);
+    int rc = bl_alloc_block(t->bl, o->size, o->align, &it->off);
+    pthread_mutex_unlock(t->lock);
+    return rc;
+}
+
+static void x_free(xthread *t, mt_pool *p, const xitem *it)
+{
+    if (!t->baseline) {
+        if (mt_pool_free(p, it->region, it->off) != 0)
+            t->err = 1;
+        return;
+    }
+    pthread_mutex_lock(t->lock);
+    if (bl_free_block(t->bl, it->off, it->size) != 0)
+        t->err = 1;
+    pthread_mutex_unlock(t->lock);
+}
+
+enum { XLOCAL = 16 };
+
+static void *x_main(void *arg)
+{
+    xthread *t = arg;
+    mt_pool *p = NULL;
+    if (!t->baseline && mt_pool_attach(t->set, &p) != 0) {
+        t->err = 1;
+        return NULL;
+    }
+    xitem local[XLOCAL], it;
+    int nlocal = 0;
+    long k = 0;
+    /* Each thread ages its share of the heap, as in the single-thread cases:
+     * its pool's region, or half of the shared baseline. */
+    xitem *bg = calloc(MAXLIVE, sizeof *bg);
+    uint32_t nbg = 0;
+    uint64_t used = 0, s = 3 + (uint64_t)(t->in < t->out);
+    for (int i = 0; bg && i < AGE_OPS && !t->err; i++) {
+        op o;
+        gen_ops(&wl_gpu, &o, 1, rng_next(&s));
+        if (used < wl_gpu.region / 2 && nbg < MAXLIVE && x_alloc(t, p, &o, &bg[nbg]) == 0) {
+            used += bg[nbg++].size;
+        } else if (nbg) {
+            uint32_t v = (uint32_t)(rng_next(&s) % nbg);
+            x_free(t, p, &bg[v]);
+            used -= bg[v].size;
+            bg[v] = bg[--nbg];
+        }
+    }
+    pthread_barrier_wait(t->start);
+    uint64_t t0 = mt_bench_now_ns();
+    for (long i = 0; i < t->n; i++) {
+        if (x_alloc(t, p, &t->ops[i], &it) != 0) {
+            t->err = 1;
+            break;
+        }
+        /* Every other block goes to the other thread; ours are freed after
+         * XLOCAL more of ours (not LIFO). */
+        if (!((i & 1) && ring_push(t->out, &it))) {
+            if (nlocal == XLOCAL)
+                x_free(t, p, &local[k % XLOCAL]);
+            else
+                nlocal++;
+            local[k++ % XLOCAL] = it;
+        }
+        while (ring_pop(t->in, &it))
+            x_free(t, p, &it);
+    }
+    t->ns = (double)(mt_bench_now_ns() - t0) / (double)t->n;
+    /* Keep freeing what the other thread sends until it is done too; its
+     * pushes happen before its increment of done, so one last drain after
+     * seeing 2 gets them all. */
+    atomic_fetch_add(t->done, 1);
+    for (;;) {
+        if (ring_pop(t->in, &it)) {
+            x_free(t, p, &it);
+        } else if (atomic_load(t->done) == 2) {
+            while (ring_pop(t->in, &it))
+                x_free(t, p, &it);
+            break;
+        }
+    }
+    for (int i = 0; i < nlocal; i++)
+        x_free(t, p, &local[i]);
+    for (uint32_t i = 0; i < nbg; i++)
+        x_free(t, p, &bg[i]);
+    free(bg);
+    if (p) {
+        mt_pool_collect(p);
+        mt_pool_detach(p);
+    }
+    return NULL;
+}
+
+static int grow_virtual(void *user, uint32_t memtype, uint64_t min_size, uint64_t *size,
+                        void **region_user)
+{
+    (void)user;
+    (void)memtype;
+    *size = min_size > wl_gpu.region ? min_size : wl_gpu.region;
+    *region_user = NULL;
+    return 0;
+}
+
+static int run_two(int baseline, const op *ops, long n, double *ns)
+{
+    static xring rings[2];
+    memset(rings, 0, sizeof rings);
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 2);
+    _Atomic int done = 0;
+    mt_pools_opts po = {.min_align = 256, .grow = grow_virtual};
+    mt_pools *set = NULL;
+    bl_alloc *bl = NULL;
+    if (baseline ? !(bl = bl_create(2 * wl_gpu.region, 256)) : mt_pools_create(&po, &set) != 0)
+        return -ENOMEM;
+    xthread t[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        t[i] = (xthread){.baseline = baseline, .set = set, .bl = bl, .lock = &lock,
+                         .in = &rings[i], .out = &rings[1 - i], .ops = ops + (size_t)i * (size_t)n,
+                         .n = n, .start = &start, .done = &done};
+        pthread_create(&th[i], NULL, x_main, &t[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    int err = t[0].err | t[1].err;
+    if (!baseline) {
+        /* Every block came back: both pools empty. */
+        mt_pool *p;
+        for (int i = 0; i < 2 && !err; i++) {
+            mt_pool_stats st;
+            if (mt_pool_attach(set, &p) != 0 || mt_pool_collect(p) < 0 ||
+                mt_pool_get_stats(p, 0, &st) != 0 ||
+                st.alloc.allocations != 0 || st.deferred_errors != 0)
+                err = 1;
+        }
+    }
+    *ns = t[0].ns > t[1].ns ? t[0].ns : t[1].ns;
+    mt_pools_destroy(set);
+    bl_destroy(bl);
+    pthread_barrier_destroy(&start);
+    return err ? -EINVAL : 0;
+}
+
+static int bench_threads(mt_bench_ctx *ctx, long n)
+{
+    op *ops = malloc((size_t)n * 2 * sizeof *ops);
+    if (!ops)
+        return -ENOMEM;
+    gen_ops(&wl_gpu, ops, (size_t)n * 2, 123);
+    double ns_pool, ns_base;
+    int rc = run_two(0, ops, n, &ns_pool);
+    if (rc == 0)
+        rc = run_two(1, ops, n, &ns_base);
+    free(ops);
+    if (rc)
+        return rc;
+    emit_time(ctx, "2-thread-pools/cross-free", ns_pool, ns_base, ">= 5x", ns_base / ns_pool >= 5.0);
+    mt_bench_note(ctx, "2 threads, %ld gpu-typical allocations each, half freed by the other "
+                  "thread; baseline: one sorted-list allocator behind a mutex; the two threads "
+                  "share 2 vCPUs with everything else on the machine", n);
+    return 0;
+}
+
+int mt_bench_suite_alloc(mt_bench_ctx *ctx)
+{
+    int quick = mt_bench_quick(ctx);
+    int batches = quick ? 2000 : 20000;
+    int rc;
+    if ((rc = bench_single(ctx, &wl_small, batches)) || (rc = bench_single(ctx, &wl_gpu, batches)) ||
+        (rc = bench_lifetimes(ctx, batches)) ||
+        (rc = bench_threads(ctx, quick ? 100000 : 1000000)) ||
+        (rc = bench_fragmentation(ctx, quick ? 100000 : 1000000)))
+        return rc;
+    mt_bench_note(ctx, "ns_per_pair: median over batches of %d alloc+free pairs; ratio = "
+                  "baseline / value (speedup); heaps aged by %d random ops at 50%% first",
+                  BATCH, AGE_OPS);
+    return 0;
+}

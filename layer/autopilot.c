@@ -1,0 +1,105 @@
+/* `auto`: per memory, guard or scan, whichever the observed write density
+ * makes cheaper, with hysteresis so that one odd frame does not flip it.
+ *
+ * Cost model, calibrated once on this machine (a few milliseconds):
+ *   guard: dirty_pages * (first-write fault of the range's backend + diff of a page)
+ *   scan:  mapped_pages * diff of a page
+ * A fault costs ~1 us with uffd and 5-20 us with the signal backend, a page
+ * diff ~0.3-0.5 us, so guard wins below ~5% dirty pages on the signal
+ * backend and below ~40% with uffd. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "layer.h"
+
+#define CAL_PAGES 256
+
+static struct {
+    pthread_once_t once;
+    double page_diff_ns;
+    double fault_ns[3]; /* by mt_track_backend */
+} g_cal = {PTHREAD_ONCE_INIT, 400.0, {0, 10000.0, 1500.0}};
+
+static double time_faults(mt_track_backend b, unsigned char *buf, size_t ps)
+{
+    mt_tracker_opts o = {.backend = b};
+    mt_tracker *t;
+    if (mt_tracker_create(&o, &t) != 0)
+        return -1;
+    mt_range_id id;
+    double ns = -1;
+    if (mt_tracker_add(t, buf, CAL_PAGES * ps, NULL, &id) == 0) {
+        uint64_t t0 = lt_now_ns();
+        for (size_t p = 0; p < CAL_PAGES; p++)
+            buf[p * ps] = (unsigned char)p;
+        ns = (double)(lt_now_ns() - t0) / CAL_PAGES;
+    }
+    mt_tracker_destroy(t);
+    return ns;
+}
+
+static void calibrate(void)
+{
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    size_t bytes = CAL_PAGES * ps;
+    unsigned char *a = mmap(NULL, 2 * bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED)
+        return;
+    unsigned char *b = a + bytes;
+    memset(a, 1, 2 * bytes);
+    mt_diff_job job = {.live = a, .shadow = b, .size = bytes};
+    mt_diff_region r[4];
+    uint64_t t0 = lt_now_ns();
+    mt_diff(&job, NULL, r, 4);
+    double per_page = (double)(lt_now_ns() - t0) / CAL_PAGES;
+    if (per_page > 0)
+        g_cal.page_diff_ns = per_page;
+    double f = time_faults(MT_TRACK_SIGNAL, a, ps);
+    if (f > 0)
+        g_cal.fault_ns[MT_TRACK_SIGNAL] = f;
+    if (mt_track_backend_available(MT_TRACK_UFFD) && (f = time_faults(MT_TRACK_UFFD, a, ps)) > 0)
+        g_cal.fault_ns[MT_TRACK_UFFD] = f;
+    munmap(a, 2 * bytes);
+}
+
+void lt_autopilot_observe(lt_memory *m, size_t dirty_pages)
+{
+    pthread_once(&g_cal.once, calibrate);
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    double mapped_pages = (double)((m->map_size + ps - 1) / ps);
+    /* Smoothed density: one frame that writes everything should not flip a
+     * memory that is usually sparse, nor the other way round. */
+    m->ewma_dirty_pages = 0.5 * m->ewma_dirty_pages + 0.5 * (double)dirty_pages;
+    mt_track_backend be = m->mode == LT_GUARD ? m->backend
+                          : mt_track_backend_available(MT_TRACK_UFFD) ? MT_TRACK_UFFD
+                                                                      : MT_TRACK_SIGNAL;
+    if (be != MT_TRACK_SIGNAL && be != MT_TRACK_UFFD)
+        be = MT_TRACK_SIGNAL;
+    double guard = m->ewma_dirty_pages * (g_cal.fault_ns[be] + g_cal.page_diff_ns);
+    double scan = mapped_pages * g_cal.page_diff_ns;
+    if (m->mode == LT_GUARD) {
+        m->streak = guard > 1.25 * scan ? m->streak + 1 : 0;
+        if (m->streak >= 2) {
+            /* Safe right after a capture: the next capture scans everything,
+             * so writes between this one and the untracking are not lost. */
+            lt_guard_stop(m);
+            m->mode = LT_SCAN;
+            m->streak = 0;
+            lt_ctx.st.mode_switches++;
+            if (lt_ctx.trace && !lt_ctx.trace_failed)
+                lt_trace_check(mt_trace_write_mode(lt_ctx.trace, m->id, "scan (auto): density rose"));
+        }
+    } else if (m->mode == LT_SCAN) {
+        if (guard < 0.8 * scan)
+            m->streak = m->streak > 0 ? m->streak + 1 : 1;
+        else
+            m->streak = 0;
+        /* The switch itself happens at the start of the next capture (arm
+         * first, then scan once): a negative streak asks for it. */
+        if (m->streak >= 3)
+            m->streak = -1;
+    }
+}

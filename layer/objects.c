@@ -1,0 +1,195 @@
+/* Buffer and image hooks: creation (with the used size of buffers, not the
+ * padded one), binding to memory (which attributes packets to objects and
+ * tells capture which ranges the device may write), destruction. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+
+#include "layer.h"
+
+static int tracing(void) { return lt_ctx.trace && !lt_ctx.trace_failed; }
+
+/* Usages through which the device only reads. Anything else (transfer dst,
+ * storage, attachments, device address, ...) may write the bound memory. */
+#define BUFFER_READ_ONLY                                                                           \
+    (VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |                  \
+     VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT | VK_BUFFER_USAGE_INDEX_BUFFER_BIT |                        \
+     VK_BUFFER_USAGE_VERTEX_BUFFER_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
+#define IMAGE_READ_ONLY                                                                            \
+    (VK_IMAGE_USAGE_TRANSFER_SRC_BIT | VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_INPUT_ATTACHMENT_BIT)
+
+static void add_object(lt_device *dev, uint64_t handle, int is_image, int writable, VkDeviceSize size,
+                       VkDeviceSize used)
+{
+    lt_object *o = calloc(1, sizeof *o);
+    if (!o) {
+        lt_warn_once("oom-object", "out of memory: an object is not captured");
+        return;
+    }
+    o->handle = handle;
+    o->id = lt_next_id();
+    o->is_image = is_image;
+    o->gpu_writable = writable;
+    o->size = size;
+    o->used = used;
+    pthread_mutex_lock(&dev->lock);
+    if (lt_map_put(&dev->objects, handle, o) != 0)
+        free(o);
+    else if (tracing())
+        lt_trace_check(mt_trace_write_object(lt_ctx.trace, o->id,
+                                             is_image ? MT_TRACE_OBJECT_IMAGE : MT_TRACE_OBJECT_BUFFER,
+                                             size, used));
+    pthread_mutex_unlock(&dev->lock);
+}
+
+VKAPI_ATTR VkResult VKAPI_CALL lt_CreateBuffer(VkDevice device, const VkBufferCreateInfo *ci,
+                                               const VkAllocationCallbacks *alloc, VkBuffer *out)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.CreateBuffer(device, ci, alloc, out);
+    if (res != VK_SUCCESS)
+        return res;
+    VkMemoryRequirements req = {.size = ci->size};
+    if (dev->t.GetBufferMemoryRequirements)
+        dev->t.GetBufferMemoryRequirements(device, *out, &req);
+    add_object(dev, (uint64_t)*out, 0, (ci->usage & ~(VkBufferUsageFlags)BUFFER_READ_ONLY) != 0,
+               req.size, ci->size);
+    return res;
+}
+
+VKAPI_ATTR VkResult VKAPI_CALL lt_CreateImage(VkDevice device, const VkImageCreateInfo *ci,
+                                              const VkAllocationCallbacks *alloc, VkImage *out)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.CreateImage(device, ci, alloc, out);
+    if (res != VK_SUCCESS)
+        return res;
+    VkMemoryRequirements req = {0};
+    /* Disjoint multi-planar images have per-plane requirements only. */
+    if (!(ci->flags & VK_IMAGE_CREATE_DISJOINT_BIT) && dev->t.GetImageMemoryRequirements)
+        dev->t.GetImageMemoryRequirements(device, *out, &req);
+    add_object(dev, (uint64_t)*out, 1, (ci->usage & ~(VkImageUsageFlags)IMAGE_READ_ONLY) != 0,
+               req.size, req.size);
+    return res;
+}
+
+static void destroy_object(lt_device *dev, uint64_t handle)
+{
+    if (!handle)
+        return;
+    pthread_mutex_lock(&dev->lock);
+    lt_object *o = lt_map_del(&dev->objects, handle);
+    if (o) {
+        if (o->mem)
+            lt_memory_remove_binding(o->mem, o);
+        if (tracing())
+            lt_trace_check(mt_trace_write_destroy(lt_ctx.trace, MT_TRACE_DESTROY_OBJECT, o->id));
+        free(o);
+    }
+    pthread_mutex_unlock(&dev->lock);
+}
+
+VKAPI_ATTR void VKAPI_CALL lt_DestroyBuffer(VkDevice device, VkBuffer buffer,
+                                            const VkAllocationCallbacks *alloc)
+{
+    lt_device *dev = lt_device_from(device);
+    destroy_object(dev, (uint64_t)buffer);
+    dev->t.DestroyBuffer(device, buffer, alloc);
+}
+
+VKAPI_ATTR void VKAPI_CALL lt_DestroyImage(VkDevice device, VkImage image, const VkAllocationCallbacks *alloc)
+{
+    lt_device *dev = lt_device_from(device);
+    destroy_object(dev, (uint64_t)image);
+    dev->t.DestroyImage(device, image, alloc);
+}
+
+/* Records a successful binding. dev->lock held. */
+static void bound(lt_device *dev, uint64_t handle, VkDeviceMemory memory, VkDeviceSize offset)
+{
+    lt_object *o = lt_map_get(&dev->objects, handle);
+    lt_memory *m = lt_map_get(&dev->memories, (uint64_t)memory);
+    if (!o || !m)
+        return;
+    if (o->mem)
+        lt_memory_remove_binding(o->mem, o); /* not legal Vulkan, but do not corrupt */
+    o->mem = m;
+    o->offset = offset;
+    lt_memory_add_binding(m, o);
+    if (tracing())
+        lt_trace_check(mt_trace_write_bind(lt_ctx.trace, o->id, m->id, offset));
+}
+
+VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory(VkDevice device, VkBuffer buffer,
+                                                   VkDeviceMemory memory, VkDeviceSize offset)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.BindBufferMemory(device, buffer, memory, offset);
+    if (res == VK_SUCCESS) {
+        pthread_mutex_lock(&dev->lock);
+        bound(dev, (uint64_t)buffer, memory, offset);
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return res;
+}
+
+VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory(VkDevice device, VkImage image,
+                                                  VkDeviceMemory memory, VkDeviceSize offset)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.BindImageMemory(device, image, memory, offset);
+    if (res == VK_SUCCESS) {
+        pthread_mutex_lock(&dev->lock);
+        bound(dev, (uint64_t)image, memory, offset);
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return res;
+}
+
+static VkResult bind_buffers2(VkDevice device, uint32_t n, const VkBindBufferMemoryInfo *infos,
+                              PFN_vkBindBufferMemory2 next)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = next(device, n, infos);
+    if (res == VK_SUCCESS) {
+        pthread_mutex_lock(&dev->lock);
+        for (uint32_t i = 0; i < n; i++)
+            bound(dev, (uint64_t)infos[i].buffer, infos[i].memory, infos[i].memoryOffset);
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return res;
+}
+
+static VkResult bind_images2(VkDevice device, uint32_t n, const VkBindImageMemoryInfo *infos,
+                             PFN_vkBindImageMemory2 next)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = next(device, n, infos);
+    if (res == VK_SUCCESS) {
+        pthread_mutex_lock(&dev->lock);
+        for (uint32_t i = 0; i < n; i++)
+            if (infos[i].memory) /* swapchain bindings carry no memory */
+                bound(dev, (uint64_t)infos[i].image, infos[i].memory, infos[i].memoryOffset);
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return res;
+}
+
+VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory2(VkDevice d, uint32_t n, const VkBindBufferMemoryInfo *i)
+{
+    return bind_buffers2(d, n, i, lt_device_from(d)->t.BindBufferMemory2);
+}
+
+VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory2KHR(VkDevice d, uint32_t n, const VkBindBufferMemoryInfo *i)
+{
+    return bind_buffers2(d, n, i, lt_device_from(d)->t.BindBufferMemory2KHR);
+}
+
+VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory2(VkDevice d, uint32_t n, const VkBindImageMemoryInfo *i)
+{
+    return bind_images2(d, n, i, lt_device_from(d)->t.BindImageMemory2);
+}
+
+VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory2KHR(VkDevice d, uint32_t n, const VkBindImageMemoryInfo *i)
+{
+    return bind_images2(d, n, i, lt_device_from(d)->t.BindImageMemory2KHR);
+}

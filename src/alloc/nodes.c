@@ -1,0 +1,32 @@
+/* Growing the block-node array. Nodes are named by index, so realloc may move
+ * them; the unused ones are chained through next_free. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int mta_node_reserve(mt_alloc *a, uint32_t n)
+{
+    if (a->b_unused_n >= n)
+        return 0;
+    uint64_t cap = a->b_cap ? (uint64_t)a->b_cap * 2 : 64;
+    if (cap > UINT32_MAX)
+        return -ENOMEM;
+    blk *nb = realloc(a->b, (size_t)cap * sizeof *nb);
+    if (!nb)
+        return -ENOMEM;
+    /* Node 0 is NIL and never handed out: start at 1 on the first growth. */
+    uint32_t from = a->b_cap ? a->b_cap : 1;
+    memset(nb + from, 0, (size_t)(cap - from) * sizeof *nb);
+    if (!a->b_cap)
+        memset(nb, 0, sizeof *nb);
+    /* Chain the new nodes in ascending order in front of the old list. */
+    for (uint32_t i = from; i < cap; i++)
+        nb[i].next_free = i + 1 < cap ? i + 1 : a->b_unused;
+    a->b = nb;
+    a->b_unused = from;
+    a->b_unused_n += (uint32_t)cap - from;
+    a->b_cap = (uint32_t)cap;
+    return 0;
+}

@@ -1,0 +1,119 @@
+/* Regions: adding, removing, releasing fully free ones, and their info.
+ *
+ * A region with no allocation is a single free block (coalescing guarantees
+ * it), its node `first`; removing it is taking that block off its class list.
+ * Slots of removed regions are reused, so ids stay small and dense. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "offmap.h"
+#include "tlsf.h"
+
+static int slot_take(mt_alloc *a, uint32_t *id)
+{
+    if (a->reg_unused != 0) {
+        *id = a->reg_unused - 1;
+        a->reg_unused = a->reg[*id].next_unused;
+        return 0;
+    }
+    uint32_t cap = a->reg_cap ? a->reg_cap * 2 : 4;
+    if (cap <= a->reg_cap)
+        return -ENOMEM;
+    region *nr = realloc(a->reg, (size_t)cap * sizeof *nr);
+    if (!nr)
+        return -ENOMEM;
+    for (uint32_t i = a->reg_cap; i < cap; i++) {
+        nr[i] = (region){0};
+        /* Chain the new slots, lowest id first, after the one returned now. */
+        nr[i].next_unused = i + 1 < cap ? i + 2 : 0;
+    }
+    a->reg = nr;
+    *id = a->reg_cap;
+    a->reg_unused = a->reg_cap + 1 < cap ? a->reg_cap + 2 : 0;
+    a->reg_cap = cap;
+    return 0;
+}
+
+int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
+{
+    if (!a || !id)
+        return -EINVAL;
+    size &= ~((1ull << a->gshift) - 1);
+    if (size == 0 || size > MT_ALLOC_MAX_SIZE)
+        return -EINVAL;
+    if (mta_node_reserve(a, 1) != 0)
+        return -ENOMEM;
+    uint32_t rid;
+    if (slot_take(a, &rid) != 0)
+        return -ENOMEM;
+    uint32_t bid = node_take(a);
+    a->b[bid] = (blk){.off = 0, .size = size, .region = rid, .free = 1};
+    tlsf_insert(a, bid);
+    a->reg[rid] = (region){.size = size, .user = user, .first = bid};
+    a->total += size;
+    a->reg_live++;
+    a->reg_empty++;
+    a->reg_added = rid;
+    *id = rid;
+    return 0;
+}
+
+void mta_region_drop(mt_alloc *a, uint32_t rid, int call_release)
+{
+    region r = a->reg[rid];
+    tlsf_remove(a, r.first);
+    node_put(a, r.first);
+    a->reg[rid] = (region){.next_unused = a->reg_unused};
+    a->reg_unused = rid + 1;
+    a->total -= r.size;
+    a->reg_live--;
+    a->reg_empty--;
+    /* Last, with the allocator consistent: the callback may inspect it. */
+    if (call_release && a->release)
+        a->release(a->user, rid, r.size, r.user);
+}
+
+void mta_region_emptied(mt_alloc *a, uint32_t rid)
+{
+    a->reg_empty++;
+    /* Keep one empty region so that a workload hovering at a region boundary
+     * does not release and grow on every allocation. */
+    if ((a->flags & MT_ALLOC_RELEASE_EMPTY) && a->reg_empty > 1)
+        mta_region_drop(a, rid, 1);
+}
+
+int mt_alloc_remove_region(mt_alloc *a, uint32_t rid)
+{
+    if (!a)
+        return -EINVAL;
+    if (rid >= a->reg_cap || a->reg[rid].size == 0)
+        return -ENOENT;
+    if (a->reg[rid].allocs != 0)
+        return -EBUSY;
+    mta_region_drop(a, rid, 0);
+    return 0;
+}
+
+int mt_alloc_trim(mt_alloc *a)
+{
+    if (!a)
+        return -EINVAL;
+    int n = 0;
+    for (uint32_t i = 0; i < a->reg_cap; i++)
+        if (a->reg[i].size != 0 && a->reg[i].allocs == 0) {
+            mta_region_drop(a, i, 1);
+            n++;
+        }
+    return n;
+}
+
+int mt_alloc_region_info(const mt_alloc *a, uint32_t rid, mt_alloc_region *out)
+{
+    if (!a || !out)
+        return -EINVAL;
+    if (rid >= a->reg_cap || a->reg[rid].size == 0)
+        return -ENOENT;
+    const region *r = &a->reg[rid];
+    *out = (mt_alloc_region){r->size, r->used, r->allocs, r->user};
+    return 0;
+}

@@ -1,0 +1,27 @@
+# Sourced by the layer tests: $1 = build directory. Sets MEMTRACK, SAMPLE,
+# a scratch directory, and the sanitizer runtime to preload into
+# applications that were not built with it (vkcube).
+set -euo pipefail
+BUILD=$(cd "$1" && pwd)
+MEMTRACK=$BUILD/bin/memtrack
+SAMPLE=$BUILD/bin/memtrack-sample
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+PRELOAD=
+if [ -n "${MT_SANITIZE:-}" ]; then
+  case "$MT_SANITIZE" in
+    *address*) PRELOAD=$(${CC:-cc} -print-file-name=libasan.so) ;;
+    *thread*)  PRELOAD=$(${CC:-cc} -print-file-name=libtsan.so) ;;
+  esac
+fi
+# Mesa and the loader are not ours: their leaks are not our findings.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# The Vulkan validation layer, stacked under ours by `memtrack record`.
+export VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation
+check_no_validation_errors() {
+  if grep -E "Validation (Error|Warning)|VUID-" "$1" >/dev/null; then
+    grep -E "Validation (Error|Warning)|VUID-" "$1" | head -5 >&2
+    fail "the validation layer reported problems (see above)"
+  fi
+}

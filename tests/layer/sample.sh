@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# memtrack-sample, every workload in every capture mode, with the validation
+# layer under ours: the sample's own GPU check passes (the GPU saw what the
+# app wrote, and the app sees what the GPU wrote) and verify passes.
+. "$(dirname "$0")/common.sh"
+frames=${FRAMES:-12}
+for w in sparse dense mixed many-small; do
+  for m in auto guard shadow scan copy; do
+    out=$TMP/$w-$m.mtrace
+    "$MEMTRACK" record --quiet -o "$out" --mode $m --verify -- \
+      "$SAMPLE" --workload $w --frames $frames --threads 3 >"$TMP/log" 2>&1 || { cat "$TMP/log"; fail "$w/$m: sample failed"; }
+    check_no_validation_errors "$TMP/log"
+    "$MEMTRACK" verify "$out" >"$TMP/verify" || { cat "$TMP/verify"; fail "$w/$m: verify failed"; }
+    "$MEMTRACK" info "$out" | grep -q "submits      $frames," || fail "$w/$m: expected $frames submits"
+    echo "  $w/$m: ok"
+  done
+done
+echo "sample: ok"

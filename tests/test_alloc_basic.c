@@ -1,0 +1,424 @@
+/* alloc: single-threaded behaviour of the region allocator with exact
+ * expected offsets: splitting and coalescing, best fit vs first fit,
+ * alignments up to beyond 64 KiB, granularity separation of linear and
+ * non-linear resources, several regions with grow/release/trim, the stats,
+ * the dump, every bad-input case (error code and layout unchanged), and the
+ * checker catching corrupted metadata. */
+#include "alloc/offmap.h"
+#include "alloc_util.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024)
+
+static void check_stats(const mt_alloc *a, uint64_t total, uint64_t used, uint64_t allocs,
+                        uint64_t free_blocks, uint64_t largest)
+{
+    mt_alloc_stats s;
+    MT_CHECK_OK(mt_alloc_get_stats(a, &s));
+    MT_CHECK_UINT_EQ(s.total_bytes, total);
+    MT_CHECK_UINT_EQ(s.used_bytes, used);
+    MT_CHECK_UINT_EQ(s.free_bytes, total - used);
+    MT_CHECK_UINT_EQ(s.allocations, allocs);
+    MT_CHECK_UINT_EQ(s.free_blocks, free_blocks);
+    MT_CHECK_UINT_EQ(s.largest_free, largest);
+    double frag = total - used ? 1.0 - (double)largest / (double)(total - used) : 0.0;
+    MT_CHECK(s.fragmentation == frag);
+}
+
+static void test_split_coalesce(void)
+{
+    mt_alloc *a = au_create(MT_ALLOC_BEST_FIT, 0, 0); /* granule 16 */
+    uint32_t r;
+    MT_CHECK_OK(mt_alloc_add_region(a, MiB, NULL, &r));
+    MT_CHECK_UINT_EQ(r, 0);
+    check_stats(a, MiB, 0, 0, 1, MiB);
+
+    mt_alloc_block b1 = au_alloc(a, 100, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_UINT_EQ(b1.offset, 0);
+    MT_CHECK_UINT_EQ(b1.size, 112); /* rounded up to the granule */
+    mt_alloc_block b2 = au_alloc(a, 64, 256, MT_ALLOC_LINEAR);
+    MT_CHECK_UINT_EQ(b2.offset, 256); /* [112, 256) stays free */
+    check_stats(a, MiB, 176, 2, 2, MiB - 320);
+    AU_CHECK(a);
+
+    /* Best fit puts 144 bytes exactly into the 144-byte hole. */
+    mt_alloc_block b3 = au_alloc(a, 144, 16, MT_ALLOC_LINEAR);
+    MT_CHECK_UINT_EQ(b3.offset, 112);
+    check_stats(a, MiB, 320, 3, 1, MiB - 320);
+
+    /* Free the middle: a hole between two used blocks. */
+    MT_CHECK_OK(mt_alloc_free(a, r, b3.offset));
+    check_stats(a, MiB, 176, 2, 2, MiB - 320);
+    /* Free the last: merges with the hole before it and the tail after it. */
+    MT_CHECK_OK(mt_alloc_free(a, r, b2.offset));
+    check_stats(a, MiB, 112, 1, 1, MiB - 112);
+    MT_CHECK_OK(mt_alloc_free(a, r, b1.offset));
+    check_stats(a, MiB, 0, 0, 1, MiB);
+    AU_CHECK(a);
+
+    /* Freed in address order, reverse order and middle-first: always one block. */
+    mt_alloc_block v[5];
+    for (int i = 0; i < 5; i++) {
+        v[i] = au_alloc(a, 1000, 0, MT_ALLOC_LINEAR);
+        MT_CHECK_UINT_EQ(v[i].offset, (uint64_t)i * 1008);
+    }
+    int order[5] = {1, 3, 2, 4, 0};
+    for (int i = 0; i < 5; i++) {
+        MT_CHECK_OK(mt_alloc_free(a, r, v[order[i]].offset));
+        AU_CHECK(a);
+    }
+    check_stats(a, MiB, 0, 0, 1, MiB);
+    mt_alloc_destroy(a);
+}
+
+/* A 1005-granule hole, then a 1000-granule request: best fit takes the hole
+ * (same size class), first fit the first class certain to hold it. */
+static void test_strategies(void)
+{
+    for (int s = 0; s < 2; s++) {
+        mt_alloc *a = au_create((mt_alloc_strategy)s, 16, 0);
+        uint32_t r;
+        MT_CHECK_OK(mt_alloc_add_region(a, MiB, NULL, &r));
+        mt_alloc_block x0 = au_alloc(a, 1000 * 16, 0, MT_ALLOC_LINEAR);
+        mt_alloc_block s1 = au_alloc(a, 16, 0, MT_ALLOC_LINEAR);
+        mt_alloc_block x1 = au_alloc(a, 1005 * 16, 0, MT_ALLOC_LINEAR);
+        mt_alloc_block s2 = au_alloc(a, 16, 0, MT_ALLOC_LINEAR);
+        MT_CHECK_UINT_EQ(s1.offset, 16000);
+        MT_CHECK_UINT_EQ(x1.offset, 16016);
+        MT_CHECK_UINT_EQ(s2.offset, 32096);
+        MT_CHECK_OK(mt_alloc_free(a, r, x1.offset));
+        mt_alloc_block y = au_alloc(a, 1000 * 16, 0, MT_ALLOC_LINEAR);
+        MT_CHECK_UINT_EQ(y.offset, s == MT_ALLOC_BEST_FIT ? 16016 : 32112);
+        AU_CHECK(a);
+        (void)x0;
+        mt_alloc_destroy(a);
+    }
+}
+
+static void test_alignment(void)
+{
+    mt_alloc *a = au_create(MT_ALLOC_BEST_FIT, 16, 0);
+    uint32_t r;
+    MT_CHECK_OK(mt_alloc_add_region(a, 4 * MiB, NULL, &r));
+    MT_CHECK_UINT_EQ(au_alloc(a, 100, 64 * KiB, MT_ALLOC_LINEAR).offset, 0);
+    MT_CHECK_UINT_EQ(au_alloc(a, 100, 64 * KiB, MT_ALLOC_LINEAR).offset, 64 * KiB);
+    MT_CHECK_UINT_EQ(au_alloc(a, 100, MiB, MT_ALLOC_LINEAR).offset, MiB);
+    MT_CHECK_UINT_EQ(au_alloc(a, 1, 2 * MiB, MT_ALLOC_LINEAR).offset, 2 * MiB);
+    /* The smallest hole that holds it: [112, 64 KiB). */
+    MT_CHECK_UINT_EQ(au_alloc(a, 100, 16, MT_ALLOC_LINEAR).offset, 112);
+    AU_CHECK(a);
+    /* Alignment beyond any region: only offset 0 qualifies, and it is taken. */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, 16, 1ull << 60, MT_ALLOC_LINEAR, &(mt_alloc_block){0}),
+                           -ENOSPC);
+    mt_alloc_destroy(a);
+
+    a = au_create(MT_ALLOC_FIRST_FIT, 16, 0);
+    MT_CHECK_OK(mt_alloc_add_region(a, 4 * MiB, NULL, &r));
+    MT_CHECK_UINT_EQ(au_alloc(a, 16, 1ull << 62, MT_ALLOC_LINEAR).offset, 0);
+    /* Every power of two from 16 B to 1 MiB, mixed sizes. */
+    for (uint64_t al = 16; al <= MiB; al *= 2) {
+        mt_alloc_block b = au_alloc(a, 3 * al / 2 + 16, al, MT_ALLOC_LINEAR);
+        MT_CHECK_UINT_EQ(b.offset % al, 0);
+    }
+    AU_CHECK(a);
+    mt_alloc_destroy(a);
+}
+
+static void test_granularity(void)
+{
+    mt_alloc *a = au_create(MT_ALLOC_BEST_FIT, 256, 4096);
+    uint32_t r;
+    MT_CHECK_OK(mt_alloc_add_region(a, 64 * KiB, NULL, &r));
+    mt_alloc_block l1 = au_alloc(a, 256, 0, MT_ALLOC_LINEAR);
+    mt_alloc_block n1 = au_alloc(a, 256, 0, MT_ALLOC_NONLINEAR);
+    MT_CHECK_UINT_EQ(l1.offset, 0);
+    MT_CHECK_UINT_EQ(n1.offset, 4096); /* not in l1's page */
+    MT_CHECK_UINT_EQ(n1.kind, MT_ALLOC_NONLINEAR);
+    /* Linear fits in l1's page: its end stays off n1's page. */
+    mt_alloc_block l2 = au_alloc(a, 256, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_UINT_EQ(l2.offset, 256);
+    /* Non-linear: the hole [512, 4096) shares l2's page; goes after n1. */
+    mt_alloc_block n2 = au_alloc(a, 256, 0, MT_ALLOC_NONLINEAR);
+    MT_CHECK_UINT_EQ(n2.offset, 4352);
+    mt_alloc_block l3 = au_alloc(a, 3840, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_UINT_EQ(l3.offset, 8192);
+    AU_CHECK(a);
+    mt_alloc_destroy(a);
+
+    /* The end of a request must stay off the next block's page too. */
+    a = au_create(MT_ALLOC_BEST_FIT, 256, 4096);
+    MT_CHECK_OK(mt_alloc_add_region(a, 64 * KiB, NULL, &r));
+    MT_CHECK_UINT_EQ(au_alloc(a, 256, 0, MT_ALLOC_LINEAR).offset, 0);
+    mt_alloc_block mid = au_alloc(a, 4096, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_UINT_EQ(mid.offset, 256);
+    MT_CHECK_UINT_EQ(au_alloc(a, 256, 0, MT_ALLOC_LINEAR).offset, 4352);
+    MT_CHECK_OK(mt_alloc_free(a, r, mid.offset));
+    /* Hole [256, 4352): start pushed to 4096 by the first block, then its
+     * end would share 4352's page. */
+    MT_CHECK_UINT_EQ(au_alloc(a, 256, 0, MT_ALLOC_NONLINEAR).offset, 8192);
+    AU_CHECK(a);
+    mt_alloc_destroy(a);
+}
+
+typedef struct grow_ctx {
+    uint64_t region_size;
+    int grows, fail;
+    int released;
+    uint32_t last_released;
+    uint64_t last_released_size;
+    void *last_user;
+    uintptr_t next_user;
+} grow_ctx;
+
+static int grow_cb(void *user, mt_alloc *a, uint64_t min_size)
+{
+    grow_ctx *g = user;
+    g->grows++;
+    if (g->fail)
+        return -ENOMEM;
+    uint32_t id;
+    uint64_t sz = min_size > g->region_size ? min_size : g->region_size;
+    return mt_alloc_add_region(a, sz, (void *)++g->next_user, &id);
+}
+
+static void release_cb(void *user, uint32_t rid, uint64_t size, void *region_user)
+{
+    grow_ctx *g = user;
+    g->released++;
+    g->last_released = rid;
+    g->last_released_size = size;
+    g->last_user = region_user;
+}
+
+static void test_regions(void)
+{
+    grow_ctx g = {.region_size = 64 * KiB};
+    mt_alloc_opts o = {.flags = MT_ALLOC_RELEASE_EMPTY, .grow = grow_cb, .release = release_cb,
+                       .user = &g};
+    mt_alloc *a;
+    MT_CHECK_OK(mt_alloc_create(&o, &a));
+    mt_alloc_block x = au_alloc(a, 32 * KiB, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_INT_EQ(g.grows, 1);
+    MT_CHECK_UINT_EQ(x.region, 0);
+    mt_alloc_block y = au_alloc(a, 32 * KiB, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_INT_EQ(g.grows, 1);
+    MT_CHECK_UINT_EQ(y.region, 0);
+    MT_CHECK_UINT_EQ(y.offset, 32 * KiB);
+    mt_alloc_block z = au_alloc(a, 16, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_INT_EQ(g.grows, 2);
+    MT_CHECK_UINT_EQ(z.region, 1);
+    mt_alloc_region ri;
+    MT_CHECK_OK(mt_alloc_region_info(a, 1, &ri));
+    MT_CHECK_UINT_EQ(ri.size, 64 * KiB);
+    MT_CHECK_UINT_EQ(ri.used_bytes, 16);
+    MT_CHECK_UINT_EQ(ri.allocations, 1);
+    MT_CHECK(ri.user == (void *)2);
+    check_stats(a, 128 * KiB, 64 * KiB + 16, 3, 1, 64 * KiB - 16);
+
+    /* Region 1 empties: it is the only empty one, so it is kept. */
+    MT_CHECK_OK(mt_alloc_free(a, 1, z.offset));
+    MT_CHECK_INT_EQ(g.released, 0);
+    /* Region 0 empties too: now one is released. */
+    MT_CHECK_OK(mt_alloc_free(a, 0, x.offset));
+    MT_CHECK_OK(mt_alloc_free(a, 0, y.offset));
+    MT_CHECK_INT_EQ(g.released, 1);
+    MT_CHECK_UINT_EQ(g.last_released, 0);
+    MT_CHECK_UINT_EQ(g.last_released_size, 64 * KiB);
+    MT_CHECK(g.last_user == (void *)1);
+    MT_CHECK_ERR(mt_alloc_region_info(a, 0, &ri), -ENOENT);
+    check_stats(a, 64 * KiB, 0, 0, 1, 64 * KiB);
+    AU_CHECK(a);
+
+    /* Larger than a region: grow is asked for at least the request; the
+     * freed slot 0 is reused. */
+    mt_alloc_block big = au_alloc(a, 100 * KiB, 4 * KiB, MT_ALLOC_LINEAR);
+    MT_CHECK_INT_EQ(g.grows, 3);
+    MT_CHECK_UINT_EQ(big.region, 0);
+    MT_CHECK_UINT_EQ(big.offset, 0);
+    MT_CHECK_OK(mt_alloc_region_info(a, 0, &ri));
+    MT_CHECK_UINT_EQ(ri.size, 100 * KiB);
+
+    /* Grow failing: -ENOSPC, nothing changed. */
+    g.fail = 1;
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, MiB, 0, MT_ALLOC_LINEAR, &x), -ENOSPC);
+    MT_CHECK_INT_EQ(g.grows, 4);
+    g.fail = 0;
+
+    /* remove_region: busy, unknown, then fine. */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_remove_region(a, 0), -EBUSY);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_remove_region(a, 7), -ENOENT);
+
+    /* trim releases region 1 (empty), keeps region 0 (busy). */
+    MT_CHECK_INT_EQ(mt_alloc_trim(a), 1);
+    MT_CHECK_INT_EQ(g.released, 2);
+    MT_CHECK_UINT_EQ(g.last_released, 1);
+    MT_CHECK_OK(mt_alloc_free(a, 0, big.offset));
+    MT_CHECK_INT_EQ(g.released, 2); /* the only empty region: kept */
+    uint32_t id;
+    MT_CHECK_OK(mt_alloc_add_region(a, 8 * KiB, NULL, &id));
+    MT_CHECK_UINT_EQ(id, 1);
+    MT_CHECK_OK(mt_alloc_remove_region(a, id)); /* asked for: no release call */
+    MT_CHECK_INT_EQ(g.released, 2);
+    AU_CHECK(a);
+    mt_alloc_destroy(a); /* releases region 0 */
+    MT_CHECK_INT_EQ(g.released, 3);
+    MT_CHECK_UINT_EQ(g.last_released, 0);
+}
+
+static void test_bad_input(void)
+{
+    mt_alloc *a;
+    mt_alloc_opts o = {.min_align = 24};
+    MT_CHECK_ERR(mt_alloc_create(&o, &a), -EINVAL);
+    o = (mt_alloc_opts){.granularity = 3000};
+    MT_CHECK_ERR(mt_alloc_create(&o, &a), -EINVAL);
+    o = (mt_alloc_opts){.strategy = (mt_alloc_strategy)2};
+    MT_CHECK_ERR(mt_alloc_create(&o, &a), -EINVAL);
+    o = (mt_alloc_opts){.flags = 0x80};
+    MT_CHECK_ERR(mt_alloc_create(&o, &a), -EINVAL);
+    o = (mt_alloc_opts){.flags = MT_ALLOC_RELEASE_EMPTY};
+    MT_CHECK_ERR(mt_alloc_create(&o, &a), -EINVAL);
+    MT_CHECK_ERR(mt_alloc_create(NULL, NULL), -EINVAL);
+    MT_CHECK_OK(mt_alloc_create(NULL, &a)); /* all defaults */
+
+    mt_alloc_block b;
+    /* No region at all. */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, 16, 0, MT_ALLOC_LINEAR, &b), -ENOSPC);
+    uint32_t r, r2;
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_add_region(a, 0, NULL, &r), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_add_region(a, 8, NULL, &r), -EINVAL); /* < granule */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_add_region(a, MT_ALLOC_MAX_SIZE * 2, NULL, &r), -EINVAL);
+    MT_CHECK_OK(mt_alloc_add_region(a, 64 * KiB + 8, NULL, &r)); /* rounded down */
+    mt_alloc_block x = au_alloc(a, 1000, 0, MT_ALLOC_LINEAR);
+    mt_alloc_block y = au_alloc(a, 1000, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_OK(mt_alloc_add_region(a, 4 * KiB, NULL, &r2));
+
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, 0, 0, MT_ALLOC_LINEAR, &b), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, 16, 3, MT_ALLOC_LINEAR, &b), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, 16, 48, MT_ALLOC_LINEAR, &b), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, 16, 0, (mt_alloc_kind)2, &b), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, 16, 0, MT_ALLOC_LINEAR, NULL), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, 128 * KiB, 0, MT_ALLOC_LINEAR, &b), -ENOSPC);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, MT_ALLOC_MAX_SIZE + 1, 0, MT_ALLOC_LINEAR, &b),
+                           -ENOSPC);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, UINT64_MAX, 0, MT_ALLOC_LINEAR, &b), -ENOSPC);
+
+    /* Frees: double, unknown offsets (inside an allocation, in free space),
+     * off the granule, past the region, unknown region. */
+    MT_CHECK_OK(mt_alloc_free(a, x.region, x.offset));
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, x.region, x.offset), -ENOENT);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, y.region, y.offset + 16), -ENOENT);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, y.region, 32 * KiB), -ENOENT);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, y.region, y.offset + 8), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, y.region, 64 * KiB), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, y.region, UINT64_MAX), -EINVAL);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, 2, 0), -ENOENT);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, UINT32_MAX, 0), -ENOENT);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, r2, 0), -ENOENT); /* empty region */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_region_info(a, 9, &(mt_alloc_region){0}), -ENOENT);
+
+    /* Out of space exactly at the boundary: fill everything, then one more. */
+    MT_CHECK_OK(mt_alloc_free(a, y.region, y.offset));
+    mt_alloc_block f1 = au_alloc(a, 64 * KiB, 0, MT_ALLOC_LINEAR);
+    mt_alloc_block f2 = au_alloc(a, 4 * KiB, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_UINT_EQ(f1.region, r);
+    MT_CHECK_UINT_EQ(f2.region, r2);
+    check_stats(a, 68 * KiB, 68 * KiB, 2, 0, 0);
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, 16, 0, MT_ALLOC_LINEAR, &b), -ENOSPC);
+    MT_CHECK_OK(mt_alloc_free(a, f2.region, f2.offset));
+    MT_CHECK_UINT_EQ(au_alloc(a, 16, 0, MT_ALLOC_LINEAR).region, r2);
+    AU_CHECK(a);
+    mt_alloc_destroy(a);
+    mt_alloc_destroy(NULL);
+}
+
+/* The checker must notice each kind of damage; restoring makes it pass. */
+static void test_checker_catches(void)
+{
+    mt_alloc *a = au_create(MT_ALLOC_BEST_FIT, 16, 0);
+    uint32_t r;
+    MT_CHECK_OK(mt_alloc_add_region(a, MiB, NULL, &r));
+    mt_alloc_block x = au_alloc(a, 100, 0, MT_ALLOC_LINEAR);
+    mt_alloc_block y = au_alloc(a, 100, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_OK(mt_alloc_free(a, r, x.offset));
+    AU_CHECK(a);
+    char msg[256];
+    uint32_t slot = map_find(a, r, y.offset);
+    MT_CHECK(slot != UINT32_MAX);
+    uint32_t used = a->ht[slot].id;
+    MT_CHECK(used != NIL && a->b[used].off == y.offset);
+    uint32_t hole = a->reg[r].first; /* the freed block at offset 0 */
+    MT_CHECK(a->b[hole].free);
+
+    a->b[used].free = 1;
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    MT_CHECK(msg[0] != '\0');
+    a->b[used].free = 0;
+    AU_CHECK(a);
+
+    a->b[hole].size += 16;
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->b[hole].size -= 16;
+
+    a->ix.fl_map ^= 1;
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->ix.fl_map ^= 1;
+
+    a->allocs++;
+    MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);
+    a->allocs--;
+
+    a->ht[slot].tag ^= 1; /* the entry's hash no longer matches */
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->ht[slot].tag ^= 1;
+    uint32_t other = (slot + 1) & a->ht_mask; /* a second entry for the block */
+    MT_CHECK(a->ht[other].id == NIL);
+    a->ht[other] = a->ht[slot];
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->ht[other].id = NIL;
+    AU_CHECK(a);
+
+    uint32_t saved = a->b[used].next_phys;
+    a->b[used].next_phys = used; /* a cycle */
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->b[used].next_phys = saved;
+    AU_CHECK(a);
+    mt_alloc_destroy(a);
+}
+
+static void test_dump(void)
+{
+    mt_alloc *a = au_create(MT_ALLOC_BEST_FIT, 16, 0);
+    uint32_t r;
+    MT_CHECK_OK(mt_alloc_add_region(a, 4096, NULL, &r));
+    au_alloc(a, 64, 0, MT_ALLOC_LINEAR);
+    au_alloc(a, 64, 1024, MT_ALLOC_NONLINEAR);
+    char *s = au_snapshot(a);
+    const char *want =
+        "region 0: size 4096, used 128, 2 allocations\n"
+        "  [0x0, 0x40)           64 linear\n"
+        "  [0x40, 0x400)          960 free\n"
+        "  [0x400, 0x440)           64 nonlinear\n"
+        "  [0x440, 0x1000)         3008 free\n"
+        "total 4096, free 3968 in 2 blocks, largest 3008, 2 allocations, fragmentation 0.2419\n";
+    if (strcmp(s, want) != 0) {
+        fprintf(stderr, "dump:\n%s", s);
+        MT_CHECK(0);
+    }
+    free(s);
+    mt_alloc_destroy(a);
+}
+
+int main(void)
+{
+    test_split_coalesce();
+    test_strategies();
+    test_alignment();
+    test_granularity();
+    test_regions();
+    test_bad_input();
+    test_checker_catches();
+    test_dump();
+    puts("alloc basic: ok");
+    return 0;
+}

@@ -1,0 +1,190 @@
+/* memtrack info FILE [--memories]: what a trace holds. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "memtrack/memtrack.h"
+
+void mt_cmd_info_usage(void)
+{
+    printf("usage: memtrack info FILE [--memories]\n\n"
+           "Summary of a trace: application and driver, memories and objects,\n"
+           "submits and frames, bytes changed per submit (min/median/max), trace\n"
+           "size and compression ratio, capture modes used, annotations.\n"
+           "  --memories   also list every memory (id, size, memory type, modes)\n");
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct memrow {
+    uint64_t id, size;
+    uint32_t type, flags;
+    char mode[96];
+} memrow;
+
+typedef struct tally {
+    char name[48];
+    uint64_t n;
+} tally;
+
+static void count_mode(tally *t, int *nt, const char *text, size_t len)
+{
+    char key[48];
+    size_t k = 0;
+    /* "guard/uffd (auto): ..." -> "guard/uffd" */
+    while (k < len && k < sizeof key - 1 && text[k] != ' ' && text[k] != ':')
+        key[k] = text[k], k++;
+    key[k] = 0;
+    for (int i = 0; i < *nt; i++)
+        if (strcmp(t[i].name, key) == 0) {
+            t[i].n++;
+            return;
+        }
+    if (*nt < 16) {
+        snprintf(t[*nt].name, sizeof t[*nt].name, "%s", key);
+        t[(*nt)++].n = 1;
+    }
+}
+
+static void flags_text(uint32_t f, char *out, size_t n)
+{
+    snprintf(out, n, "%s%s%s%s", f & 1 ? "DL " : "", f & 2 ? "HV " : "", f & 4 ? "HC " : "",
+             f & 8 ? "HCa " : "");
+}
+
+int mt_cmd_info(int argc, char **argv)
+{
+    const char *path = NULL;
+    int list = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--memories") == 0)
+            list = 1;
+        else if (argv[i][0] == '-')
+            return mt_cli_usage_error("info: unknown option '%s'", argv[i]);
+        else if (path)
+            return mt_cli_usage_error("info: one trace at a time");
+        else
+            path = argv[i];
+    }
+    if (!path)
+        return mt_cli_usage_error("info: no trace given");
+    mt_trace_reader *r;
+    int rc = mt_trace_reader_open(path, NULL, &r);
+    if (rc) {
+        fprintf(stderr, "memtrack: %s: %s\n", path, mt_strerror(rc));
+        return 1;
+    }
+    mt_trace_info inf;
+    mt_trace_reader_info(r, &inf);
+    printf("trace        %s (format %u.%u)%s\n", path, inf.version_major, inf.version_minor,
+           inf.complete ? "" : "  [INCOMPLETE: the writer did not close it]");
+    const char *k, *v;
+    for (size_t i = 0; mt_trace_meta_at(r, i, &k, &v) == 0; i++)
+        printf("%-12s %s\n", k, v);
+
+    mt_trace_replay_opts ro = {.flags = MT_TRACE_REPLAY_NO_IMAGES};
+    mt_trace_replay *rp;
+    if ((rc = mt_trace_replay_create(r, &ro, &rp)) != 0) {
+        fprintf(stderr, "memtrack: %s\n", mt_strerror(rc));
+        mt_trace_reader_close(r);
+        return 1;
+    }
+    uint64_t nmem = 0, nbuf = 0, nimg = 0, frames = 0, maps = 0, hashes = 0, annotations = 0;
+    uint64_t cur = 0, *per = NULL, nper = 0, capper = 0, updates = 0, total = 0;
+    memrow *mems = NULL;
+    size_t nmems = 0, capmems = 0;
+    tally modes[16];
+    int nmodes = 0;
+    mt_trace_record rec;
+    while ((rc = mt_trace_replay_next(rp, &rec)) == 1) {
+        switch (rec.type) {
+        case MT_TRACE_MEMORY:
+            nmem++;
+            if (list && nmems == capmems) {
+                capmems = capmems ? capmems * 2 : 64;
+                mems = realloc(mems, capmems * sizeof *mems);
+            }
+            if (list && mems)
+                mems[nmems++] = (memrow){rec.u.memory.id, rec.u.memory.size, rec.u.memory.type_index,
+                                         rec.u.memory.property_flags, ""};
+            break;
+        case MT_TRACE_OBJECT:
+            rec.u.object.kind == MT_TRACE_OBJECT_IMAGE ? nimg++ : nbuf++;
+            break;
+        case MT_TRACE_MAP: maps++; break;
+        case MT_TRACE_UPDATE:
+            updates++;
+            cur += rec.u.update.length;
+            total += rec.u.update.length;
+            break;
+        case MT_TRACE_SUBMIT:
+            if (nper == capper) {
+                capper = capper ? capper * 2 : 1024;
+                per = realloc(per, capper * sizeof *per);
+            }
+            if (per)
+                per[nper++] = cur;
+            cur = 0;
+            break;
+        case MT_TRACE_FRAME: frames++; break;
+        case MT_TRACE_CONTENT_HASH: hashes++; break;
+        case MT_TRACE_ANNOTATION:
+            if (annotations++ < 5)
+                printf("annotation   %.*s\n", (int)rec.u.annotation.length, rec.u.annotation.text);
+            break;
+        case MT_TRACE_MODE:
+            count_mode(modes, &nmodes, rec.u.mode.mode, rec.u.mode.length);
+            for (size_t i = 0; i < nmems; i++)
+                if (mems[i].id == rec.u.mode.memory) {
+                    size_t l = strlen(mems[i].mode);
+                    snprintf(mems[i].mode + l, sizeof mems[i].mode - l, "%s%.*s", l ? ", " : "",
+                             (int)(rec.u.mode.length < 40 ? rec.u.mode.length : 40), rec.u.mode.mode);
+                }
+            break;
+        default: break;
+        }
+    }
+    if (rc < 0)
+        printf("error        reading stopped early: %s\n", mt_strerror(rc));
+    if (annotations > 5)
+        printf("annotation   ... %" PRIu64 " in all\n", annotations);
+    printf("memories     %" PRIu64 " (%" PRIu64 " mappings)\n", nmem, maps);
+    printf("objects      %" PRIu64 " buffers, %" PRIu64 " images\n", nbuf, nimg);
+    printf("submits      %" PRIu64 ", frames %" PRIu64 ", content hashes %" PRIu64 "%s\n", nper,
+           frames, hashes, hashes ? "" : " (record with --verify to enable 'memtrack verify')");
+    if (nper) {
+        qsort(per, nper, sizeof *per, cmp_u64);
+        printf("changed      %" PRIu64 " bytes in %" PRIu64 " update packets; per submit: min %" PRIu64
+               ", median %" PRIu64 ", max %" PRIu64 " bytes\n",
+               total, updates, per[0], per[nper / 2], per[nper - 1]);
+    }
+    printf("size         %" PRIu64 " bytes on disk, %" PRIu64 " bytes of records",
+           inf.file_size, inf.raw_bytes);
+    if (inf.stored_bytes)
+        printf(", compression %.2fx", (double)inf.raw_bytes / (double)inf.stored_bytes);
+    printf("\nmodes        ");
+    for (int i = 0; i < nmodes; i++)
+        printf("%s%s x%" PRIu64, i ? ", " : "", modes[i].name, modes[i].n);
+    printf("%s\n", nmodes ? "" : "(none recorded)");
+    if (list) {
+        printf("\n%-8s %14s %5s %-14s %s\n", "memory", "bytes", "type", "flags", "modes");
+        for (size_t i = 0; i < nmems; i++) {
+            char f[32];
+            flags_text(mems[i].flags, f, sizeof f);
+            printf("%-8" PRIu64 " %14" PRIu64 " %5u %-14s %s\n", mems[i].id, mems[i].size, mems[i].type,
+                   f, mems[i].mode[0] ? mems[i].mode : "(never mapped)");
+        }
+    }
+    free(per);
+    free(mems);
+    mt_trace_replay_destroy(rp);
+    mt_trace_reader_close(r);
+    return rc < 0 ? 1 : 0;
+}

@@ -138,8 +138,9 @@ static void one_case(const mt_diff_kernel *k, size_t n, size_t gap, size_t maxca
     MT_CHECK(cand && got && ref);
     size_t ncand = use_cand ? candidates(old, cur, n, cand) : 0;
 
+    int use_wb = (int)mt_test_below(&rng, 2); /* without: the dense loop for gaps >= 32 */
     mt_diff_job job = {.live = cur, .shadow = shadow, .size = n, .candidates = use_cand ? cand : NULL,
-                       .ncandidates = ncand, .writeback = gpu};
+                       .ncandidates = ncand, .writeback = use_wb ? gpu : NULL};
     mt_diff_opts opts = {.merge_gap = gap};
     size_t ngot = 0, calls = 0;
     while (job.cursor < n) {
@@ -167,7 +168,7 @@ static void one_case(const mt_diff_kernel *k, size_t n, size_t gap, size_t maxca
     /* Write-back: changed bytes took the new value, every other byte kept
      * the driver mapping's own (GPU-written) value. */
     for (size_t i = 0; i < n; i++)
-        MT_CHECK_UINT_EQ(gpu[i], old[i] != cur[i] ? cur[i] : gpu0[i]);
+        MT_CHECK_UINT_EQ(gpu[i], use_wb && old[i] != cur[i] ? cur[i] : gpu0[i]);
 
     /* apply(diff(old -> cur)) == cur, packets read from the shadow. */
     mt_diff_packet *pk = malloc((ngot + 1) * sizeof *pk);
@@ -356,12 +357,12 @@ static void test_gap_threshold(void)
     }
 }
 
-/* Diffs old -> cur (n bytes, at an odd address) with write-back, `max` runs
- * per call, and checks the result exactly: the runs of all calls, merged
+/* Diffs old -> cur (n bytes, at an odd address), `max` runs per call, and
+ * checks the result exactly: the runs of all calls, merged
  * once more (runs of separate calls are not merged), equal the reference;
- * the shadow ends equal to cur; the write-back target got exactly the
- * changed bytes. */
-static void diff_exact(const uint8_t *old, const uint8_t *cur, size_t n, size_t gap, size_t max)
+ * the shadow ends equal to cur; the write-back target, if used, got exactly
+ * the changed bytes. */
+static void diff_exact_wb(const uint8_t *old, const uint8_t *cur, size_t n, size_t gap, size_t max, int use_wb)
 {
     uint8_t *buf = malloc(2 * n + 2);
     mt_diff_region *got = malloc((n + 1) * sizeof *got), *ref = malloc((n + 1) * sizeof *ref);
@@ -371,7 +372,7 @@ static void diff_exact(const uint8_t *old, const uint8_t *cur, size_t n, size_t 
     memcpy(shadow, old, n);
     for (size_t i = 0; i < n; i++)
         wb[i] = (uint8_t)~old[i];
-    mt_diff_job job = {.live = cur, .shadow = shadow, .size = n, .writeback = wb};
+    mt_diff_job job = {.live = cur, .shadow = shadow, .size = n, .writeback = use_wb ? wb : NULL};
     mt_diff_opts o = {.merge_gap = gap};
     size_t ngot = 0;
     while (job.cursor < n) {
@@ -390,11 +391,19 @@ static void diff_exact(const uint8_t *old, const uint8_t *cur, size_t n, size_t 
     }
     MT_CHECK_MEM_EQ(shadow, cur, n);
     for (size_t i = 0; i < n; i++)
-        MT_CHECK_UINT_EQ(wb[i], old[i] != cur[i] ? cur[i] : (uint8_t)~old[i]);
+        MT_CHECK_UINT_EQ(wb[i], use_wb && old[i] != cur[i] ? cur[i] : (uint8_t)~old[i]);
     free(buf);
     free(got);
     free(ref);
     free(out);
+}
+
+/* Without write-back (the dense loop, for gaps >= 32) and with it (the exact
+ * path). */
+static void diff_exact(const uint8_t *old, const uint8_t *cur, size_t n, size_t gap, size_t max)
+{
+    diff_exact_wb(old, cur, n, gap, max, 0);
+    diff_exact_wb(old, cur, n, gap, max, 1);
 }
 
 /* The dense loop's bit tricks at every position in a 64-byte block (the

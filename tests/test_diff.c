@@ -407,7 +407,8 @@ static void diff_exact(const uint8_t *old, const uint8_t *cur, size_t n, size_t 
 }
 
 /* The dense loop's bit tricks at every position in a 64-byte block (the
- * blocks start at the range's start): after a first change (which starts
+ * blocks lie on the shadow's cache lines, after a head of up to 63 bytes
+ * compared byte by byte): after a first change (which starts
  * the pending run), a run of length len at x, then a change d bytes after
  * its end, with d around the gap: the gap closed or not inside a block and
  * across a block boundary, runs crossing boundaries, stretches of equal

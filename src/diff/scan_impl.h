@@ -253,6 +253,21 @@ MT_SCAN_ATTR __attribute__((noinline)) static void scan_dense(const scan_cfg *c,
     *ppos = pos;
 }
 
+/* Fewer than 64 bytes at pos, compared byte by byte: the head before the
+ * first shadow cache line and the tail. Their changes are copied from the
+ * live memory, which may hold newer values by now; they are reported either
+ * way. Returns 1 when the scan stopped (*stop). */
+MT_SCAN_ATTR static int scan_bytes(const scan_cfg *c, scan_run *r, size_t pos, size_t len, size_t *stop)
+{
+    uint64_t m = scan_tail_mask(c->live + pos, c->shadow + pos, len);
+    unsigned took = scan_walk(c, r, m, pos, stop);
+    m &= scan_low(took);
+    mt_copy_masked(c->shadow + pos, c->live + pos, m);
+    if (c->wb)
+        mt_copy_masked(c->wb + pos, c->shadow + pos, m);
+    return took < 64;
+}
+
 MT_SCAN_ATTR size_t MT_SCAN_NAME(mt_diff_scan *sc, size_t pos, size_t end)
 {
     scan_cfg c;
@@ -260,6 +275,15 @@ MT_SCAN_ATTR size_t MT_SCAN_NAME(mt_diff_scan *sc, size_t pos, size_t end)
     scan_init(&c, &r, sc);
     const uint8_t *a = c.live, *b = c.shadow;
     size_t stop = end;
+    /* Blocks on the shadow's cache lines: a block stored whole into the
+     * shadow then makes one line dirty, not parts of two (a clean line made
+     * dirty costs a write to memory for nothing). */
+    size_t head = (size_t)(0 - (uintptr_t)(b + pos)) & 63;
+    if (head && end - pos > head) {
+        if (scan_bytes(&c, &r, pos, head, &stop))
+            goto done;
+        pos += head;
+    }
     while (pos < end) {
         while (end - pos >= 128 && block_equal128(a + pos, b + pos)) {
             scan_prefetch(a, b, pos + 64);
@@ -272,18 +296,11 @@ MT_SCAN_ATTR size_t MT_SCAN_NAME(mt_diff_scan *sc, size_t pos, size_t end)
                 break;
             continue;
         }
-        /* The tail: its changes are copied from the live memory, which may
-         * hold newer values by now; they are reported either way. */
-        uint64_t m = scan_tail_mask(a + pos, b + pos, end - pos);
-        unsigned took = scan_walk(&c, &r, m, pos, &stop);
-        m &= scan_low(took);
-        mt_copy_masked(c.shadow + pos, a + pos, m);
-        if (c.wb)
-            mt_copy_masked(c.wb + pos, c.shadow + pos, m);
-        if (took < 64)
+        if (scan_bytes(&c, &r, pos, end - pos, &stop))
             break;
         pos = end;
     }
+done:
     if (r.has)
         c.runs[r.n++] = (mt_diff_region){r.ps, r.pe - r.ps};
     sc->n = r.n;

@@ -122,12 +122,17 @@ MT_SCAN_ATTR static inline unsigned scan_walk(const scan_cfg *c, scan_run *r, ui
 /* Mask of the low `bits` (<= 64) bits. */
 MT_SCAN_ATTR static inline uint64_t scan_low(unsigned bits) { return bits < 64 ? (1ull << bits) - 1 : ~0ull; }
 
+/* What scan_exact() leaves to its caller. */
+enum { SCAN_SKIP, SCAN_DENSE, SCAN_STOPPED };
+
 /* The exact path for whole blocks, from *ppos until MT_SCAN_CLEAN_RUN clean
- * blocks in a row, or until the dense loop can take over (it cannot with a
- * gap < 32, with write-back, without a pending run, or with runs[] nearly
- * full). A block taken
- * whole is stored whole into the shadow, as in the dense loop; one it stops
- * in gets only the changes below the stop. Returns 1 when it stopped (*stop). */
+ * blocks in a row (SCAN_SKIP), or until a second block with changes when
+ * the dense loop can take over (SCAN_DENSE; it cannot with a gap < 32, with
+ * write-back, without a pending run, or with runs[] nearly full). An
+ * isolated change costs less here than an entry into the dense loop, which
+ * only pays off where changes are close. A block taken whole is stored whole
+ * into the shadow, as in the dense loop; one it stops in gets only the
+ * changes below the stop (SCAN_STOPPED, *stop). */
 MT_SCAN_ATTR __attribute__((noinline)) static int scan_exact(const scan_cfg *c, scan_run *rp, size_t *ppos,
                                                              size_t end, size_t *stop)
 {
@@ -136,8 +141,8 @@ MT_SCAN_ATTR __attribute__((noinline)) static int scan_exact(const scan_cfg *c, 
     uint8_t *b = c->shadow, *wb = c->wb;
     scan_run r = *rp;
     size_t pos = *ppos;
-    unsigned clean = 0;
-    int stopped = 0;
+    unsigned clean = 0, dirty = 0;
+    int next = SCAN_SKIP;
     while (end - pos >= 64 && clean < MT_SCAN_CLEAN_RUN) {
         scan_prefetch(a, b, pos);
         scan_blk v;
@@ -159,15 +164,17 @@ MT_SCAN_ATTR __attribute__((noinline)) static int scan_exact(const scan_cfg *c, 
         if (wb)
             mt_copy_masked(wb + pos - 64, b + pos - 64, m);
         if (took < 64) {
-            stopped = 1;
+            next = SCAN_STOPPED;
             break;
         }
-        if (r.has && r.n < c->fast_n)
+        if (++dirty >= 2 && r.has && r.n < c->fast_n) {
+            next = SCAN_DENSE;
             break;
+        }
     }
     *rp = r;
     *ppos = pos;
-    return stopped;
+    return next;
 }
 
 /* The dense loop's selects, as masks the compiler cannot see through: given
@@ -290,10 +297,11 @@ MT_SCAN_ATTR size_t MT_SCAN_NAME(mt_diff_scan *sc, size_t pos, size_t end)
             pos += 128;
         }
         if (end - pos >= 64) {
-            if (r.has && r.n < c.fast_n)
-                scan_dense(&c, &r, &pos, end);
-            else if (scan_exact(&c, &r, &pos, end, &stop))
+            int next = scan_exact(&c, &r, &pos, end, &stop);
+            if (next == SCAN_STOPPED)
                 break;
+            if (next == SCAN_DENSE && end - pos >= 64)
+                scan_dense(&c, &r, &pos, end);
             continue;
         }
         if (scan_bytes(&c, &r, pos, end - pos, &stop))

@@ -136,7 +136,8 @@ static void bench_diff(mt_bench_ctx *ctx, size_t size, int reps)
         }
         double gbps, base, ratio;
         paired_medians(&p, reps, &gbps, &base, &ratio);
-        mt_bench_row row = {"diff-hash/1%-scattered", "throughput", gbps, "GB/s", "memcmp", base, ratio, NULL, -1};
+        mt_bench_row row = {"diff-hash/1%-scattered", "throughput", gbps, "GB/s", "memcmp", base, ratio,
+                            NULL, -1};
         mt_bench_emit(ctx, &row);
         mt_diff_hashes_destroy(h);
     }

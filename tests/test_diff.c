@@ -248,7 +248,8 @@ static void kernel_case(const mt_diff_kernel *k)
         if (sc.max == 0) { /* a new output array: a new call of mt_diff() */
             sc.runs = got + ngot;
             sc.n = 0;
-            sc.max = big ? n + 1 : mt_test_below(&rng, 2) ? 1 + mt_test_below(&rng, 5) : 3 + mt_test_below(&rng, 40);
+            size_t small = mt_test_below(&rng, 2) ? 1 + mt_test_below(&rng, 5) : 3 + mt_test_below(&rng, 40);
+            sc.max = big ? n + 1 : small;
         }
         size_t piece = 1 + mt_test_below(&rng, mt_test_below(&rng, 2) ? 200 : 3000);
         size_t end = n - pos < piece ? n : pos + piece;

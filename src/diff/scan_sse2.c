@@ -15,10 +15,11 @@ static inline uint64_t blk_load(const uint8_t *a, const uint8_t *b, scan_blk *v)
     v->v[1] = _mm_loadu_si128((const __m128i *)(a + 16));
     v->v[2] = _mm_loadu_si128((const __m128i *)(a + 32));
     v->v[3] = _mm_loadu_si128((const __m128i *)(a + 48));
-    uint64_t e0 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[0], _mm_loadu_si128((const __m128i *)b)));
-    uint64_t e1 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[1], _mm_loadu_si128((const __m128i *)(b + 16))));
-    uint64_t e2 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[2], _mm_loadu_si128((const __m128i *)(b + 32))));
-    uint64_t e3 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[3], _mm_loadu_si128((const __m128i *)(b + 48))));
+    const __m128i *y = (const __m128i *)b;
+    uint64_t e0 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[0], _mm_loadu_si128(y)));
+    uint64_t e1 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[1], _mm_loadu_si128(y + 1)));
+    uint64_t e2 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[2], _mm_loadu_si128(y + 2)));
+    uint64_t e3 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[3], _mm_loadu_si128(y + 3)));
     return ~(e0 | e1 << 16 | e2 << 32 | e3 << 48);
 }
 

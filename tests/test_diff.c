@@ -44,6 +44,16 @@ static size_t ref_merge(mt_diff_region *r, size_t n, size_t gap)
     return k;
 }
 
+/* The runs equal the reference, run by run. */
+static void check_same_runs(const mt_diff_region *got, size_t ngot, const mt_diff_region *ref, size_t nref)
+{
+    MT_CHECK_UINT_EQ(ngot, nref);
+    for (size_t i = 0; i < nref; i++) {
+        MT_CHECK_UINT_EQ(got[i].offset, ref[i].offset);
+        MT_CHECK_UINT_EQ(got[i].length, ref[i].length);
+    }
+}
+
 /* Random edits of several shapes: scattered bytes, short runs, long blocks. */
 static void edit(uint8_t *buf, size_t n)
 {
@@ -159,11 +169,7 @@ static void one_case(const mt_diff_kernel *k, size_t n, size_t gap, size_t maxca
     /* With room for everything the result is exactly the reference. */
     if (maxcall > n) {
         size_t nref = ref_merge(ref, ref_runs(old, cur, n, ref), gap ? gap : MT_DIFF_DEFAULT_MERGE_GAP);
-        MT_CHECK_UINT_EQ(ngot, nref);
-        for (size_t i = 0; i < nref; i++) {
-            MT_CHECK_UINT_EQ(got[i].offset, ref[i].offset);
-            MT_CHECK_UINT_EQ(got[i].length, ref[i].length);
-        }
+        check_same_runs(got, ngot, ref, nref);
     }
     /* Write-back: changed bytes took the new value, every other byte kept
      * the driver mapping's own (GPU-written) value. */
@@ -270,11 +276,7 @@ static void kernel_case(const mt_diff_kernel *k)
     for (size_t i = 0; i < ngot; i++)
         got[i].offset -= start;
     ngot = ref_merge(got, ngot, gap);
-    MT_CHECK_UINT_EQ(ngot, nref);
-    for (size_t i = 0; i < nref; i++) {
-        MT_CHECK_UINT_EQ(got[i].offset, ref[i].offset);
-        MT_CHECK_UINT_EQ(got[i].length, ref[i].length);
-    }
+    check_same_runs(got, ngot, ref, nref);
     MT_CHECK_MEM_EQ(b, b0, start);
     MT_CHECK_MEM_EQ(b + start, a + start, n - start);
     for (size_t i = 0; i < n; i++)
@@ -385,11 +387,7 @@ static void diff_exact_wb(const uint8_t *old, const uint8_t *cur, size_t n, size
     }
     ngot = ref_merge(got, ngot, gap);
     size_t nref = ref_merge(ref, ref_runs(old, cur, n, ref), gap);
-    MT_CHECK_UINT_EQ(ngot, nref);
-    for (size_t i = 0; i < nref; i++) {
-        MT_CHECK_UINT_EQ(got[i].offset, ref[i].offset);
-        MT_CHECK_UINT_EQ(got[i].length, ref[i].length);
-    }
+    check_same_runs(got, ngot, ref, nref);
     MT_CHECK_MEM_EQ(shadow, cur, n);
     for (size_t i = 0; i < n; i++)
         MT_CHECK_UINT_EQ(wb[i], use_wb && old[i] != cur[i] ? cur[i] : (uint8_t)~old[i]);

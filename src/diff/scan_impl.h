@@ -65,8 +65,11 @@ MT_SCAN_ATTR static inline uint64_t scan_tail_mask(const uint8_t *a, const uint8
     return m;
 }
 
-/* Explicit prefetches keep both streams coming from memory even where the
- * CPU stalls or mispredicts (a prefetch never faults, even past the end). */
+/* Explicit prefetches keep both streams coming from memory where blocks
+ * have changes (a prefetch never faults, even past the end). Not in the
+ * 128-byte skip: over clean memory the hardware prefetcher keeps up with
+ * the two streams on its own, and a prefetch there measured 0.72-0.81x as
+ * fast at 0% changes (without: 0.94-1.04 of memcmp on dev-vm). */
 #define MT_SCAN_AHEAD 1024
 MT_SCAN_ATTR static inline void scan_prefetch(const uint8_t *a, const uint8_t *b, size_t pos)
 {
@@ -295,10 +298,8 @@ MT_SCAN_ATTR size_t MT_SCAN_NAME(mt_diff_scan *sc, size_t pos, size_t end)
         pos += head;
     }
     while (pos < end) {
-        while (end - pos >= 128 && block_equal128(a + pos, b + pos)) {
-            scan_prefetch(a, b, pos + 64);
+        while (end - pos >= 128 && block_equal128(a + pos, b + pos))
             pos += 128;
-        }
         if (end - pos >= 64) {
             int next = scan_exact(&c, &r, &pos, end, &stop);
             if (next == SCAN_STOPPED)

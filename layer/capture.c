@@ -325,14 +325,17 @@ void lt_capture_map(lt_memory *m)
 {
     m->app_ptr = m->driver_ptr;
     m->range = 0;
-    m->streak = 0;
-    m->ewma_dirty_pages = 0;
     if (lt_ctx.trace && !lt_ctx.trace_failed)
         lt_trace_check(mt_trace_write_map(lt_ctx.trace, m->id, m->map_offset, m->map_size));
     m->mode = lt_ctx.mode;
     m->auto_mode = m->mode == LT_AUTO;
-    if (m->auto_mode)
-        m->mode = LT_GUARD; /* until the autopilot has seen the write density */
+    if (m->auto_mode) { /* guard until the autopilot has seen the write density */
+        m->mode = lt_autopilot_always_scan(m) ? LT_SCAN : LT_GUARD;
+        if (m->auto_pref == LT_SCAN || m->auto_pref == LT_GUARD)
+            m->mode = m->auto_pref;
+        if (m->streak < 0)
+            m->streak = 0; /* a pending switch to guard: the map decides afresh */
+    }
     if (m->mode != LT_COPY && ensure_reference(m) != 0) {
         lt_warn_once("reference", "cannot allocate a reference copy: memory %llu is copied whole",
                      (unsigned long long)m->id);
@@ -376,6 +379,7 @@ void lt_capture_memory(lt_memory *m)
 {
     cand c = {0};
     size_t pages = 0;
+    uint64_t t0 = lt_now_ns();
     switch (m->mode) {
     case LT_COPY:
         emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
@@ -417,7 +421,7 @@ void lt_capture_memory(lt_memory *m)
     }
     free(c.v);
     if (m->auto_mode)
-        lt_autopilot_observe(m, pages);
+        lt_autopilot_observe(m, pages, lt_now_ns() - t0);
 }
 
 void lt_capture_sync_in(lt_memory *m)
@@ -433,6 +437,8 @@ void lt_capture_sync_in(lt_memory *m)
 void lt_capture_unmap(lt_memory *m)
 {
     lt_capture_memory(m);
+    if (m->auto_mode)
+        m->auto_pref = m->mode;
     if (m->mode == LT_SHADOW)
         shadow_stop(m);
     else

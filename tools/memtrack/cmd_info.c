@@ -143,9 +143,15 @@ int mt_cmd_info(int argc, char **argv)
             count_mode(modes, &nmodes, rec.u.mode.mode, rec.u.mode.length);
             for (size_t i = 0; i < nmems; i++)
                 if (mems[i].id == rec.u.mode.memory) {
-                    size_t l = strlen(mems[i].mode);
-                    snprintf(mems[i].mode + l, sizeof mems[i].mode - l, "%s%.*s", l ? ", " : "",
+                    /* A memory mapped every frame states its mode at every
+                     * map: list changes only. */
+                    char text[48];
+                    snprintf(text, sizeof text, "%.*s",
                              (int)(rec.u.mode.length < 40 ? rec.u.mode.length : 40), rec.u.mode.mode);
+                    size_t l = strlen(mems[i].mode), tl = strlen(text);
+                    if (l >= tl && strcmp(mems[i].mode + l - tl, text) == 0)
+                        break;
+                    snprintf(mems[i].mode + l, sizeof mems[i].mode - l, "%s%s", l ? ", " : "", text);
                 }
             break;
         default: break;

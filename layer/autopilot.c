@@ -123,7 +123,7 @@ void lt_autopilot_observe(lt_memory *m, size_t dirty_pages, uint64_t capture_ns)
             m->mode = LT_SCAN;
             m->streak = 0;
             lt_ctx.st.mode_switches++;
-            if (lt_ctx.trace && !lt_ctx.trace_failed)
+            if (lt_tracing())
                 lt_trace_check(mt_trace_write_mode(lt_ctx.trace, m->id, "scan (auto): density rose"));
         }
     } else if (m->mode == LT_SCAN) {

@@ -134,7 +134,7 @@ static int collected(lt_memory *m, cand *c, size_t *pages)
 
 static void write_update(lt_memory *m, uint64_t object, VkDeviceSize off, const void *data, size_t len)
 {
-    if (!lt_ctx.trace || lt_ctx.trace_failed)
+    if (!lt_tracing())
         return;
     if (++lt_ctx.st.packets == lt_ctx.drop_update)
         return; /* test hook: a lost write */
@@ -228,7 +228,7 @@ static void account(int64_t bytes)
 
 static void write_mode(lt_memory *m, const char *why)
 {
-    if (!lt_ctx.trace || lt_ctx.trace_failed)
+    if (!lt_tracing())
         return;
     char text[160];
     const char *be = m->range ? mt_track_backend_name(m->backend) : NULL;
@@ -247,7 +247,7 @@ static void fall_back_to_scan(lt_memory *m, int rc, const char *what)
     lt_ctx.st.fallbacks++;
     lt_warn_once("fallback", "memory %llu: %s; scanning it instead (reported once)",
                  (unsigned long long)m->id, why);
-    if (lt_ctx.trace && !lt_ctx.trace_failed) {
+    if (lt_tracing()) {
         char text[200];
         snprintf(text, sizeof text, "memory %llu falls back to scan: %s", (unsigned long long)m->id, why);
         lt_trace_check(mt_trace_write_annotation(lt_ctx.trace, m->id, text));
@@ -325,7 +325,7 @@ void lt_capture_map(lt_memory *m)
 {
     m->app_ptr = m->driver_ptr;
     m->range = 0;
-    if (lt_ctx.trace && !lt_ctx.trace_failed)
+    if (lt_tracing())
         lt_trace_check(mt_trace_write_map(lt_ctx.trace, m->id, m->map_offset, m->map_size));
     m->mode = lt_ctx.mode;
     m->auto_mode = m->mode == LT_AUTO;
@@ -443,7 +443,7 @@ void lt_capture_unmap(lt_memory *m)
         shadow_stop(m);
     else
         lt_guard_stop(m);
-    if (lt_ctx.trace && !lt_ctx.trace_failed)
+    if (lt_tracing())
         lt_trace_check(mt_trace_write_unmap(lt_ctx.trace, m->id));
     lt_device *dev = m->dev;
     if (m->prev_mapped)
@@ -467,7 +467,7 @@ void lt_capture_submit(lt_device *dev, VkQueue queue)
 {
     pthread_mutex_lock(&dev->lock);
     uint64_t t0 = lt_now_ns();
-    if (lt_ctx.trace && !lt_ctx.trace_failed) {
+    if (lt_tracing()) {
         for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
             lt_capture_memory(m);
         if (lt_ctx.verify)

@@ -239,6 +239,10 @@ typedef struct lt_context {
 
 extern lt_context lt_ctx;
 
+/* 1 while records are being written (a trace is open and has not failed).
+ * Callers hold a device lock (see lt_trace_close). */
+static inline int lt_tracing(void) { return lt_ctx.trace && !lt_ctx.trace_failed; }
+
 /* Reads MEMTRACK_* once. */
 void lt_config_load(void);
 /* Opens the trace at the first device (header metadata needs the driver). */

@@ -2,13 +2,15 @@
  * makes cheaper, with hysteresis so that one odd frame does not flip it.
  *
  * Cost model, calibrated once on this machine (a few milliseconds):
- *   guard: written pages * (first-write fault of the range's backend + diff of a page)
+ *   guard: 2 x written pages x (first-write fault of the backend + diff of a page)
+ *          + collect + (mapped every cycle: arm + disarm), measured per memory
  *   scan:  mapped pages * diff of a page (measured on the memory once scanned)
  * written pages: the median of the last three captures.
  * A fault costs ~1 us with uffd and 5-20 us with the signal backend, a page
  * diff ~0.3-0.5 us, so guard wins below ~5% dirty pages on the signal
  * backend and below ~40% with uffd. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,6 +18,11 @@
 
 #include "layer.h"
 
+/* Faults in the app's threads cost more than the single-threaded
+ * calibration says: several threads faulting at once contend on the mm lock
+ * (measured on memtrack-sample, many-small: about 2x). Scan's cost needs no
+ * such factor: it is measured on the memory itself. */
+#define GUARD_PENALTY 2.0
 #define CAL_PAGES 64 /* ~0.5 ms of signal faults: enough for a cost estimate */
 
 static struct {
@@ -64,6 +71,9 @@ static void calibrate(void)
     if (mt_track_backend_available(MT_TRACK_UFFD) && (f = time_faults(MT_TRACK_UFFD, a, ps)) > 0)
         g_cal.fault_ns[MT_TRACK_UFFD] = f;
     munmap(a, 2 * bytes);
+    if (getenv("MEMTRACK_DEBUG_CAL"))
+        fprintf(stderr, "cal: page %.0f ns, signal %.0f ns, uffd %.0f ns\n", g_cal.page_diff_ns,
+                g_cal.fault_ns[MT_TRACK_SIGNAL], g_cal.fault_ns[MT_TRACK_UFFD]);
 }
 
 static mt_track_backend likely_backend(void)
@@ -112,7 +122,10 @@ void lt_autopilot_observe(lt_memory *m, size_t dirty_pages, uint64_t capture_ns)
     mt_track_backend be = m->mode == LT_GUARD ? m->backend : likely_backend();
     if (be != MT_TRACK_SIGNAL && be != MT_TRACK_UFFD)
         be = MT_TRACK_SIGNAL;
-    double guard = density * (g_cal.fault_ns[be] + page_ns);
+    /* Guard's fixed costs, measured on this memory: the collect itself, and
+     * arming plus disarming when it is mapped and unmapped every cycle. */
+    double guard = GUARD_PENALTY * density * (g_cal.fault_ns[be] + page_ns) + m->collect_ns +
+                   (m->remapped ? m->guard_setup_ns : 0);
     double scan = mapped_pages * page_ns;
     if (m->mode == LT_GUARD) {
         m->streak = guard > 1.25 * scan ? m->streak + 1 : 0;

@@ -258,20 +258,24 @@ int lt_guard_start(lt_memory *m)
 {
     if (!lt_ctx.tracker)
         return MT_EUNSUPPORTED;
+    uint64_t t0 = lt_now_ns();
     int rc = mt_tracker_add(lt_ctx.tracker, m->driver_ptr, (size_t)m->map_size, NULL, &m->range);
     if (rc) {
         m->range = 0;
         return rc;
     }
     m->backend = (mt_track_backend)mt_tracker_backend(lt_ctx.tracker, m->range);
+    m->guard_setup_ns = (double)(lt_now_ns() - t0); /* stop adds its share */
     return 0;
 }
 
 void lt_guard_stop(lt_memory *m)
 {
+    uint64_t t0 = lt_now_ns();
     if (m->range)
         mt_tracker_remove(lt_ctx.tracker, m->range);
     m->range = 0;
+    m->guard_setup_ns += (double)(lt_now_ns() - t0);
 }
 
 static int shadow_start(lt_memory *m)
@@ -331,8 +335,10 @@ void lt_capture_map(lt_memory *m)
     m->auto_mode = m->mode == LT_AUTO;
     if (m->auto_mode) { /* guard until the autopilot has seen the write density */
         m->mode = lt_autopilot_always_scan(m) ? LT_SCAN : LT_GUARD;
-        if (m->auto_pref == LT_SCAN || m->auto_pref == LT_GUARD)
+        if (m->auto_pref == LT_SCAN || m->auto_pref == LT_GUARD) {
             m->mode = m->auto_pref;
+            m->remapped = 1;
+        }
         if (m->streak < 0)
             m->streak = 0; /* a pending switch to guard: the map decides afresh */
     }
@@ -397,14 +403,18 @@ void lt_capture_memory(lt_memory *m)
         }
         pages = diff_emit(m, m->driver_ptr, NULL, NULL);
         break;
-    case LT_GUARD:
-        if (gpu_ranges(m, &c) == 0 && collected(m, &c, &pages) == 0) {
+    case LT_GUARD: {
+        uint64_t tc = lt_now_ns();
+        int ok = gpu_ranges(m, &c) == 0 && collected(m, &c, &pages) == 0;
+        m->collect_ns = (double)(lt_now_ns() - tc);
+        if (ok) {
             cand_normalize(&c);
             diff_emit(m, m->driver_ptr, &c, NULL);
         } else {
             pages = diff_emit(m, m->driver_ptr, NULL, NULL); /* no candidates: be exact anyway */
         }
         break;
+    }
     case LT_SHADOW:
         /* Device writes first (to the app), then the app's writes (to the
          * driver): the reference is up to date between the two. */

@@ -126,6 +126,9 @@ struct lt_memory {
     size_t hist[3];       /* pages written in the last three captures */
     unsigned nhist;
     double scan_page_ns;  /* measured cost of scanning one page of this memory, 0 if unknown */
+    double guard_setup_ns; /* measured: arming + disarming its tracking once (map cycle) */
+    double collect_ns;     /* measured: one collect of its tracker range */
+    int remapped;          /* mapped more than once: guard pays setup every cycle */
     int streak;
     lt_mode auto_pref; /* mode auto left it in at the last unmap; LT_AUTO if never mapped */
 

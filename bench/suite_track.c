@@ -59,17 +59,26 @@ static size_t drain(mt_tracker *t, mt_range_id id)
     return pages;
 }
 
-static double first_write_ns(region *r, mt_track_backend b, int threads, int random, int reps)
+/* A tracker with the whole region as one range; NULL if the backend refuses. */
+static mt_tracker *arm_region(region *r, mt_track_backend b, mt_range_id *id)
 {
     mt_tracker_opts o = {.backend = b};
     mt_tracker *t;
     if (mt_tracker_create(&o, &t) != 0)
-        return NAN;
-    mt_range_id id;
-    if (mt_tracker_add(t, r->mem, r->npages * r->page, NULL, &id) != 0) {
+        return NULL;
+    if (mt_tracker_add(t, r->mem, r->npages * r->page, NULL, id) != 0) {
         mt_tracker_destroy(t);
-        return NAN;
+        return NULL;
     }
+    return t;
+}
+
+static double first_write_ns(region *r, mt_track_backend b, int threads, int random, int reps)
+{
+    mt_range_id id;
+    mt_tracker *t = arm_region(r, b, &id);
+    if (!t)
+        return NAN;
     double v[8];
     for (int rep = 0; rep < reps; rep++) {
         pthread_barrier_t start;
@@ -96,15 +105,10 @@ static double first_write_ns(region *r, mt_track_backend b, int threads, int ran
 
 static double collect_ns(region *r, mt_track_backend b, double fraction, int reps)
 {
-    mt_tracker_opts o = {.backend = b};
-    mt_tracker *t;
-    if (mt_tracker_create(&o, &t) != 0)
-        return NAN;
     mt_range_id id;
-    if (mt_tracker_add(t, r->mem, r->npages * r->page, NULL, &id) != 0) {
-        mt_tracker_destroy(t);
+    mt_tracker *t = arm_region(r, b, &id);
+    if (!t)
         return NAN;
-    }
     size_t ndirty = (size_t)((double)r->npages * fraction);
     double v[8];
     for (int rep = 0; rep < reps; rep++) {

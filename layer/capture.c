@@ -134,7 +134,7 @@ static int collected(lt_memory *m, cand *c, size_t *pages)
 
 static void write_update(lt_memory *m, uint64_t object, VkDeviceSize off, const void *data, size_t len)
 {
-    if (!lt_ctx.trace || lt_ctx.trace_failed)
+    if (!lt_tracing())
         return;
     if (++lt_ctx.st.packets == lt_ctx.drop_update)
         return; /* test hook: a lost write */
@@ -228,7 +228,7 @@ static void account(int64_t bytes)
 
 static void write_mode(lt_memory *m, const char *why)
 {
-    if (!lt_ctx.trace || lt_ctx.trace_failed)
+    if (!lt_tracing())
         return;
     char text[160];
     const char *be = m->range ? mt_track_backend_name(m->backend) : NULL;
@@ -247,7 +247,7 @@ static void fall_back_to_scan(lt_memory *m, int rc, const char *what)
     lt_ctx.st.fallbacks++;
     lt_warn_once("fallback", "memory %llu: %s; scanning it instead (reported once)",
                  (unsigned long long)m->id, why);
-    if (lt_ctx.trace && !lt_ctx.trace_failed) {
+    if (lt_tracing()) {
         char text[200];
         snprintf(text, sizeof text, "memory %llu falls back to scan: %s", (unsigned long long)m->id, why);
         lt_trace_check(mt_trace_write_annotation(lt_ctx.trace, m->id, text));
@@ -258,20 +258,24 @@ int lt_guard_start(lt_memory *m)
 {
     if (!lt_ctx.tracker)
         return MT_EUNSUPPORTED;
+    uint64_t t0 = lt_now_ns();
     int rc = mt_tracker_add(lt_ctx.tracker, m->driver_ptr, (size_t)m->map_size, NULL, &m->range);
     if (rc) {
         m->range = 0;
         return rc;
     }
     m->backend = (mt_track_backend)mt_tracker_backend(lt_ctx.tracker, m->range);
+    m->guard_setup_ns = (double)(lt_now_ns() - t0); /* stop adds its share */
     return 0;
 }
 
 void lt_guard_stop(lt_memory *m)
 {
+    uint64_t t0 = lt_now_ns();
     if (m->range)
         mt_tracker_remove(lt_ctx.tracker, m->range);
     m->range = 0;
+    m->guard_setup_ns += (double)(lt_now_ns() - t0);
 }
 
 static int shadow_start(lt_memory *m)
@@ -325,14 +329,19 @@ void lt_capture_map(lt_memory *m)
 {
     m->app_ptr = m->driver_ptr;
     m->range = 0;
-    m->streak = 0;
-    m->ewma_dirty_pages = 0;
-    if (lt_ctx.trace && !lt_ctx.trace_failed)
+    if (lt_tracing())
         lt_trace_check(mt_trace_write_map(lt_ctx.trace, m->id, m->map_offset, m->map_size));
     m->mode = lt_ctx.mode;
     m->auto_mode = m->mode == LT_AUTO;
-    if (m->auto_mode)
-        m->mode = LT_GUARD; /* until the autopilot has seen the write density */
+    if (m->auto_mode) { /* guard until the autopilot has seen the write density */
+        m->mode = lt_autopilot_always_scan(m) ? LT_SCAN : LT_GUARD;
+        if (m->auto_pref == LT_SCAN || m->auto_pref == LT_GUARD) {
+            m->mode = m->auto_pref;
+            m->remapped = 1;
+        }
+        if (m->streak < 0)
+            m->streak = 0; /* a pending switch to guard: the map decides afresh */
+    }
     if (m->mode != LT_COPY && ensure_reference(m) != 0) {
         lt_warn_once("reference", "cannot allocate a reference copy: memory %llu is copied whole",
                      (unsigned long long)m->id);
@@ -376,6 +385,7 @@ void lt_capture_memory(lt_memory *m)
 {
     cand c = {0};
     size_t pages = 0;
+    uint64_t t0 = lt_now_ns();
     switch (m->mode) {
     case LT_COPY:
         emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
@@ -393,14 +403,18 @@ void lt_capture_memory(lt_memory *m)
         }
         pages = diff_emit(m, m->driver_ptr, NULL, NULL);
         break;
-    case LT_GUARD:
-        if (gpu_ranges(m, &c) == 0 && collected(m, &c, &pages) == 0) {
+    case LT_GUARD: {
+        uint64_t tc = lt_now_ns();
+        int ok = gpu_ranges(m, &c) == 0 && collected(m, &c, &pages) == 0;
+        m->collect_ns = (double)(lt_now_ns() - tc);
+        if (ok) {
             cand_normalize(&c);
             diff_emit(m, m->driver_ptr, &c, NULL);
         } else {
             pages = diff_emit(m, m->driver_ptr, NULL, NULL); /* no candidates: be exact anyway */
         }
         break;
+    }
     case LT_SHADOW:
         /* Device writes first (to the app), then the app's writes (to the
          * driver): the reference is up to date between the two. */
@@ -417,7 +431,7 @@ void lt_capture_memory(lt_memory *m)
     }
     free(c.v);
     if (m->auto_mode)
-        lt_autopilot_observe(m, pages);
+        lt_autopilot_observe(m, pages, lt_now_ns() - t0);
 }
 
 void lt_capture_sync_in(lt_memory *m)
@@ -433,11 +447,13 @@ void lt_capture_sync_in(lt_memory *m)
 void lt_capture_unmap(lt_memory *m)
 {
     lt_capture_memory(m);
+    if (m->auto_mode)
+        m->auto_pref = m->mode;
     if (m->mode == LT_SHADOW)
         shadow_stop(m);
     else
         lt_guard_stop(m);
-    if (lt_ctx.trace && !lt_ctx.trace_failed)
+    if (lt_tracing())
         lt_trace_check(mt_trace_write_unmap(lt_ctx.trace, m->id));
     lt_device *dev = m->dev;
     if (m->prev_mapped)
@@ -461,7 +477,7 @@ void lt_capture_submit(lt_device *dev, VkQueue queue)
 {
     pthread_mutex_lock(&dev->lock);
     uint64_t t0 = lt_now_ns();
-    if (lt_ctx.trace && !lt_ctx.trace_failed) {
+    if (lt_tracing()) {
         for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
             lt_capture_memory(m);
         if (lt_ctx.verify)

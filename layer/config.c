@@ -151,6 +151,7 @@ void lt_trace_open(lt_instance *inst, VkPhysicalDevice phys)
         lt_warn_once("trace-open", "cannot create trace %s (%s): not capturing", lt_ctx.output,
                      mt_strerror(rc));
     } else if (lt_ctx.progress) {
+        lt_ctx.last_progress_ns = lt_now_ns(); /* first report after 2 s */
         fprintf(stderr, "memtrack: capturing to %s (mode %s%s)\n", lt_ctx.output,
                 lt_mode_name(lt_ctx.mode), lt_ctx.verify ? ", verify" : "");
     }

@@ -121,9 +121,16 @@ struct lt_memory {
     mt_range_id range;  /* tracker range (guard: driver_ptr; shadow: app_ptr), 0 if none */
     mt_track_backend backend;
 
-    /* autopilot state */
-    double ewma_dirty_pages;
+    /* autopilot state, kept across map/unmap cycles: a memory mapped every
+     * frame is judged on its history, not restarted in guard each time */
+    size_t hist[3];       /* pages written in the last three captures */
+    unsigned nhist;
+    double scan_page_ns;  /* measured cost of scanning one page of this memory, 0 if unknown */
+    double guard_setup_ns; /* measured: arming + disarming its tracking once (map cycle) */
+    double collect_ns;     /* measured: one collect of its tracker range */
+    int remapped;          /* mapped more than once: guard pays setup every cycle */
     int streak;
+    lt_mode auto_pref; /* mode auto left it in at the last unmap; LT_AUTO if never mapped */
 
     /* bindings sorted by offset */
     lt_object **binds;
@@ -235,6 +242,10 @@ typedef struct lt_context {
 
 extern lt_context lt_ctx;
 
+/* 1 while records are being written (a trace is open and has not failed).
+ * Callers hold a device lock (see lt_trace_close). */
+static inline int lt_tracing(void) { return lt_ctx.trace && !lt_ctx.trace_failed; }
+
 /* Reads MEMTRACK_* once. */
 void lt_config_load(void);
 /* Opens the trace at the first device (header metadata needs the driver). */
@@ -275,8 +286,12 @@ void lt_memory_remove_binding(lt_memory *m, lt_object *o);
 
 /* ---- autopilot (autopilot.c) ---------------------------------------------------- */
 /* Called after each capture of a memory in auto mode with the pages that
- * held changes; may switch the memory between guard and scan. */
-void lt_autopilot_observe(lt_memory *m, size_t dirty_pages);
+ * were written (guard) or held changes (scan), and the capture's duration;
+ * may switch the memory between guard and scan. */
+void lt_autopilot_observe(lt_memory *m, size_t dirty_pages, uint64_t capture_ns);
+/* 1 when scanning the whole mapping costs less than one first-write fault:
+ * auto then scans it and never tracks it. */
+int lt_autopilot_always_scan(const lt_memory *m);
 /* Starts or stops in-place tracking of m's driver mapping (guard). */
 int lt_guard_start(lt_memory *m);
 void lt_guard_stop(lt_memory *m);

@@ -8,8 +8,6 @@
 
 #include "layer.h"
 
-static int tracing(void) { return lt_ctx.trace && !lt_ctx.trace_failed; }
-
 VKAPI_ATTR VkResult VKAPI_CALL lt_AllocateMemory(VkDevice device, const VkMemoryAllocateInfo *ai,
                                                  const VkAllocationCallbacks *alloc, VkDeviceMemory *out)
 {
@@ -34,7 +32,7 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_AllocateMemory(VkDevice device, const VkMemory
     if (lt_map_put(&dev->memories, (uint64_t)m->handle, m) != 0) {
         free(m);
         m = NULL;
-    } else if (tracing()) {
+    } else if (lt_tracing()) {
         lt_trace_check(mt_trace_write_memory(lt_ctx.trace, m->id, m->size, m->type_index, m->flags));
     }
     pthread_mutex_unlock(&dev->lock);
@@ -67,7 +65,7 @@ VKAPI_ATTR void VKAPI_CALL lt_FreeMemory(VkDevice device, VkDeviceMemory memory,
             /* Freeing unmaps implicitly: capture what was written first. */
             uint64_t id = m->id;
             forget_memory(m);
-            if (tracing())
+            if (lt_tracing())
                 lt_trace_check(mt_trace_write_destroy(lt_ctx.trace, MT_TRACE_DESTROY_MEMORY, id));
         }
         pthread_mutex_unlock(&dev->lock);
@@ -104,7 +102,7 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_MapMemory(VkDevice device, VkDeviceMemory memo
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.MapMemory(device, memory, offset, size, flags, pp);
-    if (res != VK_SUCCESS || !tracing())
+    if (res != VK_SUCCESS || !lt_tracing())
         return res;
     pthread_mutex_lock(&dev->lock);
     lt_memory *m = lt_map_get(&dev->memories, (uint64_t)memory);
@@ -120,7 +118,7 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_MapMemory2KHR(VkDevice device, const VkMemoryM
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.MapMemory2KHR(device, info, pp);
-    if (res != VK_SUCCESS || !tracing())
+    if (res != VK_SUCCESS || !lt_tracing())
         return res;
     pthread_mutex_lock(&dev->lock);
     lt_memory *m = lt_map_get(&dev->memories, (uint64_t)info->memory);

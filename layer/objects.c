@@ -6,8 +6,6 @@
 
 #include "layer.h"
 
-static int tracing(void) { return lt_ctx.trace && !lt_ctx.trace_failed; }
-
 /* Usages through which the device only reads. Anything else (transfer dst,
  * storage, attachments, device address, ...) may write the bound memory. */
 #define BUFFER_READ_ONLY                                                                           \
@@ -34,7 +32,7 @@ static void add_object(lt_device *dev, uint64_t handle, int is_image, int writab
     pthread_mutex_lock(&dev->lock);
     if (lt_map_put(&dev->objects, handle, o) != 0)
         free(o);
-    else if (tracing())
+    else if (lt_tracing())
         lt_trace_check(mt_trace_write_object(lt_ctx.trace, o->id,
                                              is_image ? MT_TRACE_OBJECT_IMAGE : MT_TRACE_OBJECT_BUFFER,
                                              size, used));
@@ -81,7 +79,7 @@ static void destroy_object(lt_device *dev, uint64_t handle)
     if (o) {
         if (o->mem)
             lt_memory_remove_binding(o->mem, o);
-        if (tracing())
+        if (lt_tracing())
             lt_trace_check(mt_trace_write_destroy(lt_ctx.trace, MT_TRACE_DESTROY_OBJECT, o->id));
         free(o);
     }
@@ -115,7 +113,7 @@ static void bound(lt_device *dev, uint64_t handle, VkDeviceMemory memory, VkDevi
     o->mem = m;
     o->offset = offset;
     lt_memory_add_binding(m, o);
-    if (tracing())
+    if (lt_tracing())
         lt_trace_check(mt_trace_write_bind(lt_ctx.trace, o->id, m->id, offset));
 }
 

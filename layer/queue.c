@@ -58,7 +58,7 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_QueueBindSparse(VkQueue queue, uint32_t n, con
     lt_warn_once("sparse", "vkQueueBindSparse is not supported: sparse bindings are not captured "
                            "(noted in the trace)");
     pthread_mutex_lock(&dev->lock);
-    if (lt_ctx.trace && !lt_ctx.trace_failed)
+    if (lt_tracing())
         lt_trace_check(mt_trace_write_annotation(
             lt_ctx.trace, 0, "unsupported: vkQueueBindSparse called; sparse bindings not captured"));
     pthread_mutex_unlock(&dev->lock);
@@ -70,7 +70,7 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_QueuePresentKHR(VkQueue queue, const VkPresent
     lt_device *dev = lt_device_from(queue);
     VkResult res = dev->t.QueuePresentKHR(queue, info);
     pthread_mutex_lock(&dev->lock);
-    if (lt_ctx.trace && !lt_ctx.trace_failed)
+    if (lt_tracing())
         lt_trace_check(mt_trace_write_frame(lt_ctx.trace, NULL));
     lt_ctx.st.frames++;
     pthread_mutex_unlock(&dev->lock);

@@ -44,6 +44,16 @@ static size_t ref_merge(mt_diff_region *r, size_t n, size_t gap)
     return k;
 }
 
+/* The runs equal the reference, run by run. */
+static void check_same_runs(const mt_diff_region *got, size_t ngot, const mt_diff_region *ref, size_t nref)
+{
+    MT_CHECK_UINT_EQ(ngot, nref);
+    for (size_t i = 0; i < nref; i++) {
+        MT_CHECK_UINT_EQ(got[i].offset, ref[i].offset);
+        MT_CHECK_UINT_EQ(got[i].length, ref[i].length);
+    }
+}
+
 /* Random edits of several shapes: scattered bytes, short runs, long blocks. */
 static void edit(uint8_t *buf, size_t n)
 {
@@ -138,8 +148,9 @@ static void one_case(const mt_diff_kernel *k, size_t n, size_t gap, size_t maxca
     MT_CHECK(cand && got && ref);
     size_t ncand = use_cand ? candidates(old, cur, n, cand) : 0;
 
+    int use_wb = (int)mt_test_below(&rng, 2); /* without: the dense loop for gaps >= 32 */
     mt_diff_job job = {.live = cur, .shadow = shadow, .size = n, .candidates = use_cand ? cand : NULL,
-                       .ncandidates = ncand, .writeback = gpu};
+                       .ncandidates = ncand, .writeback = use_wb ? gpu : NULL};
     mt_diff_opts opts = {.merge_gap = gap};
     size_t ngot = 0, calls = 0;
     while (job.cursor < n) {
@@ -158,16 +169,12 @@ static void one_case(const mt_diff_kernel *k, size_t n, size_t gap, size_t maxca
     /* With room for everything the result is exactly the reference. */
     if (maxcall > n) {
         size_t nref = ref_merge(ref, ref_runs(old, cur, n, ref), gap ? gap : MT_DIFF_DEFAULT_MERGE_GAP);
-        MT_CHECK_UINT_EQ(ngot, nref);
-        for (size_t i = 0; i < nref; i++) {
-            MT_CHECK_UINT_EQ(got[i].offset, ref[i].offset);
-            MT_CHECK_UINT_EQ(got[i].length, ref[i].length);
-        }
+        check_same_runs(got, ngot, ref, nref);
     }
     /* Write-back: changed bytes took the new value, every other byte kept
      * the driver mapping's own (GPU-written) value. */
     for (size_t i = 0; i < n; i++)
-        MT_CHECK_UINT_EQ(gpu[i], old[i] != cur[i] ? cur[i] : gpu0[i]);
+        MT_CHECK_UINT_EQ(gpu[i], use_wb && old[i] != cur[i] ? cur[i] : gpu0[i]);
 
     /* apply(diff(old -> cur)) == cur, packets read from the shadow. */
     mt_diff_packet *pk = malloc((ngot + 1) * sizeof *pk);
@@ -196,50 +203,89 @@ static void one_case(const mt_diff_kernel *k, size_t n, size_t gap, size_t maxca
     free(gpu0b);
 }
 
-/* The kernels themselves against the reference, with a random merge gap,
- * stopping early at random. Runs of separate calls are not merged with each
- * other, so the concatenation, merged once more, must equal the reference. */
-static void kernel_case(const mt_diff_kernel *k)
+/* Checks runs got[0, ngot) of a kernel against the content they were found
+ * in: inside [start, n), changed ends, no stretch of gap equal bytes. */
+static void check_kernel_runs(const mt_diff_region *got, size_t ngot, const uint8_t *a,
+                              const uint8_t *b0, size_t start, size_t n, size_t gap)
 {
-    static const size_t gaps[] = {1, 1, 2, 5, 32, 200};
-    size_t n = mt_test_below(&rng, 3000), gap = gaps[mt_test_below(&rng, 6)];
-    uint8_t *a = malloc(n + 1), *b = malloc(n + 1);
-    mt_diff_region *ref = malloc((n + 1) * sizeof *ref), *got = malloc((n + 1) * sizeof *got);
-    MT_CHECK(a && b && ref && got);
-    for (size_t i = 0; i < n; i++)
-        a[i] = b[i] = (uint8_t)mt_test_rand(&rng);
-    edit(b, n);
-    size_t start = n ? mt_test_below(&rng, n) : 0;
-    size_t nref = ref_merge(ref, ref_runs(a + start, b + start, n - start, ref), gap);
-    size_t ngot = 0, pos = start, max = 1 + mt_test_below(&rng, 5);
-    while (pos < n) {
-        size_t stop;
-        size_t r = k->scan(a, b, pos, n, gap, got + ngot, max, &stop);
-        MT_CHECK(r <= max && stop >= pos && stop <= n);
-        if (r < max)
-            MT_CHECK_UINT_EQ(stop, n);
-        ngot += r;
-        pos = stop;
-    }
-    for (size_t i = 0; i < ngot; i++) { /* each run: bounds, changed ends, no gap inside */
-        MT_CHECK(got[i].offset >= start && got[i].offset + got[i].length <= n);
-        MT_CHECK(a[got[i].offset] != b[got[i].offset]);
-        MT_CHECK(a[got[i].offset + got[i].length - 1] != b[got[i].offset + got[i].length - 1]);
+    for (size_t i = 0; i < ngot; i++) {
+        MT_CHECK(got[i].length > 0 && got[i].offset >= start && got[i].offset + got[i].length <= n);
+        MT_CHECK(a[got[i].offset] != b0[got[i].offset]);
+        MT_CHECK(a[got[i].offset + got[i].length - 1] != b0[got[i].offset + got[i].length - 1]);
         size_t same = 0;
         for (size_t j = got[i].offset; j < got[i].offset + got[i].length; j++) {
-            same = a[j] == b[j] ? same + 1 : 0;
+            same = a[j] == b0[j] ? same + 1 : 0;
             MT_CHECK(same < gap);
         }
+    }
+}
+
+/* The kernels themselves against the reference, with a random merge gap.
+ * The range is cut into consecutive pieces scanned one call each, the last
+ * run of a piece left open for the next (as the driver does across candidate
+ * regions); a random small output stops a call early, and the next "call of
+ * mt_diff()" starts a fresh output there. Runs of separate outputs are not
+ * merged with each other, so the concatenation, merged once more, must equal
+ * the reference. The shadow must end equal to the live bytes scanned (and
+ * untouched elsewhere, and past every stop when it stops), the write-back
+ * target must get exactly the changed bytes. */
+static void kernel_case(const mt_diff_kernel *k)
+{
+    static const size_t gaps[] = {1, 1, 2, 5, 31, 32, 32, 33, 63, 64, 65, 200};
+    size_t n = mt_test_below(&rng, 3000), gap = gaps[mt_test_below(&rng, sizeof gaps / sizeof gaps[0])];
+    uint8_t *a = malloc(n + 1), *b = malloc(n + 1), *b0 = malloc(n + 1), *wb = malloc(n + 1),
+            *wb0 = malloc(n + 1);
+    mt_diff_region *ref = malloc((n + 1) * sizeof *ref), *got = malloc((n + 1) * sizeof *got);
+    MT_CHECK(a && b && b0 && wb && wb0 && ref && got);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = b[i] = (uint8_t)mt_test_rand(&rng);
+        wb[i] = (uint8_t)mt_test_rand(&rng); /* "GPU" bytes: kept unless changed */
+    }
+    edit(a, n);
+    memcpy(b0, b, n);
+    memcpy(wb0, wb, n);
+    int use_wb = (int)mt_test_below(&rng, 2);
+    size_t start = n ? mt_test_below(&rng, n) : 0;
+    size_t nref = ref_merge(ref, ref_runs(a + start, b0 + start, n - start, ref), gap);
+    size_t big = mt_test_below(&rng, 4) == 0;
+    mt_diff_scan sc = {a, b, use_wb ? wb : NULL, gap, got, 0, 0};
+    size_t ngot = 0, pos = start;
+    while (pos < n) {
+        if (sc.max == 0) { /* a new output array: a new call of mt_diff() */
+            sc.runs = got + ngot;
+            sc.n = 0;
+            size_t small = mt_test_below(&rng, 2) ? 1 + mt_test_below(&rng, 5) : 3 + mt_test_below(&rng, 40);
+            sc.max = big ? n + 1 : small;
+        }
+        size_t piece = 1 + mt_test_below(&rng, mt_test_below(&rng, 2) ? 200 : 3000);
+        size_t end = n - pos < piece ? n : pos + piece;
+        size_t before = sc.n;
+        size_t stop = k->scan(&sc, pos, end);
+        MT_CHECK(sc.n >= before && sc.n <= sc.max && stop >= pos && stop <= end);
+        if (stop < end) { /* stopped at a run start: full, nothing copied from there on */
+            MT_CHECK(sc.n == sc.max && a[stop] != b0[stop]);
+            MT_CHECK_MEM_EQ(b + stop, b0 + stop, n - stop);
+            ngot += sc.n;
+            sc.max = 0;
+        }
+        pos = stop;
+    }
+    if (sc.max)
+        ngot += sc.n;
+    check_kernel_runs(got, ngot, a, b0, start, n, gap);
+    for (size_t i = 0; i < ngot; i++)
         got[i].offset -= start;
-    }
     ngot = ref_merge(got, ngot, gap);
-    MT_CHECK_UINT_EQ(ngot, nref);
-    for (size_t i = 0; i < nref; i++) {
-        MT_CHECK_UINT_EQ(got[i].offset, ref[i].offset);
-        MT_CHECK_UINT_EQ(got[i].length, ref[i].length);
-    }
+    check_same_runs(got, ngot, ref, nref);
+    MT_CHECK_MEM_EQ(b, b0, start);
+    MT_CHECK_MEM_EQ(b + start, a + start, n - start);
+    for (size_t i = 0; i < n; i++)
+        MT_CHECK_UINT_EQ(wb[i], use_wb && i >= start && a[i] != b0[i] ? a[i] : wb0[i]);
     free(a);
     free(b);
+    free(b0);
+    free(wb);
+    free(wb0);
     free(ref);
     free(got);
 }
@@ -311,6 +357,99 @@ static void test_gap_threshold(void)
         MT_CHECK_UINT_EQ(out[0].length, g + 1);
         MT_CHECK_UINT_EQ(out[1].offset, 10 + 2 * g + 1);
         MT_CHECK_UINT_EQ(out[1].length, 1);
+    }
+}
+
+/* Diffs old -> cur (n bytes, at an odd address), `max` runs per call, and
+ * checks the result exactly: the runs of all calls, merged
+ * once more (runs of separate calls are not merged), equal the reference;
+ * the shadow ends equal to cur; the write-back target, if used, got exactly
+ * the changed bytes. */
+static void diff_exact_wb(const uint8_t *old, const uint8_t *cur, size_t n, size_t gap, size_t max, int use_wb)
+{
+    uint8_t *buf = malloc(2 * n + 2);
+    mt_diff_region *got = malloc((n + 1) * sizeof *got), *ref = malloc((n + 1) * sizeof *ref);
+    mt_diff_region *out = malloc(max * sizeof *out); /* exactly max: ASan sees a write past it */
+    MT_CHECK(buf && got && ref && out);
+    uint8_t *shadow = buf + 1, *wb = buf + n + 2;
+    memcpy(shadow, old, n);
+    for (size_t i = 0; i < n; i++)
+        wb[i] = (uint8_t)~old[i];
+    mt_diff_job job = {.live = cur, .shadow = shadow, .size = n, .writeback = use_wb ? wb : NULL};
+    mt_diff_opts o = {.merge_gap = gap};
+    size_t ngot = 0;
+    while (job.cursor < n) {
+        long r = mt_diff(&job, &o, out, max);
+        MT_CHECK_OK(r);
+        MT_CHECK((size_t)r <= max && ngot + (size_t)r <= n);
+        memcpy(got + ngot, out, (size_t)r * sizeof *out);
+        ngot += (size_t)r;
+    }
+    ngot = ref_merge(got, ngot, gap);
+    size_t nref = ref_merge(ref, ref_runs(old, cur, n, ref), gap);
+    check_same_runs(got, ngot, ref, nref);
+    MT_CHECK_MEM_EQ(shadow, cur, n);
+    for (size_t i = 0; i < n; i++)
+        MT_CHECK_UINT_EQ(wb[i], use_wb && old[i] != cur[i] ? cur[i] : (uint8_t)~old[i]);
+    free(buf);
+    free(got);
+    free(ref);
+    free(out);
+}
+
+/* Without write-back (the dense loop, for gaps >= 32) and with it (the exact
+ * path). */
+static void diff_exact(const uint8_t *old, const uint8_t *cur, size_t n, size_t gap, size_t max)
+{
+    diff_exact_wb(old, cur, n, gap, max, 0);
+    diff_exact_wb(old, cur, n, gap, max, 1);
+}
+
+/* The dense loop's bit tricks at every position in a 64-byte block (the
+ * blocks lie on the shadow's cache lines, after a head of up to 63 bytes
+ * compared byte by byte): after a first change (which starts
+ * the pending run), a run of length len at x, then a change d bytes after
+ * its end, with d around the gap: the gap closed or not inside a block and
+ * across a block boundary, runs crossing boundaries, stretches of equal
+ * bytes around bytes 31 and 32 of a block (the only place a gap >= 32 fits)
+ * and elsewhere. Then changes every gap + 1 bytes (each its own run, two
+ * per block for gaps up to 62) or every gap bytes (one run), with output
+ * sizes that make the dense loop stop at the last block it has room for and
+ * hand over to the exact path. */
+static void test_dense_patterns(void)
+{
+    static const size_t gaps[] = {31, 32, 33, 62, 64, 100};
+    static const size_t lens[] = {1, 2, 33, 65, 129};
+    static const size_t maxes[] = {2, 3, 4, 5, 6, 7, 8, 9, 1000};
+    enum { N = 700 };
+    uint8_t old[N], cur[N];
+    for (size_t i = 0; i < N; i++)
+        old[i] = (uint8_t)mt_test_rand(&rng);
+    for (size_t gi = 0; gi < sizeof gaps / sizeof gaps[0]; gi++) {
+        size_t gap = gaps[gi];
+        for (size_t x = 64; x < 128; x++) {
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                for (size_t d = gap - 2; d <= gap + 1; d++) {
+                    size_t len = lens[li];
+                    memcpy(cur, old, N);
+                    cur[1] ^= 1;
+                    for (size_t i = x; i < x + len; i++)
+                        cur[i] ^= 0x80;
+                    cur[x + len + d] ^= 1; /* < 128 + 129 + 101 */
+                    if (mt_test_below(&rng, 2))
+                        cur[x + len + d + 1 + mt_test_below(&rng, 2 * gap)] ^= 1; /* < 358 + 200 */
+                    diff_exact(old, cur, N, gap, maxes[mt_test_below(&rng, sizeof maxes / sizeof maxes[0])]);
+                }
+            }
+        }
+        for (size_t i = 0; i < sizeof maxes / sizeof maxes[0]; i++) {
+            for (size_t period = gap; period <= gap + 1; period++) {
+                memcpy(cur, old, N);
+                for (size_t at = mt_test_below(&rng, period); at < N; at += period)
+                    cur[at] ^= 1;
+                diff_exact(old, cur, N, gap, maxes[i]);
+            }
+        }
     }
 }
 
@@ -399,6 +538,7 @@ int main(int argc, char **argv)
             one_case(ks[ki], n, gap, maxcall, (int)mt_test_below(&rng, 2));
         }
         test_gap_threshold();
+        test_dense_patterns();
         test_errors();
     }
     MT_CHECK_ERR(mt_diff_kernel_force("no-such-isa"), -ENOTSUP);

@@ -9,5 +9,8 @@
 #include "memtrack/diff.h"
 #include "memtrack/trace.h"
 #include "memtrack/alloc.h"
+#include "memtrack/timeline.h"
+#include "memtrack/stream.h"
+#include "memtrack/device_sim.h"
 
 #endif

@@ -7,15 +7,25 @@
 
 #define MT_AVX2 __attribute__((target("avx2")))
 
-MT_AVX2 static inline uint64_t block_mask64(const uint8_t *a, const uint8_t *b)
+typedef struct scan_blk {
+    __m256i lo, hi;
+} scan_blk;
+
+MT_AVX2 static inline uint64_t blk_load(const uint8_t *a, const uint8_t *b, scan_blk *v)
 {
-    __m256i x0 = _mm256_loadu_si256((const __m256i *)a);
+    v->lo = _mm256_loadu_si256((const __m256i *)a);
+    v->hi = _mm256_loadu_si256((const __m256i *)(a + 32));
     __m256i y0 = _mm256_loadu_si256((const __m256i *)b);
-    __m256i x1 = _mm256_loadu_si256((const __m256i *)(a + 32));
     __m256i y1 = _mm256_loadu_si256((const __m256i *)(b + 32));
-    uint64_t lo = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x0, y0));
-    uint64_t hi = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x1, y1));
+    uint64_t lo = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v->lo, y0));
+    uint64_t hi = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v->hi, y1));
     return ~(lo | hi << 32);
+}
+
+MT_AVX2 static inline void blk_store(uint8_t *dst, const scan_blk *v)
+{
+    _mm256_storeu_si256((__m256i *)dst, v->lo);
+    _mm256_storeu_si256((__m256i *)(dst + 32), v->hi);
 }
 
 MT_AVX2 static inline int block_equal128(const uint8_t *a, const uint8_t *b)

@@ -23,12 +23,23 @@ static inline unsigned word_nonzero_bytes(uint64_t x)
     return (unsigned)((x * 0x0102040810204080ull) >> 56);
 }
 
-static inline uint64_t block_mask64(const uint8_t *a, const uint8_t *b)
+typedef struct scan_blk {
+    uint64_t w[8];
+} scan_blk;
+
+static inline uint64_t blk_load(const uint8_t *a, const uint8_t *b, scan_blk *v)
 {
     uint64_t m = 0;
-    for (int w = 0; w < 8; w++)
-        m |= (uint64_t)word_nonzero_bytes(load64(a + 8 * w) ^ load64(b + 8 * w)) << (8 * w);
+    for (int w = 0; w < 8; w++) {
+        v->w[w] = load64(a + 8 * w);
+        m |= (uint64_t)word_nonzero_bytes(v->w[w] ^ load64(b + 8 * w)) << (8 * w);
+    }
     return m;
+}
+
+static inline void blk_store(uint8_t *dst, const scan_blk *v)
+{
+    memcpy(dst, v->w, 64);
 }
 
 static inline int block_equal128(const uint8_t *a, const uint8_t *b)

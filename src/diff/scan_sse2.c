@@ -3,15 +3,32 @@
 
 #include "kernel.h"
 
-static inline uint64_t block_mask64(const uint8_t *a, const uint8_t *b)
+typedef struct scan_blk {
+    __m128i v[4];
+} scan_blk;
+
+/* Written out four times: a loop here stays a loop at -O2, and keeps the
+ * block in memory instead of registers. */
+static inline uint64_t blk_load(const uint8_t *a, const uint8_t *b, scan_blk *v)
 {
-    uint64_t eq = 0;
-    for (int i = 0; i < 4; i++) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(a + 16 * i));
-        __m128i y = _mm_loadu_si128((const __m128i *)(b + 16 * i));
-        eq |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)) << (16 * i);
-    }
-    return ~eq;
+    v->v[0] = _mm_loadu_si128((const __m128i *)a);
+    v->v[1] = _mm_loadu_si128((const __m128i *)(a + 16));
+    v->v[2] = _mm_loadu_si128((const __m128i *)(a + 32));
+    v->v[3] = _mm_loadu_si128((const __m128i *)(a + 48));
+    const __m128i *y = (const __m128i *)b;
+    uint64_t e0 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[0], _mm_loadu_si128(y)));
+    uint64_t e1 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[1], _mm_loadu_si128(y + 1)));
+    uint64_t e2 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[2], _mm_loadu_si128(y + 2)));
+    uint64_t e3 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v->v[3], _mm_loadu_si128(y + 3)));
+    return ~(e0 | e1 << 16 | e2 << 32 | e3 << 48);
+}
+
+static inline void blk_store(uint8_t *dst, const scan_blk *v)
+{
+    _mm_storeu_si128((__m128i *)dst, v->v[0]);
+    _mm_storeu_si128((__m128i *)(dst + 16), v->v[1]);
+    _mm_storeu_si128((__m128i *)(dst + 32), v->v[2]);
+    _mm_storeu_si128((__m128i *)(dst + 48), v->v[3]);
 }
 
 static inline int block_equal128(const uint8_t *a, const uint8_t *b)

@@ -14,8 +14,10 @@ if [ -n "${MT_SANITIZE:-}" ]; then
     *thread*)  PRELOAD=$(${CC:-cc} -print-file-name=libtsan.so) ;;
   esac
 fi
-# Mesa and the loader are not ours: their leaks are not our findings.
+# Mesa and the loader are not ours: their leaks and their (uninstrumented)
+# locking are not our findings.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export TSAN_OPTIONS="${TSAN_OPTIONS:-} suppressions=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/tsan.supp"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # The Vulkan validation layer, stacked under ours by `memtrack record`.
 export VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation

@@ -10,6 +10,7 @@ for w in sparse dense mixed many-small; do
     "$MEMTRACK" record --quiet -o "$out" --mode $m --verify -- \
       "$SAMPLE" --workload $w --frames $frames --threads 3 >"$TMP/log" 2>&1 || { cat "$TMP/log"; fail "$w/$m: sample failed"; }
     check_no_validation_errors "$TMP/log"
+    if grep -E "ThreadSanitizer|AddressSanitizer|runtime error" "$TMP/log"; then fail "$w/$m: sanitizer report"; fi
     "$MEMTRACK" verify "$out" >"$TMP/verify" || { cat "$TMP/verify"; fail "$w/$m: verify failed"; }
     "$MEMTRACK" info "$out" | grep -q "submits      $frames," || fail "$w/$m: expected $frames submits"
     echo "  $w/$m: ok"

@@ -4,6 +4,8 @@
 #ifndef MT_CLI_H
 #define MT_CLI_H
 
+#include <stdint.h>
+
 typedef struct mt_cli_command {
     const char *name;
     const char *args;    /* one-line argument synopsis */
@@ -16,6 +18,12 @@ extern const mt_cli_command mt_cli_commands[]; /* NULL-terminated */
 
 /* Prints "memtrack: <msg>" and the short usage to stderr; returns 2. */
 int mt_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+typedef struct mt_trace_reader mt_trace_reader;
+typedef struct mt_trace_replay mt_trace_replay;
+/* Opens `path` and starts a replay with `flags` (MT_TRACE_REPLAY_*); on
+ * failure prints "memtrack: ..." and returns 1 with nothing left open. */
+int mt_cli_open_replay(const char *path, uint32_t flags, mt_trace_reader **r, mt_trace_replay **rp);
 
 int mt_cmd_bench(int argc, char **argv);
 void mt_cmd_bench_usage(void);

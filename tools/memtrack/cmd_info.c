@@ -76,11 +76,10 @@ int mt_cmd_info(int argc, char **argv)
     if (!path)
         return mt_cli_usage_error("info: no trace given");
     mt_trace_reader *r;
-    int rc = mt_trace_reader_open(path, NULL, &r);
-    if (rc) {
-        fprintf(stderr, "memtrack: %s: %s\n", path, mt_strerror(rc));
+    mt_trace_replay *rp;
+    if (mt_cli_open_replay(path, MT_TRACE_REPLAY_NO_IMAGES, &r, &rp) != 0)
         return 1;
-    }
+    int rc;
     mt_trace_info inf;
     mt_trace_reader_info(r, &inf);
     printf("trace        %s (format %u.%u)%s\n", path, inf.version_major, inf.version_minor,
@@ -89,13 +88,6 @@ int mt_cmd_info(int argc, char **argv)
     for (size_t i = 0; mt_trace_meta_at(r, i, &k, &v) == 0; i++)
         printf("%-12s %s\n", k, v);
 
-    mt_trace_replay_opts ro = {.flags = MT_TRACE_REPLAY_NO_IMAGES};
-    mt_trace_replay *rp;
-    if ((rc = mt_trace_replay_create(r, &ro, &rp)) != 0) {
-        fprintf(stderr, "memtrack: %s\n", mt_strerror(rc));
-        mt_trace_reader_close(r);
-        return 1;
-    }
     uint64_t nmem = 0, nbuf = 0, nimg = 0, frames = 0, maps = 0, hashes = 0, annotations = 0;
     uint64_t cur = 0, *per = NULL, nper = 0, capper = 0, updates = 0, total = 0;
     memrow *mems = NULL;
@@ -143,9 +135,15 @@ int mt_cmd_info(int argc, char **argv)
             count_mode(modes, &nmodes, rec.u.mode.mode, rec.u.mode.length);
             for (size_t i = 0; i < nmems; i++)
                 if (mems[i].id == rec.u.mode.memory) {
-                    size_t l = strlen(mems[i].mode);
-                    snprintf(mems[i].mode + l, sizeof mems[i].mode - l, "%s%.*s", l ? ", " : "",
+                    /* A memory mapped every frame states its mode at every
+                     * map: list changes only. */
+                    char text[48];
+                    snprintf(text, sizeof text, "%.*s",
                              (int)(rec.u.mode.length < 40 ? rec.u.mode.length : 40), rec.u.mode.mode);
+                    size_t l = strlen(mems[i].mode), tl = strlen(text);
+                    if (l >= tl && strcmp(mems[i].mode + l - tl, text) == 0)
+                        break;
+                    snprintf(mems[i].mode + l, sizeof mems[i].mode - l, "%s%s", l ? ", " : "", text);
                 }
             break;
         default: break;

@@ -23,20 +23,12 @@ int mt_cmd_verify(int argc, char **argv)
         return mt_cli_usage_error("verify: exactly one trace file");
     const char *path = argv[1];
     mt_trace_reader *r;
-    int rc = mt_trace_reader_open(path, NULL, &r);
-    if (rc) {
-        fprintf(stderr, "memtrack: %s: %s\n", path, mt_strerror(rc));
+    mt_trace_replay *rp;
+    if (mt_cli_open_replay(path, MT_TRACE_REPLAY_VERIFY, &r, &rp) != 0)
         return 1;
-    }
+    int rc;
     mt_trace_info inf;
     mt_trace_reader_info(r, &inf);
-    mt_trace_replay_opts ro = {.flags = MT_TRACE_REPLAY_VERIFY};
-    mt_trace_replay *rp;
-    if ((rc = mt_trace_replay_create(r, &ro, &rp)) != 0) {
-        fprintf(stderr, "memtrack: %s\n", mt_strerror(rc));
-        mt_trace_reader_close(r);
-        return 1;
-    }
     mt_trace_record rec;
     mt_trace_replay_stats st;
     uint64_t bad_before = 0, bad_submits = 0, submit_hashes = 0;

@@ -26,6 +26,22 @@ int mt_cli_usage_error(const char *fmt, ...)
     return 2;
 }
 
+int mt_cli_open_replay(const char *path, uint32_t flags, mt_trace_reader **r, mt_trace_replay **rp)
+{
+    int rc = mt_trace_reader_open(path, NULL, r);
+    if (rc) {
+        fprintf(stderr, "memtrack: %s: %s\n", path, mt_strerror(rc));
+        return 1;
+    }
+    mt_trace_replay_opts ro = {.flags = flags};
+    if ((rc = mt_trace_replay_create(*r, &ro, rp)) != 0) {
+        fprintf(stderr, "memtrack: %s: %s\n", path, mt_strerror(rc));
+        mt_trace_reader_close(*r);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)

@@ -422,7 +422,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < S.threads; i++)
         pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
 
-    uint64_t t_loop = now_ns(), t_write = 0, t_submit = 0, bytes = 0;
+    uint64_t t_loop = now_ns(), t_write = 0, t_submit = 0, bytes = 0, gpu_bytes = 0;
     int bad = 0;
     for (int f = 0; f < frames && !bad; f++) {
         plan_frame(w, f);
@@ -439,6 +439,8 @@ int main(int argc, char **argv)
         t_write += now_ns() - t0;
         for (size_t i = 0; i < S.nops; i++)
             bytes += S.ops[i].len;
+        /* The GPU writes the same amount into the mapped readback buffer. */
+        gpu_bytes += S.nops ? S.ops[S.nops - 1].dst + S.ops[S.nops - 1].len : 0;
         for (int k = 0; k < S.nar; k++)
             if (!S.ar[k].persistent) {
                 vkUnmapMemory(S.dev, S.ar[k].mem);
@@ -471,9 +473,11 @@ int main(int argc, char **argv)
         FILE *fp = fopen(stats, "w");
         if (fp) {
             fprintf(fp, "{\"workload\":\"%s\",\"frames\":%d,\"threads\":%d,\"loop_ns\":%llu,"
-                        "\"write_ns\":%llu,\"submit_ns\":%llu,\"bytes_written\":%llu,\"check\":\"%s\"}\n",
+                        "\"write_ns\":%llu,\"submit_ns\":%llu,\"bytes_written\":%llu,"
+                        "\"gpu_bytes_written\":%llu,\"check\":\"%s\"}\n",
                     w->name, frames, S.threads, (unsigned long long)loop, (unsigned long long)t_write,
-                    (unsigned long long)t_submit, (unsigned long long)bytes, bad ? "FAILED" : "ok");
+                    (unsigned long long)t_submit, (unsigned long long)bytes,
+                    (unsigned long long)gpu_bytes, bad ? "FAILED" : "ok");
             fclose(fp);
         }
     }

@@ -271,9 +271,10 @@ int lt_guard_start(lt_memory *m)
 
 void lt_guard_stop(lt_memory *m)
 {
+    if (!m->range)
+        return;
     uint64_t t0 = lt_now_ns();
-    if (m->range)
-        mt_tracker_remove(lt_ctx.tracker, m->range);
+    mt_tracker_remove(lt_ctx.tracker, m->range);
     m->range = 0;
     m->guard_setup_ns += (double)(lt_now_ns() - t0);
 }

@@ -280,6 +280,7 @@ void lt_capture_submit(lt_device *dev, VkQueue queue);
 void lt_capture_after_wait(lt_device *dev);
 
 /* Memory bookkeeping (memory.c). */
+/* Device teardown: captures and forgets every memory, frees every object. */
 void lt_memory_destroy_all(lt_device *dev);
 void lt_memory_add_binding(lt_memory *m, lt_object *o);
 void lt_memory_remove_binding(lt_memory *m, lt_object *o);

@@ -79,7 +79,19 @@ static void forget_one(void *val, void *arg)
     forget_memory(val);
 }
 
-void lt_memory_destroy_all(lt_device *dev) { lt_map_each(&dev->memories, forget_one, NULL); }
+static void free_one(void *val, void *arg)
+{
+    (void)arg;
+    free(val);
+}
+
+void lt_memory_destroy_all(lt_device *dev)
+{
+    lt_map_each(&dev->memories, forget_one, NULL);
+    /* Objects the application did not destroy (invalid, but not ours to
+     * leak); their memories are gone already. */
+    lt_map_each(&dev->objects, free_one, NULL);
+}
 
 /* Registers a mapping the driver just made. dev->lock held. */
 static void mapped(lt_device *dev, lt_memory *m, VkDeviceSize offset, VkDeviceSize size, void *ptr)

@@ -156,20 +156,61 @@ static void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
 }
 
 /* commit for the fast path, where the block is the head of class c and its
- * offset and size are at hand in the head record: the arithmetic and the
- * new nodes need not wait for the block's node to arrive, and taking it
- * off its list is the head case. */
+ * offset and size are at hand in the head record. When the request leaves
+ * a tail (nearly always), the block keeps the tail and stays where it is
+ * in the index if the tail is still of class c (most carves take a small
+ * piece off a large block), so the usual allocation unlinks and links no
+ * list; a leading pad, if any, becomes a new free block, and the used
+ * block a new node between them. */
 static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mta_req *r,
                                mt_alloc_block *out)
 {
-    uint32_t id = a->ix.head[c];
-    uint64_t xoff = a->ix.hd[c].off, end = xoff + a->ix.hd[c].size;
-    const blk *x = &a->b[id];
+    tlsf_idx *ix = &a->ix;
+    uint32_t id = ix->head[c];
+    uint64_t xoff = ix->hd[c].off, end = xoff + ix->hd[c].size, aend = start + r->size;
+    blk *b = a->b, *x = &b[id];
     uint32_t rid = x->region;
     if (__builtin_expect(blk_spans_region(x), 0))
         a->reg_empty--; /* the region's first allocation */
-    tlsf_unlink_head(a, id, c);
-    record(a, rid, start, carve(a, id, xoff, end, start, r), r, out);
+    if (__builtin_expect(aend == end, 0)) {
+        tlsf_unlink_head(a, id, c);
+        record(a, rid, start, carve(a, id, xoff, end, start, r), r, out);
+        return;
+    }
+    uint32_t prev = x->prev_phys, uid = node_take(a), left = prev, after_prev = uid;
+    blk *u = &b[uid];
+    /* The tail first: the pad below may go to class c too, in front. */
+    x->off = aend;
+    x->size = end - aend;
+    x->prev_phys = uid;
+    unsigned ct = class_index(end - aend);
+    if (ct == c) {
+        ix->hd[c] = (tlsf_head){aend, end - aend};
+    } else {
+        tlsf_unlink_head(a, id, c);
+        tlsf_link(a, id, ct);
+    }
+    if (start != xoff) {
+        after_prev = left = node_take(a);
+        blk *pad = &b[left];
+        pad->off = xoff;
+        pad->size = start - xoff;
+        pad->prev_phys = prev;
+        pad->next_phys = uid;
+        pad->region = rid;
+        pad->free = BLK_FREE;
+        pad->kind = 0;
+        tlsf_insert(a, left);
+    }
+    *(prev != NIL ? &b[prev].next_phys : &a->reg[rid].first) = after_prev;
+    u->off = start;
+    u->size = r->size;
+    u->prev_phys = left;
+    u->next_phys = id;
+    u->region = rid;
+    u->free = BLK_USED;
+    u->kind = (uint8_t)r->kind;
+    record(a, rid, start, uid, r, out);
 }
 
 /* Makes sure a split can take two nodes (leading pad, tail) and the offset

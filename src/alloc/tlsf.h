@@ -52,8 +52,7 @@ static inline void tlsf_link(mt_alloc *a, uint32_t id, unsigned c)
     b[h].prev_free = id;
     ix->head[c] = id;
     ix->hd[c] = (tlsf_head){x->off, x->size};
-    if (h == NIL)
-        tlsf_mark(ix, c);
+    tlsf_mark(ix, c); /* idempotent: cheaper than the test, whose outcome is random */
 }
 
 /* Takes free block `id` off its class list. When it was the head, the next

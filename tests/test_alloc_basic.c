@@ -463,6 +463,13 @@ static void test_checker_catches(void)
     MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);
     a->used -= 1;
 
+    a->pad += 1; /* the kept-pad counter */
+    MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);
+    a->pad -= 1;
+    a->b[used].cls = (uint16_t)a->b[used].size; /* a pad covering the whole block */
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->b[used].cls = 0;
+
     mbucket *bk = &a->ht[l.bucket];
     bk->tag[l.lane] ^= 1; /* the entry's tag no longer matches its hash */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
@@ -483,6 +490,55 @@ static void test_checker_catches(void)
     a->b[used].next_phys = used; /* a cycle */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
     a->b[used].next_phys = saved;
+    AU_CHECK(a);
+    mt_alloc_destroy(a);
+}
+
+/* A pad of at most 1/16 of the request stays with the allocation instead of
+ * becoming a free block; a larger one, or any with granularity pages, does
+ * not. The data offset is what the caller sees and frees by. */
+static void test_kept_pad(void)
+{
+    mt_alloc *a = au_create(MT_ALLOC_BEST_FIT, 16, 0);
+    uint32_t r;
+    MT_CHECK_OK(mt_alloc_add_region(a, 64 * KiB, NULL, &r));
+    au_alloc(a, 16, 0, MT_ALLOC_LINEAR);                          /* [0, 16) */
+    mt_alloc_block b = au_alloc(a, 4096, 256, MT_ALLOC_LINEAR);   /* pad 240 <= 4096 / 16 */
+    MT_CHECK_UINT_EQ(b.offset, 256);
+    MT_CHECK_UINT_EQ(b.size, 4096);
+    mt_alloc_stats s;
+    MT_CHECK_OK(mt_alloc_get_stats(a, &s));
+    MT_CHECK_UINT_EQ(s.pad_bytes, 240);
+    MT_CHECK_UINT_EQ(s.used_bytes, 16 + 240 + 4096);
+    MT_CHECK_UINT_EQ(s.free_blocks, 1); /* no free block for the pad */
+    char *d = au_snapshot(a);
+    MT_CHECK(strstr(d, "  [0x10, 0x1100)         4336 linear, data at 0x100\n") != NULL);
+    free(d);
+    /* The pad is inside the allocation: nothing starts there. */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, r, 16), -ENOENT);
+    /* A pad larger than 1/16 of the request is a free block. */
+    mt_alloc_block c = au_alloc(a, 1024, 8192, MT_ALLOC_LINEAR); /* pad 3840 from 0x1100 */
+    MT_CHECK_UINT_EQ(c.offset, 8192);
+    MT_CHECK_OK(mt_alloc_get_stats(a, &s));
+    MT_CHECK_UINT_EQ(s.pad_bytes, 240);
+    MT_CHECK_UINT_EQ(s.free_blocks, 2);
+    MT_CHECK_OK(mt_alloc_free(a, r, b.offset));
+    MT_CHECK_OK(mt_alloc_get_stats(a, &s));
+    MT_CHECK_UINT_EQ(s.pad_bytes, 0);
+    MT_CHECK_UINT_EQ(s.used_bytes, 16 + 1024);
+    MT_CHECK_UINT_EQ(s.free_blocks, 2); /* [16, 8192) came back whole */
+    MT_CHECK_UINT_EQ(s.largest_free, 64 * KiB - 8192 - 1024);
+    AU_CHECK(a);
+    mt_alloc_destroy(a);
+
+    /* With granularity pages every pad is a free block. */
+    a = au_create(MT_ALLOC_BEST_FIT, 16, 1024);
+    MT_CHECK_OK(mt_alloc_add_region(a, 64 * KiB, NULL, &r));
+    au_alloc(a, 16, 0, MT_ALLOC_LINEAR);
+    MT_CHECK_UINT_EQ(au_alloc(a, 4096, 256, MT_ALLOC_LINEAR).offset, 256);
+    MT_CHECK_OK(mt_alloc_get_stats(a, &s));
+    MT_CHECK_UINT_EQ(s.pad_bytes, 0);
+    MT_CHECK_UINT_EQ(s.free_blocks, 2);
     AU_CHECK(a);
     mt_alloc_destroy(a);
 }
@@ -521,6 +577,7 @@ int main(void)
     test_free_block();
     test_map_overflow();
     test_checker_catches();
+    test_kept_pad();
     test_dump();
     puts("alloc basic: ok");
     return 0;

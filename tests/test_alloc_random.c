@@ -24,6 +24,7 @@ typedef struct mregion {
 typedef struct mlive {
     uint32_t region;
     uint64_t offset, size;
+    uint64_t pad; /* bytes before offset that the allocation keeps */
     unsigned kind;
     uint32_t hint; /* as mt_alloc_allocate returned it */
 } mlive;
@@ -35,9 +36,10 @@ typedef struct model {
     mlive live[MAX_LIVE];
     uint32_t nlive;
     uint64_t used, total;
+    uint64_t pad; /* bytes of pad kept in front of allocations */
     int grow_fail; /* grow refuses while set */
     int nregions;
-    unsigned n_alloc, n_nospc, n_free, n_bad, n_grow, n_release; /* shows what ran */
+    unsigned n_alloc, n_nospc, n_free, n_bad, n_grow, n_release, n_pad; /* shows what ran */
 } model;
 
 static uint64_t rnd(model *m, uint64_t n) { return mt_test_below(&m->rng, n); }
@@ -132,7 +134,8 @@ static void mark(model *m, uint32_t idx, uint32_t val)
 {
     const mlive *l = &m->live[idx];
     uint32_t *own = m->reg[l->region].owner;
-    for (uint64_t i = l->offset >> m->gshift; i < (l->offset + l->size) >> m->gshift; i++) {
+    for (uint64_t i = (l->offset - l->pad) >> m->gshift; i < (l->offset + l->size) >> m->gshift;
+         i++) {
         if (val)
             MT_CHECK_UINT_EQ(own[i], 0); /* overlap */
         own[i] = val;
@@ -177,8 +180,20 @@ static void do_alloc(model *m, mt_alloc *a)
     MT_CHECK_UINT_EQ(b.kind, kind);
     MT_CHECK_UINT_EQ(b.offset % (align > g ? align : g), 0);
     MT_CHECK(b.offset + b.size <= m->reg[b.region].size);
+    /* The pad between the start of the free run the allocation came from
+     * and its data is kept when it is at most 1/16 of the request, at most
+     * 65535 granules, and there are no granularity pages (alloc.c). */
+    uint64_t run = b.offset >> m->gshift;
+    while (run > 0 && m->reg[b.region].owner[run - 1] == 0)
+        run--;
+    uint64_t pad = (b.offset >> m->gshift) - run;
+    if (m->pshift || pad > 65535 || pad * 16 > size_r >> m->gshift)
+        pad = 0;
+    pad <<= m->gshift;
+    m->pad += pad;
+    m->n_pad += pad != 0;
     uint32_t idx = m->nlive++;
-    m->live[idx] = (mlive){b.region, b.offset, b.size, kind, b.hint};
+    m->live[idx] = (mlive){b.region, b.offset, b.size, pad, kind, b.hint};
     mark(m, idx, idx + 1);
     check_separation(m, &m->live[idx]);
     m->used += b.size;
@@ -189,6 +204,7 @@ static void model_free(model *m, uint32_t idx)
 {
     mark(m, idx, 0);
     m->used -= m->live[idx].size;
+    m->pad -= m->live[idx].pad;
     uint32_t last = --m->nlive;
     if (idx != last) {
         m->live[idx] = m->live[last];
@@ -251,7 +267,9 @@ static void compare(model *m, mt_alloc *a, int deep)
     mt_alloc_stats s;
     MT_CHECK_OK(mt_alloc_get_stats(a, &s));
     MT_CHECK_UINT_EQ(s.total_bytes, m->total);
-    MT_CHECK_UINT_EQ(s.used_bytes, m->used);
+    /* Pads kept in front of allocations are used but belong to none. */
+    MT_CHECK_UINT_EQ(s.pad_bytes, m->pad);
+    MT_CHECK_UINT_EQ(s.used_bytes, m->used + m->pad);
     MT_CHECK_UINT_EQ(s.allocations, m->nlive);
     MT_CHECK_UINT_EQ(s.regions, (uint64_t)m->nregions);
     if (!deep)
@@ -315,9 +333,10 @@ static void run(uint64_t seed, mt_alloc_strategy strat, uint64_t g, uint64_t pag
     mt_alloc_destroy(a); /* releases the rest through the model */
     MT_CHECK_INT_EQ(m->nregions, 0);
     printf("  %s g=%" PRIu64 " page=%" PRIu64 " release=%d: %u allocs, %u -ENOSPC, %u frees, "
-           "%u arbitrary frees, %u grows, %u releases\n", strat ? "first-fit" : "best-fit ",
-           g, page, release, m->n_alloc, m->n_nospc, m->n_free, m->n_bad, m->n_grow,
-           m->n_release);
+           "%u arbitrary frees, %u grows, %u releases, %u pads kept\n",
+           strat ? "first-fit" : "best-fit ", g, page, release, m->n_alloc, m->n_nospc, m->n_free,
+           m->n_bad, m->n_grow, m->n_release, m->n_pad);
+    MT_CHECK(page > g || m->n_pad > 0); /* the pad rule ran */
     free(m);
 }
 

@@ -109,6 +109,10 @@ typedef struct mt_alloc_stats {
     uint64_t free_blocks;
     uint32_t regions;
     double fragmentation;   /* 1 - largest_free / free_bytes; 0 when nothing is free */
+    /* Of used_bytes, the alignment padding that allocations keep in front
+     * of their data: a pad of at most 1/16 of the request is not worth a
+     * free block of its own (docs/alloc.md). */
+    uint64_t pad_bytes;
 } mt_alloc_stats;
 
 typedef struct mt_alloc_region {

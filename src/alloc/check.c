@@ -17,6 +17,7 @@ typedef struct checker {
     char *msg;
     size_t len;
     uint64_t free_in_chains, used_in_chains, used_bytes; /* used_bytes: granules */
+    uint64_t pad; /* granules of pad kept by used blocks */
     uint32_t empty_regions;
 } checker;
 
@@ -89,14 +90,19 @@ static int check_region(checker *c, uint32_t rid)
         } else {
             if (x->kind > MT_ALLOC_NONLINEAR)
                 return fail(c, "block %" PRIu32 ": bad kind %u", id, x->kind);
-            mloc l = map_find(a, rid, x->off);
+            /* A kept pad leaves data in the block; never with granularity
+             * pages (alloc.c, pad_absorbed). */
+            if (x->cls >= x->size || (a->pshift != 0 && x->cls != 0))
+                return fail(c, "used block %" PRIu32 ": bad pad %u", id, x->cls);
+            mloc l = map_find(a, rid, blk_data_off(x));
             if (l.bucket == UINT32_MAX || map_id(a, l) != id)
                 return fail(c, "used block at 0x%" PRIx64 " missing from the offset map",
-                            x->off << gs);
+                            blk_data_off(x) << gs);
             if ((rc = check_granularity(c, prev_used, x)))
                 return rc;
             prev_used = x;
             used += x->size;
+            c->pad += x->cls;
             allocs++;
             c->used_in_chains++;
         }
@@ -182,13 +188,13 @@ static int check_map(checker *c)
                 break;
             }
             const blk *x = &a->b[id];
-            uint64_t h = map_hash(a, x->region, x->off);
+            uint64_t h = map_hash(a, x->region, blk_data_off(x));
             uint32_t home = map_home(a, h), d = (j - home) & a->ht_mask;
-            mloc l = map_find(a, x->region, x->off), noted = map_noted(x);
+            mloc l = map_find(a, x->region, blk_data_off(x)), noted = map_noted(x);
             if (a->ht[j].tag[lane] != map_tag(h) || d > a->ht_limit || l.bucket != j ||
                 l.lane != lane || noted.bucket != j || noted.lane != lane || noted.home != home) {
                 rc = fail(c, "map bucket %" PRIu32 " lane %" PRIu32 " (block at 0x%" PRIx64
-                          ") is misplaced", j, lane, x->off << a->gshift);
+                          ") is misplaced", j, lane, blk_data_off(x) << a->gshift);
                 break;
             }
             spill[home] += d != 0;
@@ -245,6 +251,8 @@ static int check_totals(checker *c)
             total += a->reg[rid].size;
             live++;
         }
+    if (c->pad != a->pad)
+        return fail(c, "kept pads: %" PRIu64 " granules, counted %" PRIu64, c->pad, a->pad);
     if (total != a->total || c->used_bytes != a->used || c->used_in_chains != a->ht_used ||
         live != a->reg_live || empty != a->reg_empty)
         return fail(c, "totals disagree: bytes %" PRIu64 "/%" PRIu64 ", used granules %" PRIu64

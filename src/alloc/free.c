@@ -53,6 +53,7 @@ static inline int free_node(mt_alloc *a, uint32_t rid, uint32_t id)
     uint32_t p = b[id].prev_phys, n = b[id].next_phys;
     map_remove(a, map_noted(&b[id]));
     a->used -= b[id].size;
+    a->pad -= b[id].cls;
     /* A missing neighbour is the sink node, which reads as used. */
     int pf = b[p].free, nf = b[n].free;
     uint32_t f = id;
@@ -95,7 +96,7 @@ int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
     if (__builtin_expect(id >= FIRST_NODE && id < a->b_cap, 1)) {
         const blk *x = &a->b[id];
         if (__builtin_expect(x->free == BLK_USED && x->region == rid &&
-                             x->off << a->gshift == offset, 1))
+                             blk_data_off(x) << a->gshift == offset, 1))
             return free_node(a, rid, id);
     }
     return mt_alloc_free(a, rid, offset);

@@ -64,12 +64,20 @@ typedef struct blk {
      * A used block keeps where its offset-map entry is there (offmap.h). */
     uint32_t prev_free, next_free;
     uint32_t region;
-    uint16_t cls; /* class list of a free block: fl * SL_N + sl */
+    /* Free block: its class list, fl * SL_N + sl. Used block: the granules
+     * of leading pad it kept (alloc.c, pad_absorbed); its data starts at
+     * off + cls (blk_data_off), which is the offset the caller knows. */
+    uint16_t cls;
     uint8_t free; /* BLK_USED, BLK_FREE, or BLK_UNUSED: not a block */
     uint8_t kind;
 } blk;
 
 enum { BLK_USED = 0, BLK_FREE = 1, BLK_UNUSED = 2 };
+
+#define BLK_PAD_MAX UINT16_MAX
+
+/* Where a used block's data starts: after the pad it kept. */
+static inline uint64_t blk_data_off(const blk *x) { return x->off + x->cls; }
 
 /* Node ids: NIL (0) is "none" and the sink node (tlsf.h); blocks start at
  * FIRST_NODE. */
@@ -133,6 +141,7 @@ struct mt_alloc {
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */
+    uint64_t pad;        /* of which leading pads kept (blk.cls) */
 
     uint64_t total;      /* bytes */
     uint32_t b_cap;

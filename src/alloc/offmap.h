@@ -94,7 +94,7 @@ static inline mloc map_find(const mt_alloc *a, uint32_t rid, uint64_t off)
         for (uint32_t m = lanes_eq(bk, t); m != 0; m &= m - 1) {
             uint32_t lane = (uint32_t)__builtin_ctz(m);
             const blk *x = &a->b[bk->id[lane]];
-            if (x->off == off && x->region == rid)
+            if (blk_data_off(x) == off && x->region == rid)
                 return (mloc){j, lane, home};
         }
         if (a->ht[home].spill == 0)

@@ -24,6 +24,7 @@ int mt_alloc_get_stats(const mt_alloc *a, mt_alloc_stats *out)
         .total_bytes = a->total,
         .free_bytes = free_bytes,
         .used_bytes = used,
+        .pad_bytes = a->pad << a->gshift,
         .largest_free = largest,
         .allocations = a->ht_used,
         .free_blocks = mta_free_blocks(a),
@@ -48,8 +49,11 @@ int mt_alloc_dump(const mt_alloc *a, FILE *f)
         for (uint32_t id = r->first; id != NIL; id = a->b[id].next_phys) {
             const blk *x = &a->b[id];
             uint64_t off = x->off << a->gshift, size = x->size << a->gshift;
-            fprintf(f, "  [0x%" PRIx64 ", 0x%" PRIx64 ") %12" PRIu64 " %s\n", off, off + size,
+            fprintf(f, "  [0x%" PRIx64 ", 0x%" PRIx64 ") %12" PRIu64 " %s", off, off + size,
                     size, x->free ? "free" : kinds[x->kind & 1]);
+            if (!x->free && x->cls) /* a kept pad: the data starts after it */
+                fprintf(f, ", data at 0x%" PRIx64, blk_data_off(x) << a->gshift);
+            fputc('\n', f);
         }
     }
     mt_alloc_stats s;

@@ -158,24 +158,31 @@ static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint32_t ui
     out->reserved = 0;
 }
 
+/* Carves the request, with `pad` granules kept in front, out of free block
+ * id, already off its list, and records it. */
+static __attribute__((noinline, cold)) void commit_carved(mt_alloc *a, uint32_t id,
+                                                          uint64_t start, uint64_t pad,
+                                                          const mta_req *r, mt_alloc_block *out)
+{
+    const blk *x = &a->b[id];
+    uint32_t rid = x->region;
+    mta_req br = {r->size + pad, r->align, r->kind};
+    uint32_t uid = carve(a, id, x->off, x->off + x->size, start - pad, &br);
+    a->b[uid].cls = (uint16_t)pad;
+    record(a, rid, start, uid, r, out);
+}
+
 /* Carves the request out of free block id at `start` and records it.
  * Resources reserved: cannot fail. */
 static void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
                    mt_alloc_block *out)
 {
     const blk *x = &a->b[id];
-    uint32_t rid = x->region;
-    uint64_t xoff = x->off, pad = start - xoff;
+    uint64_t pad = start - x->off;
     if (blk_spans_region(x))
         a->reg_empty--; /* the region's first allocation */
     tlsf_unlink(a, id);
-    /* An absorbed pad: the used block starts at the free block's start. */
-    mta_req br = *r;
-    pad = pad_absorbed(a, pad, r) ? pad : 0;
-    br.size += pad;
-    uint32_t uid = carve(a, id, xoff, xoff + x->size, start - pad, &br);
-    a->b[uid].cls = (uint16_t)pad;
-    record(a, rid, start, uid, r, out);
+    commit_carved(a, id, start, pad_absorbed(a, pad, r) ? pad : 0, r, out);
 }
 
 /* commit for the fast path, where the block is the head of class c and its
@@ -197,12 +204,9 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mt
         a->reg_empty--; /* the region's first allocation */
     uint64_t pad = start - xoff;
     pad = pad_absorbed(a, pad, r) ? pad : 0;
-    if (__builtin_expect(aend == end, 0)) {
+    if (__builtin_expect(aend == end, 0)) { /* no tail: rare, out of line */
         tlsf_unlink_head(a, id, c);
-        mta_req br = {r->size + pad, r->align, r->kind};
-        uint32_t uid = carve(a, id, xoff, end, start - pad, &br);
-        a->b[uid].cls = (uint16_t)pad;
-        record(a, rid, start, uid, r, out);
+        commit_carved(a, id, start, pad, r, out);
         return;
     }
     uint32_t prev = x->prev_phys, uid = node_take(a), left = prev, after_prev = uid;

@@ -194,8 +194,32 @@ static liveset *age(drv *d, const workload *w)
 
 /* ---- batches ----------------------------------------------------------------- */
 
+/* How a timed loop allocates and frees: a constant in each instance of
+ * run_batches_as, so the timed code calls the allocator directly and does
+ * not dispatch on the driver at every call. */
+enum { AS_BASELINE, AS_MT_BY_OFFSET, AS_MT_BY_BLOCK };
+
+static inline __attribute__((always_inline)) int as_alloc(drv *d, const op *o, rec *r, int as)
+{
+    if (as == AS_BASELINE)
+        return bl_alloc_block(d->bl, o->size, o->align, &r->b.offset);
+    return mt_alloc_allocate(d->mt, o->size, o->align, MT_ALLOC_LINEAR, &r->b);
+}
+
+static inline __attribute__((always_inline)) void as_free(drv *d, const rec *r, uint64_t size,
+                                                          int as)
+{
+    if (as == AS_BASELINE)
+        bl_free_block(d->bl, r->b.offset, size);
+    else if (as == AS_MT_BY_OFFSET)
+        mt_alloc_free(d->mt, r->b.region, r->b.offset);
+    else
+        mt_alloc_free_block(d->mt, &r->b);
+}
+
 /* Median ns per alloc+free pair over `batches` batches; -1 on failure. */
-static double run_batches(drv *d, const op *ops, int batches)
+static inline __attribute__((always_inline)) double run_batches_as(drv *d, const op *ops,
+                                                                   int batches, int as)
 {
     rec r[BATCH];
     double *per = malloc((size_t)batches * sizeof *per);
@@ -206,13 +230,13 @@ static double run_batches(drv *d, const op *ops, int batches)
             const op *o = &ops[(size_t)k * BATCH];
             uint64_t t0 = mt_bench_now_ns();
             for (int i = 0; i < BATCH; i++)
-                if (drv_alloc(d, &o[i], &r[i]) != 0) {
+                if (as_alloc(d, &o[i], &r[i], as) != 0) {
                     free(per);
                     return -1;
                 }
             for (int i = 0; i < BATCH; i++) {
                 int j = (i * 13) % BATCH; /* scrambled, not LIFO */
-                drv_free(d, &r[j], o[j].size);
+                as_free(d, &r[j], o[j].size, as);
             }
             per[k] = (double)(mt_bench_now_ns() - t0) / BATCH;
         }
@@ -220,6 +244,15 @@ static double run_batches(drv *d, const op *ops, int batches)
     double med = mt_bench_median(per, batches);
     free(per);
     return med;
+}
+
+static double run_batches(drv *d, const op *ops, int batches)
+{
+    if (!d->mt)
+        return run_batches_as(d, ops, batches, AS_BASELINE);
+    if (d->by_offset)
+        return run_batches_as(d, ops, batches, AS_MT_BY_OFFSET);
+    return run_batches_as(d, ops, batches, AS_MT_BY_BLOCK);
 }
 
 /* Random lifetimes: LIVE blocks; each step frees a random one and allocates

@@ -39,7 +39,7 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     /* Pages no larger than a granule never hold two blocks: nothing to do. */
     a->pshift = page > g ? msb64(page) - a->gshift : 0;
     a->strategy = opts->strategy;
-    a->fast = a->pshift == 0 && a->strategy == MT_ALLOC_BEST_FIT;
+    a->fast = a->pshift == 0;
     a->flags = opts->flags;
     a->grow = opts->grow;
     a->release = opts->release;
@@ -333,7 +333,8 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
     uint64_t start;
     int c;
     if (__builtin_expect(a->b_unused_n >= 2 && a->ht_used < a->ht_room && a->fast, 1) &&
-        (c = mta_best_fit_fast(a, &r, &start)) >= 0) {
+        (c = a->strategy == MT_ALLOC_BEST_FIT ? mta_best_fit_fast(a, &r, &start)
+                                              : mta_first_fit_fast(a, &r, &start)) >= 0) {
         commit_head(a, (unsigned)c, start, &r, out);
         return 0;
     }

@@ -137,7 +137,7 @@ struct mt_alloc {
     unsigned gshift;   /* log2(granule) */
     unsigned pshift;   /* log2(granularity page in granules); 0: no separation */
     mt_alloc_strategy strategy;
-    uint32_t fast;     /* best fit without granularity pages: the inline path */
+    uint32_t fast;     /* no granularity pages: the inline path */
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */

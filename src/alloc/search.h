@@ -222,6 +222,17 @@ static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_
     return (int)cu;
 }
 
+/* FIRST_FIT without granularity separation: the head of the first
+ * non-empty guaranteed class, or -1 (mta_search then tries the last
+ * resorts). */
+static inline int mta_first_fit_fast(const mt_alloc *a, const mta_req *r, uint64_t *start)
+{
+    int c = tlsf_class_from(&a->ix, class_index_up(r->size + r->align - 1));
+    if (c >= 0)
+        *start = align_up(a->ix.hd[c].off, r->align);
+    return c;
+}
+
 /* The free block for request r and where it starts in it, or NIL. */
 static inline uint32_t mta_search(const mt_alloc *a, const mta_req *r, uint64_t *start)
 {

@@ -318,10 +318,11 @@ static __attribute__((noinline)) int allocate_refused(const mt_alloc *a, uint64_
 int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
                       mt_alloc_block *out)
 {
-    /* One test for every bad argument: size - 1 wraps for 0. */
-    if (__builtin_expect(!a | !out | ((align & (align - 1)) != 0) |
-                         ((unsigned)kind > MT_ALLOC_NONLINEAR) |
-                         (size - 1 >= MT_ALLOC_MAX_SIZE), 0))
+    /* The bad values OR'ed into one word (size - 1 wraps for 0, and is
+     * below 2^56 = MT_ALLOC_MAX_SIZE for a good size), then the pointers. */
+    _Static_assert(MT_ALLOC_MAX_SIZE == 1ull << 56 && MT_ALLOC_NONLINEAR == 1, "checks below");
+    if (__builtin_expect(((align & (align - 1)) | ((size - 1) >> 56) | ((unsigned)kind >> 1)) != 0 ||
+                         !a || !out, 0))
         return allocate_refused(a, size, align, kind, out);
     unsigned gs = a->gshift;
     /* Offsets are below MT_ALLOC_MAX_SIZE: a larger alignment means offset 0,

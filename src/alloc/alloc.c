@@ -39,7 +39,8 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     /* Pages no larger than a granule never hold two blocks: nothing to do. */
     a->pshift = page > g ? msb64(page) - a->gshift : 0;
     a->strategy = opts->strategy;
-    a->fast = a->pshift == 0;
+    /* The inline path: no granularity pages. */
+    a->fast = a->pshift ? 0 : a->strategy == MT_ALLOC_BEST_FIT ? FAST_BEST_FIT : FAST_FIRST_FIT;
     a->flags = opts->flags;
     a->grow = opts->grow;
     a->release = opts->release;
@@ -100,7 +101,7 @@ static inline __attribute__((always_inline)) uint32_t carve(mt_alloc *a, uint32_
     if (start == xoff) {
         u->prev_phys = prev;
         u->next_phys = id;
-        *(prev != NIL ? &b[prev].next_phys : &a->reg[rid].first) = uid;
+        chain_after(a, rid, prev, uid);
         x->prev_phys = uid;
         x->off = aend;
         x->size = end - aend;
@@ -134,12 +135,12 @@ static inline __attribute__((always_inline)) uint32_t carve(mt_alloc *a, uint32_
  * fit the node's pad field. Small pads are nearly useless as free blocks,
  * and making one costs a node and a list insertion at allocation and a
  * merge at free (two allocations in three need a pad in the gpu-typical
- * benchmark). Not with granularity pages, whose checks need the data's
- * start as the block's. */
+ * benchmark). Returns the pad kept: `pad` or 0. Not with granularity
+ * pages, whose checks need the data's start as the block's (callers test). */
 #define PAD_ABSORB_RATIO 16
-static inline int pad_absorbed(const mt_alloc *a, uint64_t pad, const mta_req *r)
+static inline uint64_t kept_pad(uint64_t pad, const mta_req *r)
 {
-    return pad <= BLK_PAD_MAX && pad * PAD_ABSORB_RATIO <= r->size && a->pshift == 0;
+    return pad <= BLK_PAD_MAX && pad * PAD_ABSORB_RATIO <= r->size ? pad : 0;
 }
 
 /* Records allocation uid, whose data starts at `start` of region rid, and
@@ -182,7 +183,7 @@ static void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
     if (blk_spans_region(x))
         a->reg_empty--; /* the region's first allocation */
     tlsf_unlink(a, id);
-    commit_carved(a, id, start, pad_absorbed(a, pad, r) ? pad : 0, r, out);
+    commit_carved(a, id, start, a->pshift ? 0 : kept_pad(pad, r), r, out);
 }
 
 /* commit for the fast path, where the block is the head of class c and its
@@ -202,8 +203,7 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mt
     uint32_t rid = x->region;
     if (__builtin_expect(blk_spans_region(x), 0))
         a->reg_empty--; /* the region's first allocation */
-    uint64_t pad = start - xoff;
-    pad = pad_absorbed(a, pad, r) ? pad : 0;
+    uint64_t pad = kept_pad(start - xoff, r); /* the fast path has no granularity pages */
     if (__builtin_expect(aend == end, 0)) { /* no tail: rare, out of line */
         tlsf_unlink_head(a, id, c);
         commit_carved(a, id, start, pad, r, out);
@@ -234,7 +234,7 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mt
         pb->kind = 0;
         tlsf_insert(a, left);
     }
-    *(prev != NIL ? &b[prev].next_phys : &a->reg[rid].first) = after_prev;
+    chain_after(a, rid, prev, after_prev);
     u->off = start - pad;
     u->size = r->size + pad;
     u->cls = (uint16_t)pad;
@@ -334,8 +334,8 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
     uint64_t start;
     int c;
     if (__builtin_expect(a->b_unused_n >= 2 && a->ht_used < a->ht_room && a->fast, 1) &&
-        (c = a->strategy == MT_ALLOC_BEST_FIT ? mta_best_fit_fast(a, &r, &start)
-                                              : mta_first_fit_fast(a, &r, &start)) >= 0) {
+        (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r, &start)
+                                      : mta_first_fit_fast(a, &r, &start)) >= 0) {
         commit_head(a, (unsigned)c, start, &r, out);
         return 0;
     }

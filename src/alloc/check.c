@@ -91,7 +91,7 @@ static int check_region(checker *c, uint32_t rid)
             if (x->kind > MT_ALLOC_NONLINEAR)
                 return fail(c, "block %" PRIu32 ": bad kind %u", id, x->kind);
             /* A kept pad leaves data in the block; never with granularity
-             * pages (alloc.c, pad_absorbed). */
+             * pages (alloc.c, kept_pad). */
             if (x->cls >= x->size || (a->pshift != 0 && x->cls != 0))
                 return fail(c, "used block %" PRIu32 ": bad pad %u", id, x->cls);
             mloc l = map_find(a, rid, blk_data_off(x));

@@ -39,7 +39,7 @@ static inline uint32_t merge_into_next(mt_alloc *a, uint32_t id, uint32_t n)
     nx->off = x->off;
     nx->size += x->size;
     nx->prev_phys = p;
-    *(p != NIL ? &b[p].next_phys : &a->reg[x->region].first) = n;
+    chain_after(a, x->region, p, n);
     node_put(a, id);
     tlsf_refile(a, n);
     return n;
@@ -95,8 +95,9 @@ int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
      * block mt_alloc_free would find. */
     if (__builtin_expect(id >= FIRST_NODE && id < a->b_cap, 1)) {
         const blk *x = &a->b[id];
-        if (__builtin_expect(x->free == BLK_USED && x->region == rid &&
-                             blk_data_off(x) << a->gshift == offset, 1))
+        /* The three conditions OR'ed into one word: one test. */
+        if (__builtin_expect(((uint64_t)(x->free ^ BLK_USED) | (x->region ^ rid) |
+                              ((blk_data_off(x) << a->gshift) ^ offset)) == 0, 1))
             return free_node(a, rid, id);
     }
     return mt_alloc_free(a, rid, offset);

@@ -65,7 +65,7 @@ typedef struct blk {
     uint32_t prev_free, next_free;
     uint32_t region;
     /* Free block: its class list, fl * SL_N + sl. Used block: the granules
-     * of leading pad it kept (alloc.c, pad_absorbed); its data starts at
+     * of leading pad it kept (alloc.c, kept_pad); its data starts at
      * off + cls (blk_data_off), which is the offset the caller knows. */
     uint16_t cls;
     uint8_t free; /* BLK_USED, BLK_FREE, or BLK_UNUSED: not a block */
@@ -73,6 +73,10 @@ typedef struct blk {
 } blk;
 
 enum { BLK_USED = 0, BLK_FREE = 1, BLK_UNUSED = 2 };
+
+/* mt_alloc.fast: which inline allocation path, 0 for none (granularity
+ * pages: everything goes through mta_search). */
+enum { FAST_BEST_FIT = 1, FAST_FIRST_FIT = 2 };
 
 #define BLK_PAD_MAX UINT16_MAX
 
@@ -137,7 +141,7 @@ struct mt_alloc {
     unsigned gshift;   /* log2(granule) */
     unsigned pshift;   /* log2(granularity page in granules); 0: no separation */
     mt_alloc_strategy strategy;
-    uint32_t fast;     /* no granularity pages: the inline path */
+    uint32_t fast;     /* FAST_*: the inline path and its strategy, or 0 */
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */
@@ -219,6 +223,13 @@ int mta_map_rebuild(mt_alloc *a);
 /* region.c: a region lost its last allocation / is being removed. */
 void mta_region_emptied(mt_alloc *a, uint32_t id);
 void mta_region_drop(mt_alloc *a, uint32_t id, int call_release);
+
+/* Makes `id` the block after `prev` in region rid's chain: prev's link,
+ * or the region's first block when prev is NIL. */
+static inline void chain_after(mt_alloc *a, uint32_t rid, uint32_t prev, uint32_t id)
+{
+    *(prev != NIL ? &a->b[prev].next_phys : &a->reg[rid].first) = id;
+}
 
 /* A free block covering its whole region: the region has no allocation. */
 static inline int blk_spans_region(const blk *x) { return (x->prev_phys | x->next_phys) == NIL; }

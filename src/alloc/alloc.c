@@ -188,11 +188,12 @@ static void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
 
 /* commit for the fast path, where the block is the head of class c and its
  * offset and size are at hand in the head record. When the request leaves
- * a tail (nearly always), the block keeps the tail and stays where it is
- * in the index if the tail is still of class c (most carves take a small
- * piece off a large block), so the usual allocation unlinks and links no
- * list; a leading pad, if any, becomes a new free block, and the used
- * block a new node between them. */
+ * a tail (nearly always), the block keeps the tail: it stays where it is in
+ * the index if the tail is still of class c, else (in the benchmarks
+ * nearly always: best fit picks blocks little larger than the request) it
+ * moves to the tail's class. The used block is a new node in front of it;
+ * a leading pad the allocation does not keep (kept_pad) becomes a new free
+ * block in front of that. */
 static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mta_req *r,
                                mt_alloc_block *out)
 {

@@ -103,7 +103,7 @@ typedef struct mt_alloc_block {
 typedef struct mt_alloc_stats {
     uint64_t total_bytes;   /* sum of region sizes */
     uint64_t free_bytes;
-    uint64_t used_bytes;    /* total - free: includes granule rounding */
+    uint64_t used_bytes;    /* total - free: includes granule rounding and kept pads */
     uint64_t largest_free;  /* largest free block (before alignment) */
     uint64_t allocations;   /* live allocations */
     uint64_t free_blocks;

@@ -1,20 +1,28 @@
-/* Capture: turning what changed in mapped memory into UPDATE records.
+/* The capture engine: turning what changed in exposed memory into UPDATE
+ * records. The only place that sets or changes a memory's mode.
  *
- * Every mapped memory has a reference copy: what the trace has told replay so
- * far. A capture diffs candidate regions of the real content against it and
- * writes the changed bytes as packets, which also brings the reference up to
- * date. The candidates depend on the mode:
+ * Every exposed memory has a reference copy: what the trace has told replay
+ * so far. A capture diffs candidate regions of the real content against it
+ * and writes the changed bytes as packets, which also brings the reference up
+ * to date. The candidates depend on the mode:
  *   guard   pages the tracker saw written in the driver's mapping, plus the
- *           ranges of objects the device may write (GPU writes raise no fault)
+ *           ranges the device may have written (bound objects with a
+ *           writable usage, and such objects gone since: GPU writes raise no
+ *           fault)
  *   shadow  the same, but app writes are tracked in the anonymous mapping we
  *           gave the app; diff writes exactly the changed bytes back to the
  *           driver's mapping, and device writes are copied to the app's
  *           mapping (sync-in) so that the app reads what the GPU produced
- *   scan    the whole mapped range
- *   copy    no diff: the whole mapped range is written every time
- * A submit captures every mapped memory, then (verify) hashes the real
+ *   scan    the whole exposed range
+ *   copy    no diff: the whole exposed range is written every time
+ *   off     not captured (the trace failed, or the process is not captured)
+ * A submit captures every exposed memory, then (verify) hashes the real
  * content of each, then writes the SUBMIT record: replay applies the packets,
- * and the hash must match, or a write was lost. */
+ * and the hash must match, or a write was lost.
+ *
+ * Shadow mode keeps the application's data flowing whatever happens to the
+ * trace: after a write error it still writes back and syncs in (without
+ * packets), because the application holds the shadow pointer. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -35,27 +43,31 @@ static size_t page_size(void)
     return ps;
 }
 
+static size_t exposed_pages(const lt_memory *m) { return ((size_t)m->map_size + page_size() - 1) / page_size(); }
+
 /* ---- candidate regions ---------------------------------------------------- */
 
 typedef struct cand {
     mt_diff_region *v;
     size_t n, cap;
+    int oom;
 } cand;
 
-static int cand_push(cand *c, size_t off, size_t len)
+static void cand_push(cand *c, size_t off, size_t len)
 {
-    if (len == 0)
-        return 0;
+    if (len == 0 || c->oom)
+        return;
     if (c->n == c->cap) {
         size_t ncap = c->cap ? c->cap * 2 : 64;
         mt_diff_region *v = realloc(c->v, ncap * sizeof *v);
-        if (!v)
-            return -ENOMEM;
+        if (!v) {
+            c->oom = 1; /* the caller diffs everything instead */
+            return;
+        }
         c->v = v;
         c->cap = ncap;
     }
     c->v[c->n++] = (mt_diff_region){off, len};
-    return 0;
 }
 
 static int cmp_region(const void *a, const void *b)
@@ -86,61 +98,75 @@ static void cand_normalize(cand *c)
     c->n = o + 1;
 }
 
-/* Ranges of objects the device may write, clipped to the mapped range, as
- * offsets relative to the mapping. */
-static int gpu_ranges(const lt_memory *m, cand *c)
+/* [a, b) of the memory, clipped to the exposed window, as window offsets. */
+static void push_clipped(const lt_memory *m, cand *c, VkDeviceSize a, VkDeviceSize b)
 {
     VkDeviceSize lo = m->map_offset, hi = m->map_offset + m->map_size;
-    for (size_t i = 0; i < m->nbinds; i++) {
-        const lt_object *o = m->binds[i];
-        if (!o->gpu_writable)
-            continue;
-        VkDeviceSize a = o->offset, b = o->offset + (o->is_image ? o->size : o->used);
-        if (a < lo)
-            a = lo;
-        if (b > hi)
-            b = hi;
-        if (a < b && cand_push(c, (size_t)(a - lo), (size_t)(b - a)) != 0)
-            return -ENOMEM;
-    }
-    return 0;
+    if (a < lo)
+        a = lo;
+    if (b > hi)
+        b = hi;
+    if (a < b)
+        cand_push(c, (size_t)(a - lo), (size_t)(b - a));
 }
 
-/* Dirty page runs of m's tracker range (relative to the mapping). */
+/* Ranges the device may have written: bound objects with a writable usage,
+ * and the stale ranges of such objects that are gone. */
+static void device_ranges(const lt_memory *m, cand *c)
+{
+    if (m->stale_whole) {
+        push_clipped(m, c, 0, m->size);
+        return;
+    }
+    for (size_t i = 0; i < m->nbinds; i++) {
+        const lt_object *o = m->binds[i];
+        if (o->gpu_writable)
+            push_clipped(m, c, o->offset, o->offset + (o->is_image ? o->size : o->used));
+    }
+    for (size_t i = 0; i < m->nstale; i++)
+        push_clipped(m, c, m->stale[i].offset, m->stale[i].offset + m->stale[i].length);
+}
+
+/* The stale ranges inside the window have just been diffed: forget them
+ * (the objects are gone, so nothing writes there through them any more). */
+static void stale_consumed(lt_memory *m)
+{
+    VkDeviceSize lo = m->map_offset, hi = m->map_offset + m->map_size;
+    if (m->stale_whole && lo == 0 && hi == m->size)
+        m->stale_whole = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < m->nstale; i++)
+        if (!(m->stale[i].offset >= lo && m->stale[i].offset + m->stale[i].length <= hi))
+            m->stale[o++] = m->stale[i];
+    m->nstale = o;
+}
+
+/* Dirty page runs of m's tracker range (window offsets). Returns 0, or <0
+ * when the tracker could not say (the caller diffs everything). */
 static int collected(lt_memory *m, cand *c, size_t *pages)
 {
     mt_dirty_run runs[RUNS];
     long n;
     do {
-        n = mt_tracker_collect(lt_ctx.tracker, m->range, runs, RUNS);
+        n = mt_tracker_collect(lt_tracker(), m->range, runs, RUNS);
         if (n < 0)
             return (int)n;
         for (long i = 0; i < n; i++) {
-            /* Runs are clipped to the range, which is the mapping: keep it
+            /* Runs are clipped to the range, which is the window: keep it
              * that way even if a range were ever larger (diff refuses
              * candidates outside the job). */
             size_t end = runs[i].offset + runs[i].length;
             if (end > m->map_size)
                 end = (size_t)m->map_size;
-            if (runs[i].offset < end && cand_push(c, runs[i].offset, end - runs[i].offset) != 0)
-                return -ENOMEM;
+            if (runs[i].offset < end)
+                cand_push(c, runs[i].offset, end - runs[i].offset);
             *pages += (runs[i].length + page_size() - 1) / page_size();
         }
     } while (n == RUNS);
-    return 0;
+    return c->oom ? -ENOMEM : 0;
 }
 
 /* ---- packets ------------------------------------------------------------ */
-
-static void write_update(lt_memory *m, uint64_t object, VkDeviceSize off, const void *data, size_t len)
-{
-    if (!lt_tracing())
-        return;
-    if (++lt_ctx.st.packets == lt_ctx.drop_update)
-        return; /* test hook: a lost write */
-    lt_trace_check(mt_trace_write_update(lt_ctx.trace, m->id, object, off, data, len));
-    lt_ctx.st.packet_bytes += len;
-}
 
 /* Index of the last binding starting at or before `off`, or -1. */
 static long binding_at(const lt_memory *m, VkDeviceSize off)
@@ -162,6 +188,8 @@ static long binding_at(const lt_memory *m, VkDeviceSize off)
  * object 0. */
 static void emit(lt_memory *m, const unsigned char *src, VkDeviceSize off, VkDeviceSize len)
 {
+    if (!lt_tracing())
+        return;
     VkDeviceSize end = off + len;
     while (off < end) {
         long i = binding_at(m, off);
@@ -177,12 +205,12 @@ static void emit(lt_memory *m, const unsigned char *src, VkDeviceSize off, VkDev
         }
         if (!obj && (size_t)(i + 1) < m->nbinds && m->binds[i + 1]->offset < stop)
             stop = m->binds[i + 1]->offset;
-        write_update(m, obj, off, src + off, (size_t)(stop - off));
+        lt_rec_update(m->id, obj, off, src + off, (size_t)(stop - off));
         off = stop;
     }
 }
 
-/* Diffs live (the mapping, relative offsets) against the reference over `c`
+/* Diffs live (the window, relative offsets) against the reference over `c`
  * (NULL: everything), optionally writing changed bytes back, and emits the
  * changes. Returns the number of pages that held changes. */
 static size_t diff_emit(lt_memory *m, const unsigned char *live, const cand *c, void *writeback)
@@ -197,14 +225,14 @@ static size_t diff_emit(lt_memory *m, const unsigned char *live, const cand *c, 
         .ncandidates = c ? c->n : 0,
         .writeback = writeback,
     };
-    mt_diff_opts o = {.merge_gap = lt_ctx.merge_gap};
+    mt_diff_opts o = {.merge_gap = lt_cfg()->merge_gap};
     mt_diff_region runs[RUNS];
     size_t pages = 0, last_page = SIZE_MAX, ps = page_size();
     long n;
     do {
         n = mt_diff(&job, &o, runs, RUNS);
         if (n < 0) {
-            lt_warn_once("diff", "diff failed (%s): a capture was skipped", mt_strerror((int)n));
+            lt_rec_note(m->id, "diff", "diff failed (%s): a capture was skipped", mt_strerror((int)n));
             return pages;
         }
         for (long i = 0; i < n; i++) {
@@ -217,100 +245,108 @@ static size_t diff_emit(lt_memory *m, const unsigned char *live, const cand *c, 
     return pages;
 }
 
-/* ---- setup and teardown of a mapping ----------------------------------------- */
-
-static void account(int64_t bytes)
+/* Diffs what the device may have written (driver -> reference, and to the
+ * app's mapping in shadow mode). */
+static void diff_device_writes(lt_memory *m, void *writeback)
 {
-    lt_ctx.st.shadow_bytes += (uint64_t)bytes;
-    if (lt_ctx.st.shadow_bytes > lt_ctx.st.shadow_bytes_peak)
-        lt_ctx.st.shadow_bytes_peak = lt_ctx.st.shadow_bytes;
+    cand c = {0};
+    device_ranges(m, &c);
+    cand_normalize(&c);
+    diff_emit(m, m->driver_ptr, c.oom ? NULL : &c, writeback);
+    free(c.v);
+    stale_consumed(m);
 }
+
+/* ---- mode changes ------------------------------------------------------------- */
 
 static void write_mode(lt_memory *m, const char *why)
 {
-    if (!lt_tracing())
-        return;
-    char text[160];
+    char text[200];
     const char *be = m->range ? mt_track_backend_name(m->backend) : NULL;
     snprintf(text, sizeof text, "%s%s%s%s%s%s", lt_mode_name(m->mode), be ? "/" : "", be ? be : "",
              m->auto_mode ? " (auto)" : "", why ? ": " : "", why ? why : "");
-    lt_trace_check(mt_trace_write_mode(lt_ctx.trace, m->id, text));
+    lt_rec_mode(m->id, text);
 }
 
-static void fall_back_to_scan(lt_memory *m, int rc, const char *what)
+/* Tracking cannot be set up, or must not be used: scan, which is exact. */
+static void fall_back_to_scan(lt_memory *m, const char *key, const char *why)
 {
-    char why[128];
-    snprintf(why, sizeof why, "%s tracking failed: %s", what, mt_strerror(rc));
     m->mode = LT_SCAN;
-    m->fell_back = 1;
+    m->pinned = 1;
     m->auto_mode = 0;
-    lt_ctx.st.fallbacks++;
-    lt_warn_once("fallback", "memory %llu: %s; scanning it instead (reported once)",
-                 (unsigned long long)m->id, why);
-    if (lt_tracing()) {
-        char text[200];
-        snprintf(text, sizeof text, "memory %llu falls back to scan: %s", (unsigned long long)m->id, why);
-        lt_trace_check(mt_trace_write_annotation(lt_ctx.trace, m->id, text));
-    }
+    lt_stat_add(LT_ST_FALLBACKS, 1);
+    lt_rec_note(m->id, key, "memory %llu is scanned whole at each submit instead: %s",
+                (unsigned long long)m->id, why);
 }
 
-int lt_guard_start(lt_memory *m)
+static int guard_start(lt_memory *m)
 {
-    if (!lt_ctx.tracker)
+    mt_tracker *t = lt_tracker();
+    if (!t)
         return MT_EUNSUPPORTED;
     uint64_t t0 = lt_now_ns();
-    int rc = mt_tracker_add(lt_ctx.tracker, m->driver_ptr, (size_t)m->map_size, NULL, &m->range);
+    int rc = mt_tracker_add(t, m->driver_ptr, (size_t)m->map_size, NULL, &m->range);
     if (rc) {
         m->range = 0;
         return rc;
     }
-    m->backend = (mt_track_backend)mt_tracker_backend(lt_ctx.tracker, m->range);
-    m->guard_setup_ns = (double)(lt_now_ns() - t0); /* stop adds its share */
+    m->backend = (mt_track_backend)mt_tracker_backend(t, m->range);
+    m->ap.guard_setup_ns = (double)(lt_now_ns() - t0); /* stop adds its share */
     return 0;
 }
 
-void lt_guard_stop(lt_memory *m)
+static void guard_stop(lt_memory *m)
 {
     if (!m->range)
         return;
     uint64_t t0 = lt_now_ns();
-    mt_tracker_remove(lt_ctx.tracker, m->range);
+    mt_tracker_remove(lt_tracker(), m->range);
     m->range = 0;
-    m->guard_setup_ns += (double)(lt_now_ns() - t0);
+    m->ap.guard_setup_ns += (double)(lt_now_ns() - t0);
 }
+
+static void account(int64_t bytes) { lt_stat_add(LT_ST_EXTRA_BYTES, bytes); }
 
 static int shadow_start(lt_memory *m)
 {
-    if (!lt_ctx.tracker)
+    if (!lt_tracker())
         return MT_EUNSUPPORTED;
-    size_t ps = page_size();
-    m->app_len = ((size_t)m->map_size + ps - 1) & ~(ps - 1);
-    void *p = mmap(NULL, m->app_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    /* The app's pointer keeps the driver's pointer's offset within a page,
+     * so (pointer - map offset) stays aligned to minMemoryMapAlignment (and
+     * to anything up to a page) exactly as the driver's was. */
+    size_t ps = page_size(), lead = (uintptr_t)m->driver_ptr & (ps - 1);
+    size_t len = (lead + (size_t)m->map_size + ps - 1) & ~(ps - 1);
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
         return -errno;
+    unsigned char *p = (unsigned char *)base + lead;
     memcpy(p, m->driver_ptr, (size_t)m->map_size);
     /* Tracked after the copy: the app gets the pointer only when we return.
-     * Only the mapped bytes: the page-rounded tail is not the memory's. */
-    int rc = mt_tracker_add(lt_ctx.tracker, p, (size_t)m->map_size, NULL, &m->range);
+     * Only the window's bytes: the page-rounded ends are not the memory's. */
+    int rc = mt_tracker_add(lt_tracker(), p, (size_t)m->map_size, NULL, &m->range);
     if (rc) {
-        munmap(p, m->app_len);
+        munmap(base, len);
         m->range = 0;
         return rc;
     }
-    m->backend = (mt_track_backend)mt_tracker_backend(lt_ctx.tracker, m->range);
+    m->backend = (mt_track_backend)mt_tracker_backend(lt_tracker(), m->range);
+    m->shadow_base = base;
+    m->shadow_len = len;
     m->app_ptr = p;
-    m->dev->shadow_mapped++;
-    account((int64_t)m->app_len);
+    __atomic_add_fetch(&m->dev->shadow_mapped, 1, __ATOMIC_RELAXED);
+    account((int64_t)len);
     return 0;
 }
 
 static void shadow_stop(lt_memory *m)
 {
-    lt_guard_stop(m);
-    munmap(m->app_ptr, m->app_len);
-    account(-(int64_t)m->app_len);
+    guard_stop(m);
+    munmap(m->shadow_base, m->shadow_len);
+    account(-(int64_t)m->shadow_len);
+    m->shadow_base = NULL;
+    m->shadow_len = 0;
     m->app_ptr = m->driver_ptr;
-    m->dev->shadow_mapped--;
+    __atomic_sub_fetch(&m->dev->shadow_mapped, 1, __ATOMIC_RELAXED);
 }
 
 static int ensure_reference(lt_memory *m)
@@ -326,64 +362,127 @@ static int ensure_reference(lt_memory *m)
     return 0;
 }
 
-void lt_capture_map(lt_memory *m)
+const char *lt_capture_untrackable(const lt_memory *m)
+{
+    if (m->external & (LT_EXT_EXPORTED | LT_EXT_IMPORTED))
+        return "it is shared with other processes or APIs, whose writes raise no fault here";
+    return NULL;
+}
+
+/* The mode a freshly exposed memory starts in. */
+static lt_mode initial_mode(lt_memory *m)
+{
+    lt_mode mode = lt_cfg()->mode;
+    m->auto_mode = mode == LT_AUTO;
+    if (m->auto_mode) { /* guard until the autopilot has seen the write density */
+        const lt_ap_cal *cal = lt_autopilot_calibration(lt_cfg()->backend);
+        mode = lt_autopilot_always_scan(cal, exposed_pages(m)) ? LT_SCAN : LT_GUARD;
+        if (m->auto_pref == LT_SCAN || m->auto_pref == LT_GUARD) {
+            mode = m->auto_pref;
+            m->ap.remapped = 1;
+        }
+        m->pending_guard = 0; /* the map decides afresh */
+    }
+    if (mode == LT_SHADOW && (m->external & LT_EXT_HOST_PTR)) {
+        /* The app writes through its own pointer: there is no mapping to
+         * hand it a shadow of. */
+        lt_rec_note(m->id, "shadow-host-ptr", "memory %llu is imported from a host pointer: tracked "
+                    "in place (guard) instead of shadow", (unsigned long long)m->id);
+        mode = LT_GUARD;
+    }
+    return mode;
+}
+
+void lt_capture_expose(lt_memory *m)
 {
     m->app_ptr = m->driver_ptr;
     m->range = 0;
-    if (lt_tracing())
-        lt_trace_check(mt_trace_write_map(lt_ctx.trace, m->id, m->map_offset, m->map_size));
-    m->mode = lt_ctx.mode;
-    m->auto_mode = m->mode == LT_AUTO;
-    if (m->auto_mode) { /* guard until the autopilot has seen the write density */
-        m->mode = lt_autopilot_always_scan(m) ? LT_SCAN : LT_GUARD;
-        if (m->auto_pref == LT_SCAN || m->auto_pref == LT_GUARD) {
-            m->mode = m->auto_pref;
-            m->remapped = 1;
-        }
-        if (m->streak < 0)
-            m->streak = 0; /* a pending switch to guard: the map decides afresh */
+    if (!lt_tracing()) {
+        m->mode = LT_OFF; /* nothing to record: the app keeps the driver's pointer */
+        return;
     }
+    lt_rec_map(m->id, m->map_offset, m->map_size);
+    m->mode = m->pinned ? LT_SCAN : initial_mode(m);
+    const char *why = lt_capture_untrackable(m);
+    if (why && m->mode != LT_SCAN && m->mode != LT_COPY)
+        fall_back_to_scan(m, "external", why);
     if (m->mode != LT_COPY && ensure_reference(m) != 0) {
-        lt_warn_once("reference", "cannot allocate a reference copy: memory %llu is copied whole",
-                     (unsigned long long)m->id);
+        lt_rec_note(m->id, "reference", "cannot allocate a reference copy: memory %llu is copied "
+                    "whole at each submit", (unsigned long long)m->id);
         m->mode = LT_COPY;
         m->auto_mode = 0;
     }
-    if (m->fell_back)
-        m->mode = LT_SCAN;
     int rc = 0;
-    if (m->mode == LT_SHADOW && (rc = shadow_start(m)) != 0)
-        fall_back_to_scan(m, rc, "shadow mapping");
-    if (m->mode == LT_GUARD && (rc = lt_guard_start(m)) != 0)
-        fall_back_to_scan(m, rc, "in-place");
+    char why_text[160];
+    if (m->mode == LT_SHADOW && (rc = shadow_start(m)) != 0) {
+        snprintf(why_text, sizeof why_text, "a tracked shadow mapping could not be set up (%s)",
+                 mt_strerror(rc));
+        fall_back_to_scan(m, "fallback", why_text);
+    }
+    if (m->mode == LT_GUARD && (rc = guard_start(m)) != 0) {
+        snprintf(why_text, sizeof why_text, "in-place tracking could not be set up (%s)", mt_strerror(rc));
+        fall_back_to_scan(m, "fallback", why_text);
+    }
     write_mode(m, NULL);
     if (m->mode == LT_COPY)
         return;
 
     /* Where replay does not know the content yet, diff all of it (replay's
      * image starts as zeros); elsewhere only what the device may have
-     * written while the memory was not mapped. */
+     * written while the memory was not exposed. */
     VkDeviceSize lo = m->map_offset, hi = m->map_offset + m->map_size;
     if (lo >= m->known_lo && hi <= m->known_hi && m->known_hi > m->known_lo) {
-        cand c = {0};
-        if (gpu_ranges(m, &c) == 0)
-            diff_emit(m, m->driver_ptr, &c, NULL);
-        free(c.v);
+        diff_device_writes(m, m->mode == LT_SHADOW ? m->app_ptr : NULL);
     } else {
         diff_emit(m, m->driver_ptr, NULL, NULL);
+        stale_consumed(m);
         if (m->known_hi > m->known_lo && lo <= m->known_hi && hi >= m->known_lo) {
-            m->known_lo = lo < m->known_lo ? lo : m->known_lo;
-            m->known_hi = hi > m->known_hi ? hi : m->known_hi;
+            VkDeviceSize nlo = lo < m->known_lo ? lo : m->known_lo;
+            VkDeviceSize nhi = hi > m->known_hi ? hi : m->known_hi;
+            account((int64_t)((nhi - nlo) - (m->known_hi - m->known_lo)));
+            m->known_lo = nlo;
+            m->known_hi = nhi;
         } else {
-            account((int64_t)(hi - lo));
+            account((int64_t)(hi - lo) - (int64_t)(m->known_hi - m->known_lo));
             m->known_lo = lo;
             m->known_hi = hi;
         }
     }
 }
 
+/* The trace stopped: leave tracking (its faults now buy nothing), keep
+ * shadow memories flowing. */
+static void detach(lt_memory *m)
+{
+    if (m->mode == LT_GUARD)
+        guard_stop(m);
+    if (m->mode != LT_SHADOW)
+        m->mode = LT_OFF;
+}
+
+/* Applies the autopilot's decision after a capture of an auto memory. */
+static void autopilot(lt_memory *m, size_t pages, uint64_t ns)
+{
+    if (!m->auto_mode || m->pinned)
+        return;
+    const lt_ap_cal *cal = lt_autopilot_calibration(lt_cfg()->backend);
+    lt_ap_decision d = lt_autopilot_decide(&m->ap, cal, m->mode, m->backend, exposed_pages(m), pages, ns);
+    if (d == LT_AP_TO_SCAN) {
+        /* Safe right after a capture: the next capture scans everything, so
+         * writes between this one and the untracking are not lost. */
+        guard_stop(m);
+        m->mode = LT_SCAN;
+        lt_stat_add(LT_ST_MODE_SWITCHES, 1);
+        write_mode(m, "density rose");
+    } else if (d == LT_AP_TO_GUARD) {
+        m->pending_guard = 1;
+    }
+}
+
 void lt_capture_memory(lt_memory *m)
 {
+    if (!lt_tracing())
+        detach(m);
     cand c = {0};
     size_t pages = 0;
     uint64_t t0 = lt_now_ns();
@@ -392,36 +491,37 @@ void lt_capture_memory(lt_memory *m)
         emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
         return;
     case LT_SCAN:
-        if (m->auto_mode && m->streak < 0) {
-            /* The autopilot decided to go back to guard: arm first, then
-             * scan everything once, so no write between the two is lost. */
-            m->streak = 0;
-            if (lt_guard_start(m) == 0) {
+        if (m->pending_guard) {
+            /* Back to guard: arm first, then scan everything once, so no
+             * write between the two is lost. */
+            m->pending_guard = 0;
+            if (guard_start(m) == 0) {
                 m->mode = LT_GUARD;
-                lt_ctx.st.mode_switches++;
+                lt_stat_add(LT_ST_MODE_SWITCHES, 1);
                 write_mode(m, "density fell");
             }
         }
         pages = diff_emit(m, m->driver_ptr, NULL, NULL);
+        stale_consumed(m);
         break;
     case LT_GUARD: {
         uint64_t tc = lt_now_ns();
-        int ok = gpu_ranges(m, &c) == 0 && collected(m, &c, &pages) == 0;
-        m->collect_ns = (double)(lt_now_ns() - tc);
+        device_ranges(m, &c);
+        int ok = collected(m, &c, &pages) == 0;
+        m->ap.collect_ns = (double)(lt_now_ns() - tc);
         if (ok) {
             cand_normalize(&c);
             diff_emit(m, m->driver_ptr, &c, NULL);
         } else {
             pages = diff_emit(m, m->driver_ptr, NULL, NULL); /* no candidates: be exact anyway */
         }
+        stale_consumed(m);
         break;
     }
     case LT_SHADOW:
         /* Device writes first (to the app), then the app's writes (to the
          * driver): the reference is up to date between the two. */
-        if (gpu_ranges(m, &c) == 0)
-            diff_emit(m, m->driver_ptr, &c, m->app_ptr);
-        c.n = 0;
+        diff_device_writes(m, m->app_ptr);
         if (collected(m, &c, &pages) == 0)
             diff_emit(m, m->app_ptr, &c, m->driver_ptr);
         else
@@ -431,21 +531,16 @@ void lt_capture_memory(lt_memory *m)
         break;
     }
     free(c.v);
-    if (m->auto_mode)
-        lt_autopilot_observe(m, pages, lt_now_ns() - t0);
+    autopilot(m, pages, lt_now_ns() - t0);
 }
 
 void lt_capture_sync_in(lt_memory *m)
 {
-    if (m->mode != LT_SHADOW || !m->mapped)
-        return;
-    cand c = {0};
-    if (gpu_ranges(m, &c) == 0)
-        diff_emit(m, m->driver_ptr, &c, m->app_ptr);
-    free(c.v);
+    if (m->mode == LT_SHADOW && m->mapped)
+        diff_device_writes(m, m->app_ptr);
 }
 
-void lt_capture_unmap(lt_memory *m)
+void lt_capture_conceal(lt_memory *m)
 {
     lt_capture_memory(m);
     if (m->auto_mode)
@@ -453,17 +548,10 @@ void lt_capture_unmap(lt_memory *m)
     if (m->mode == LT_SHADOW)
         shadow_stop(m);
     else
-        lt_guard_stop(m);
-    if (lt_tracing())
-        lt_trace_check(mt_trace_write_unmap(lt_ctx.trace, m->id));
-    lt_device *dev = m->dev;
-    if (m->prev_mapped)
-        m->prev_mapped->next_mapped = m->next_mapped;
-    else
-        dev->mapped = m->next_mapped;
-    if (m->next_mapped)
-        m->next_mapped->prev_mapped = m->prev_mapped;
-    m->next_mapped = m->prev_mapped = NULL;
+        guard_stop(m);
+    if (m->mode != LT_OFF)
+        lt_rec_unmap(m->id);
+    lt_memory_unlink_exposed(m->dev, m);
     m->mapped = 0;
     m->driver_ptr = m->app_ptr = NULL;
 }
@@ -474,34 +562,63 @@ static uint64_t queue_id(lt_device *dev, VkQueue q)
     return v ? v - 1 : 0;
 }
 
+/* Without the interposer an application can replace memtrack's SIGSEGV
+ * handler without chaining; then a tracked write would reach the app's
+ * handler. Put ours back on top (the app's stays next in the chain, so it
+ * still sees every fault that is not a tracked write), and say so. */
+static void check_handler(void)
+{
+    if (mt_track_handler_status() >= 0)
+        return;
+    int rc = mt_track_reinstall_handler();
+    lt_rec_note(0, "handler-displaced",
+                "the application replaced memtrack's SIGSEGV handler without chaining: %s (record "
+                "with memtrack record, which preloads the interposer, to keep it first)",
+                rc == 0 ? "put back on top, the application's handler is chained"
+                        : "could not put it back: tracked writes may reach the application");
+}
+
 void lt_capture_submit(lt_device *dev, VkQueue queue)
 {
+    if (!dev->capture)
+        return;
     pthread_mutex_lock(&dev->lock);
     uint64_t t0 = lt_now_ns();
-    if (lt_tracing()) {
-        for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
+    int tracing = lt_tracing();
+    if (tracing)
+        check_handler();
+    for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
+        if (m->mode != LT_OFF)
             lt_capture_memory(m);
-        if (lt_ctx.verify)
-            for (lt_memory *m = dev->mapped; m; m = m->next_mapped) {
-                uint64_t h = mt_trace_hash(m->driver_ptr, (size_t)m->map_size);
-                lt_trace_check(mt_trace_write_content_hash(lt_ctx.trace, m->id, m->map_offset,
-                                                           m->map_size, h));
-                lt_ctx.st.hashes++;
-            }
-        lt_trace_check(mt_trace_write_submit(lt_ctx.trace, queue_id(dev, queue), NULL));
-    }
+    if (tracing && lt_cfg()->verify)
+        for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
+            if (m->mode != LT_OFF)
+                lt_rec_hash(m->id, m->map_offset, m->map_size,
+                            mt_trace_hash(m->driver_ptr, (size_t)m->map_size));
+    if (tracing)
+        lt_rec_submit(queue_id(dev, queue));
     uint64_t dt = lt_now_ns() - t0;
-    lt_ctx.st.submits++;
-    lt_ctx.st.capture_ns += dt;
-    if (dt > lt_ctx.st.capture_ns_max)
-        lt_ctx.st.capture_ns_max = dt;
+    lt_stat_add(LT_ST_SUBMITS, 1);
+    lt_stat_add(LT_ST_CAPTURE_NS, (int64_t)dt);
+    lt_stat_max(dt);
     pthread_mutex_unlock(&dev->lock);
     lt_progress();
 }
 
+void lt_capture_host_release(lt_device *dev)
+{
+    if (!dev->capture || !__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&dev->lock);
+    for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
+        if (m->mode == LT_SHADOW)
+            lt_capture_memory(m);
+    pthread_mutex_unlock(&dev->lock);
+}
+
 void lt_capture_after_wait(lt_device *dev)
 {
-    if (!__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED))
+    if (!dev->capture || !__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED))
         return;
     pthread_mutex_lock(&dev->lock);
     for (lt_memory *m = dev->mapped; m; m = m->next_mapped)

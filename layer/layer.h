@@ -1,19 +1,32 @@
-/* VK_LAYER_MEMTRACK_capture: internal structures shared by the layer's files.
+/* VK_LAYER_MEMTRACK_capture: the types and internal interfaces shared by the
+ * layer's files. The layer is built in tiers, each file one job:
  *
- * dispatch.c   loader interface, instance/device creation, proc-addr lookup
- * config.c     environment (MEMTRACK_*), process-wide capture context, trace file
- * map.c        handle -> pointer hash map
- * memory.c     vkAllocate/Free/Map/Unmap/Flush/Invalidate (+Map2/Unmap2)
- * objects.c    buffers and images: create, bind, destroy
- * queue.c      submits, present, sparse binding, waits
- * capture.c    per-memory capture in each mode, packets, content hashes
- * autopilot.c  `auto`: choosing guard or scan per memory from observed density
+ *   entry.c      loader interface: negotiation, vkGet*ProcAddr, the hook
+ *                table, instance and device creation/destruction
+ *   registry.c   instances and devices by dispatch key (no fixed cap); a
+ *                device the layer does not capture still passes through
+ *   memory.c     vkAllocate/Free/Map/Unmap/Flush/Invalidate (+Map2/Unmap2)
+ *   objects.c    buffers and images: create, bind, destroy
+ *   queue.c      submits, present, sparse binding
+ *   sync.c       host/device synchronisation: fences, idle waits, events,
+ *                semaphores (shadow mode's sync points)
+ *   capture.c    the capture engine: per-memory modes, packets, hashes. The
+ *                only place that changes a memory's mode.
+ *   autopilot.c  `auto` as a pure policy (autopilot.h), calibrate.c its costs
+ *   session.c    the process's one trace: its lifetime, records, statistics,
+ *                warnings and the status line (session.h)
+ *   process.c    fork, exec, exit and fatal signals (process.h)
+ *   config.c     MEMTRACK_* parsing (config.h)
+ *   map.c        handle -> pointer hash map
  *
- * Locking: one mutex per device (dev->lock) protects the device's maps and
- * memories and serialises captures, so that the UPDATE, CONTENT_HASH and
- * SUBMIT records of one submit stay together in the trace. The fault handler
- * (track) never takes it. Calls down the chain are made without it, except
- * map/unmap/free, which must be ordered with the capture of that memory. */
+ * Locking: `dev->lock` protects everything reachable from one device (its
+ * handle maps, memories, objects, bindings, the mapped list, each memory's
+ * capture state) and serialises that device's captures, so that the UPDATE,
+ * CONTENT_HASH and SUBMIT records of one submit stay in order. The registry
+ * has its own lock, never taken while a device lock is held. The trace writer
+ * has its own (session.c). The fault handler (track) takes none of them.
+ * Calls down the chain are made without dev->lock, except map/unmap/free and
+ * the sync points that must be ordered with the capture of that memory. */
 #ifndef MT_LAYER_H
 #define MT_LAYER_H
 
@@ -22,7 +35,10 @@
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
 
+#include "autopilot.h"
+#include "config.h"
 #include "memtrack/memtrack.h"
+#include "session.h"
 
 #define LT_LAYER_NAME "VK_LAYER_MEMTRACK_capture"
 
@@ -50,18 +66,6 @@ typedef VkResult(VKAPI_PTR *PFN_vkMapMemory2KHR)(VkDevice, const VkMemoryMapInfo
 typedef VkResult(VKAPI_PTR *PFN_vkUnmapMemory2KHR)(VkDevice, const VkMemoryUnmapInfoKHR *);
 #endif
 
-typedef enum lt_mode {
-    LT_AUTO = 0,
-    LT_GUARD, /* track the driver's mapping in place */
-    LT_SHADOW, /* hand the app an anonymous mapping; write back changed bytes */
-    LT_SCAN,   /* no tracking: diff all exposed memory */
-    LT_COPY,   /* no diff: copy all exposed memory */
-    LT_NMODES
-} lt_mode;
-
-const char *lt_mode_name(lt_mode m);
-int lt_mode_parse(const char *s); /* -1 if unknown */
-
 /* ---- handle map (map.c) -------------------------------------------------- */
 typedef struct lt_map {
     uint64_t *keys; /* 0 = empty, UINT64_MAX = deleted */
@@ -83,14 +87,26 @@ typedef struct lt_object {
     uint64_t handle;
     uint64_t id;
     int is_image;
-    int gpu_writable; /* a usage that lets the device write its memory */
+    int gpu_writable;  /* a usage that lets the device write its memory */
     VkDeviceSize size; /* memory requirements (padded) */
     VkDeviceSize used; /* buffers: the size the app asked for */
     lt_memory *mem;    /* bound memory, NULL if not bound */
     VkDeviceSize offset;
 } lt_object;
 
+/* A byte range of a memory, [offset, offset + length). */
+typedef struct lt_range {
+    VkDeviceSize offset, length;
+} lt_range;
+
 typedef struct lt_device lt_device;
+
+/* How a memory reaches the world outside this process's mappings. */
+enum {
+    LT_EXT_EXPORTED = 1u << 0,  /* allocated exportable: another API or process may map it */
+    LT_EXT_IMPORTED = 1u << 1,  /* imported from an fd/handle: others may write it */
+    LT_EXT_HOST_PTR = 1u << 2,  /* imported host allocation: the app writes it directly */
+};
 
 struct lt_memory {
     VkDeviceMemory handle;
@@ -98,45 +114,49 @@ struct lt_memory {
     VkDeviceSize size;
     uint32_t type_index;
     VkMemoryPropertyFlags flags;
+    uint32_t external; /* LT_EXT_* */
     lt_device *dev;
 
-    /* mapping */
+    /* Exposure: bytes the application can write without telling the driver.
+     * A mapping ([map_offset, +map_size) at driver_ptr), or for an imported
+     * host allocation the whole memory at the app's own pointer. */
     int mapped;
     VkDeviceSize map_offset, map_size;
-    unsigned char *driver_ptr; /* the driver's mapping of [map_offset, +map_size) */
-    unsigned char *app_ptr;    /* what the app got: driver_ptr, or the shadow mapping */
-    size_t app_len;            /* bytes of the shadow mapping (page-rounded) */
+    unsigned char *driver_ptr; /* the real bytes: what the device reads */
+    unsigned char *app_ptr;    /* what the app writes: driver_ptr, or the shadow */
+    void *shadow_base;         /* shadow mode: the anonymous mapping (page aligned) */
+    size_t shadow_len;
 
     /* What replay knows: reference[offset] is the content the trace carries
      * for byte `offset` of the memory. A zero-filled MAP_NORESERVE mapping of
-     * the whole memory, touched only where mapped. [known_lo, known_hi) is
+     * the whole memory, touched only where exposed. [known_lo, known_hi) is
      * where it equals the real content (besides device writes, which are
      * diffed at every capture). */
     unsigned char *reference;
     VkDeviceSize known_lo, known_hi;
 
-    lt_mode mode;       /* current mode of this memory */
-    int auto_mode;      /* chosen by the autopilot */
-    int fell_back;      /* tracking could not be set up: scan */
-    mt_range_id range;  /* tracker range (guard: driver_ptr; shadow: app_ptr), 0 if none */
+    /* Capture state: changed only by capture.c. */
+    lt_mode mode;      /* current mode of this memory */
+    int auto_mode;     /* chosen by the autopilot */
+    int pinned;        /* a fallback fixed the mode (scan): the autopilot stays out */
+    int pending_guard; /* auto: arm at the next capture, then scan once */
+    mt_range_id range; /* tracker range (guard: driver_ptr; shadow: app_ptr), 0 if none */
     mt_track_backend backend;
+    lt_mode auto_pref; /* mode auto left it in at the last unmap; LT_AUTO if never */
+    lt_ap_state ap;
 
-    /* autopilot state, kept across map/unmap cycles: a memory mapped every
-     * frame is judged on its history, not restarted in guard each time */
-    size_t hist[3];       /* pages written in the last three captures */
-    unsigned nhist;
-    double scan_page_ns;  /* measured cost of scanning one page of this memory, 0 if unknown */
-    double guard_setup_ns; /* measured: arming + disarming its tracking once (map cycle) */
-    double collect_ns;     /* measured: one collect of its tracker range */
-    int remapped;          /* mapped more than once: guard pays setup every cycle */
-    int streak;
-    lt_mode auto_pref; /* mode auto left it in at the last unmap; LT_AUTO if never mapped */
+    /* Ranges the device may have written through objects no longer bound
+     * there (destroyed or rebound): diffed at the next capture that sees
+     * them, like the ranges of bound device-writable objects. */
+    lt_range *stale;
+    size_t nstale, capstale;
+    int stale_whole; /* out of memory recording one: the whole memory is stale */
 
     /* bindings sorted by offset */
     lt_object **binds;
     size_t nbinds, capbinds;
 
-    lt_memory *next_mapped, *prev_mapped; /* device's list of mapped memories */
+    lt_memory *next_mapped, *prev_mapped; /* device's list of exposed memories */
 };
 
 /* The device dispatch entries the layer uses. */
@@ -176,6 +196,12 @@ typedef struct lt_device_table {
     PFN_vkGetFenceStatus GetFenceStatus;
     PFN_vkWaitSemaphores WaitSemaphores;
     PFN_vkWaitSemaphores WaitSemaphoresKHR;
+    PFN_vkSignalSemaphore SignalSemaphore;
+    PFN_vkSignalSemaphore SignalSemaphoreKHR;
+    PFN_vkGetSemaphoreCounterValue GetSemaphoreCounterValue;
+    PFN_vkGetSemaphoreCounterValue GetSemaphoreCounterValueKHR;
+    PFN_vkSetEvent SetEvent;
+    PFN_vkGetEventStatus GetEventStatus;
 } lt_device_table;
 
 typedef struct lt_instance {
@@ -197,142 +223,107 @@ struct lt_device {
     VkPhysicalDevice phys;
     lt_device_table t;
     VkPhysicalDeviceMemoryProperties memprops;
+    VkDeviceSize map_align; /* minMemoryMapAlignment */
+    int capture;            /* 0: pass everything through (not captured) */
     pthread_mutex_t lock;
     lt_map memories; /* VkDeviceMemory -> lt_memory */
     lt_map objects;  /* VkBuffer/VkImage -> lt_object */
     lt_map queues;   /* VkQueue -> queue id + 1 */
-    lt_memory *mapped; /* list of mapped memories */
-    int shadow_mapped; /* how many mapped memories use shadow mode */
+    lt_memory *mapped; /* list of exposed memories */
+    int shadow_mapped; /* how many exposed memories use shadow mode (atomic reads) */
 };
 
-/* ---- dispatch (dispatch.c) ------------------------------------------------- */
-lt_device *lt_device_from(const void *dispatchable); /* device, queue or command buffer */
-/* Takes (1) or releases (0) every device's lock: nothing writes a record meanwhile. */
-void lt_devices_lock(int lock);
+/* ---- registry (registry.c) -------------------------------------------------- */
+/* Lookups by any dispatchable handle (instance/physical device; device,
+ * queue, command buffer). NULL when unknown. Any thread. */
+lt_instance *lt_instance_from(const void *handle);
+lt_device *lt_device_from(const void *handle);
+/* 0 or -ENOMEM. */
+int lt_registry_add_instance(lt_instance *inst);
+int lt_registry_add_device(lt_device *dev);
+void lt_registry_remove_instance(lt_instance *inst);
+/* Returns how many devices remain. */
+size_t lt_registry_remove_device(lt_device *dev);
+/* A forked child: the registry's lock may have been held by another thread
+ * of the parent; make it usable again. */
+void lt_registry_after_fork(void);
 
-/* ---- process-wide context (config.c) ----------------------------------------- */
-typedef struct lt_stats {
-    uint64_t submits, frames;
-    uint64_t capture_ns, capture_ns_max;
-    uint64_t packets, packet_bytes;
-    uint64_t hashes;
-    uint64_t shadow_bytes, shadow_bytes_peak; /* reference + shadow mappings touched */
-    uint64_t mode_switches, fallbacks;
-} lt_stats;
-
-typedef struct lt_context {
-    lt_mode mode;
-    int verify;
-    int progress;
-    size_t merge_gap;
-    char output[4096];
-    char stats_path[4096];
-    mt_trace_writer *trace; /* NULL until the first device, or after an error */
-    int trace_failed;
-    mt_tracker *tracker;
-    pthread_mutex_t lock; /* context fields below and the trace's lifetime */
-    uint64_t next_id;     /* memories and objects share one id space */
-    lt_stats st;
-    uint64_t last_progress_ns;
-    int ninstances;
-    /* Test hook (MEMTRACK_TEST_DROP_UPDATE=k): the k-th update packet is not
-     * written, as if the capture had lost a write; verify must catch it. */
-    uint64_t drop_update;
-} lt_context;
-
-extern lt_context lt_ctx;
-
-/* 1 while records are being written (a trace is open and has not failed).
- * Callers hold a device lock (see lt_trace_close). */
-static inline int lt_tracing(void) { return lt_ctx.trace && !lt_ctx.trace_failed; }
-
-/* Reads MEMTRACK_* once. */
-void lt_config_load(void);
-/* Opens the trace at the first device (header metadata needs the driver). */
-void lt_trace_open(lt_instance *inst, VkPhysicalDevice phys);
-/* Closes the trace (last instance destroyed, or exit). Idempotent. */
-void lt_trace_close(void);
-/* Next stable id for a memory or object. */
-uint64_t lt_next_id(void);
-/* Reports a trace write error once and stops writing. */
-void lt_trace_check(int rc);
-/* Prints a one-time warning on stderr (per distinct message key). */
-void lt_warn_once(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-uint64_t lt_now_ns(void);
-void lt_progress(void);
-
-/* ---- capture (capture.c) ------------------------------------------------------- */
-/* Sets a freshly mapped memory up for its mode and records its initial
+/* ---- capture engine (capture.c) -------------------------------------------- */
+/* Sets a freshly exposed memory up for its mode and records its initial
  * content where replay does not know it yet. dev->lock held. */
-void lt_capture_map(lt_memory *m);
+void lt_capture_expose(lt_memory *m);
+/* Final capture and teardown of m's exposure. dev->lock held. */
+void lt_capture_conceal(lt_memory *m);
 /* Captures what changed in m since its last capture (and syncs shadow mode
  * both ways). dev->lock held. */
 void lt_capture_memory(lt_memory *m);
-/* Final capture and teardown of m's mapping. dev->lock held. */
-void lt_capture_unmap(lt_memory *m);
 /* Device writes -> app (shadow mode) after the host synchronised with the
  * device. dev->lock held. */
 void lt_capture_sync_in(lt_memory *m);
-/* Everything a submit needs: capture all mapped memories, content hashes
+/* Everything a submit needs: capture all exposed memories, content hashes
  * (verify), then the SUBMIT record. Takes dev->lock. */
 void lt_capture_submit(lt_device *dev, VkQueue queue);
-/* After a successful wait on the device: sync shadow memories in. */
+/* The host released device work (vkSetEvent, vkSignalSemaphore): app writes
+ * in shadow mappings must reach the driver first. Takes dev->lock. */
+void lt_capture_host_release(lt_device *dev);
+/* After the host observed device progress (a wait, a signalled fence,
+ * event or semaphore value): sync shadow memories in. Takes dev->lock. */
 void lt_capture_after_wait(lt_device *dev);
+/* Why a memory cannot use the tracked modes, or NULL. */
+const char *lt_capture_untrackable(const lt_memory *m);
 
-/* Memory bookkeeping (memory.c). */
+/* ---- memory bookkeeping (memory.c) ------------------------------------------ */
 /* Device teardown: captures and forgets every memory, frees every object. */
 void lt_memory_destroy_all(lt_device *dev);
 void lt_memory_add_binding(lt_memory *m, lt_object *o);
+/* Removes o from m's bindings; a device-writable object leaves its range
+ * behind as stale (the device may have written it). */
 void lt_memory_remove_binding(lt_memory *m, lt_object *o);
-
-/* ---- autopilot (autopilot.c) ---------------------------------------------------- */
-/* Called after each capture of a memory in auto mode with the pages that
- * were written (guard) or held changes (scan), and the capture's duration;
- * may switch the memory between guard and scan. */
-void lt_autopilot_observe(lt_memory *m, size_t dirty_pages, uint64_t capture_ns);
-/* 1 when scanning the whole mapping costs less than one first-write fault:
- * auto then scans it and never tracks it. */
-int lt_autopilot_always_scan(const lt_memory *m);
-/* Starts or stops in-place tracking of m's driver mapping (guard). */
-int lt_guard_start(lt_memory *m);
-void lt_guard_stop(lt_memory *m);
+/* Adds [off, off+len) to m's stale device-write ranges. */
+void lt_memory_note_stale(lt_memory *m, VkDeviceSize off, VkDeviceSize len);
+/* Links m into the device's exposed list (dev->lock held). */
+void lt_memory_link_exposed(lt_device *dev, lt_memory *m);
+void lt_memory_unlink_exposed(lt_device *dev, lt_memory *m);
 
 /* ---- hooks ---------------------------------------------------------------------- */
-VKAPI_ATTR VkResult VKAPI_CALL lt_AllocateMemory(VkDevice, const VkMemoryAllocateInfo *,
-                                                 const VkAllocationCallbacks *, VkDeviceMemory *);
-VKAPI_ATTR void VKAPI_CALL lt_FreeMemory(VkDevice, VkDeviceMemory, const VkAllocationCallbacks *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_MapMemory(VkDevice, VkDeviceMemory, VkDeviceSize, VkDeviceSize,
-                                            VkMemoryMapFlags, void **);
-VKAPI_ATTR void VKAPI_CALL lt_UnmapMemory(VkDevice, VkDeviceMemory);
-VKAPI_ATTR VkResult VKAPI_CALL lt_MapMemory2KHR(VkDevice, const VkMemoryMapInfoKHR *, void **);
-VKAPI_ATTR VkResult VKAPI_CALL lt_UnmapMemory2KHR(VkDevice, const VkMemoryUnmapInfoKHR *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_FlushMappedMemoryRanges(VkDevice, uint32_t, const VkMappedMemoryRange *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_InvalidateMappedMemoryRanges(VkDevice, uint32_t,
-                                                               const VkMappedMemoryRange *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_CreateBuffer(VkDevice, const VkBufferCreateInfo *,
-                                               const VkAllocationCallbacks *, VkBuffer *);
-VKAPI_ATTR void VKAPI_CALL lt_DestroyBuffer(VkDevice, VkBuffer, const VkAllocationCallbacks *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_CreateImage(VkDevice, const VkImageCreateInfo *,
-                                              const VkAllocationCallbacks *, VkImage *);
-VKAPI_ATTR void VKAPI_CALL lt_DestroyImage(VkDevice, VkImage, const VkAllocationCallbacks *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory(VkDevice, VkBuffer, VkDeviceMemory, VkDeviceSize);
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory(VkDevice, VkImage, VkDeviceMemory, VkDeviceSize);
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory2(VkDevice, uint32_t, const VkBindBufferMemoryInfo *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory2KHR(VkDevice, uint32_t, const VkBindBufferMemoryInfo *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory2(VkDevice, uint32_t, const VkBindImageMemoryInfo *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory2KHR(VkDevice, uint32_t, const VkBindImageMemoryInfo *);
-VKAPI_ATTR void VKAPI_CALL lt_GetDeviceQueue(VkDevice, uint32_t, uint32_t, VkQueue *);
-VKAPI_ATTR void VKAPI_CALL lt_GetDeviceQueue2(VkDevice, const VkDeviceQueueInfo2 *, VkQueue *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_QueueSubmit(VkQueue, uint32_t, const VkSubmitInfo *, VkFence);
-VKAPI_ATTR VkResult VKAPI_CALL lt_QueueSubmit2(VkQueue, uint32_t, const VkSubmitInfo2 *, VkFence);
-VKAPI_ATTR VkResult VKAPI_CALL lt_QueueSubmit2KHR(VkQueue, uint32_t, const VkSubmitInfo2 *, VkFence);
-VKAPI_ATTR VkResult VKAPI_CALL lt_QueueBindSparse(VkQueue, uint32_t, const VkBindSparseInfo *, VkFence);
-VKAPI_ATTR VkResult VKAPI_CALL lt_QueuePresentKHR(VkQueue, const VkPresentInfoKHR *);
-VKAPI_ATTR VkResult VKAPI_CALL lt_QueueWaitIdle(VkQueue);
-VKAPI_ATTR VkResult VKAPI_CALL lt_DeviceWaitIdle(VkDevice);
-VKAPI_ATTR VkResult VKAPI_CALL lt_WaitForFences(VkDevice, uint32_t, const VkFence *, VkBool32, uint64_t);
-VKAPI_ATTR VkResult VKAPI_CALL lt_GetFenceStatus(VkDevice, VkFence);
-VKAPI_ATTR VkResult VKAPI_CALL lt_WaitSemaphores(VkDevice, const VkSemaphoreWaitInfo *, uint64_t);
-VKAPI_ATTR VkResult VKAPI_CALL lt_WaitSemaphoresKHR(VkDevice, const VkSemaphoreWaitInfo *, uint64_t);
+#define LT_HOOK(ret, name, ...) VKAPI_ATTR ret VKAPI_CALL lt_##name(__VA_ARGS__)
+LT_HOOK(VkResult, AllocateMemory, VkDevice, const VkMemoryAllocateInfo *, const VkAllocationCallbacks *,
+        VkDeviceMemory *);
+LT_HOOK(void, FreeMemory, VkDevice, VkDeviceMemory, const VkAllocationCallbacks *);
+LT_HOOK(VkResult, MapMemory, VkDevice, VkDeviceMemory, VkDeviceSize, VkDeviceSize, VkMemoryMapFlags, void **);
+LT_HOOK(void, UnmapMemory, VkDevice, VkDeviceMemory);
+LT_HOOK(VkResult, MapMemory2KHR, VkDevice, const VkMemoryMapInfoKHR *, void **);
+LT_HOOK(VkResult, UnmapMemory2KHR, VkDevice, const VkMemoryUnmapInfoKHR *);
+LT_HOOK(VkResult, FlushMappedMemoryRanges, VkDevice, uint32_t, const VkMappedMemoryRange *);
+LT_HOOK(VkResult, InvalidateMappedMemoryRanges, VkDevice, uint32_t, const VkMappedMemoryRange *);
+LT_HOOK(VkResult, CreateBuffer, VkDevice, const VkBufferCreateInfo *, const VkAllocationCallbacks *, VkBuffer *);
+LT_HOOK(void, DestroyBuffer, VkDevice, VkBuffer, const VkAllocationCallbacks *);
+LT_HOOK(VkResult, CreateImage, VkDevice, const VkImageCreateInfo *, const VkAllocationCallbacks *, VkImage *);
+LT_HOOK(void, DestroyImage, VkDevice, VkImage, const VkAllocationCallbacks *);
+LT_HOOK(VkResult, BindBufferMemory, VkDevice, VkBuffer, VkDeviceMemory, VkDeviceSize);
+LT_HOOK(VkResult, BindImageMemory, VkDevice, VkImage, VkDeviceMemory, VkDeviceSize);
+LT_HOOK(VkResult, BindBufferMemory2, VkDevice, uint32_t, const VkBindBufferMemoryInfo *);
+LT_HOOK(VkResult, BindBufferMemory2KHR, VkDevice, uint32_t, const VkBindBufferMemoryInfo *);
+LT_HOOK(VkResult, BindImageMemory2, VkDevice, uint32_t, const VkBindImageMemoryInfo *);
+LT_HOOK(VkResult, BindImageMemory2KHR, VkDevice, uint32_t, const VkBindImageMemoryInfo *);
+LT_HOOK(void, GetDeviceQueue, VkDevice, uint32_t, uint32_t, VkQueue *);
+LT_HOOK(void, GetDeviceQueue2, VkDevice, const VkDeviceQueueInfo2 *, VkQueue *);
+LT_HOOK(VkResult, QueueSubmit, VkQueue, uint32_t, const VkSubmitInfo *, VkFence);
+LT_HOOK(VkResult, QueueSubmit2, VkQueue, uint32_t, const VkSubmitInfo2 *, VkFence);
+LT_HOOK(VkResult, QueueSubmit2KHR, VkQueue, uint32_t, const VkSubmitInfo2 *, VkFence);
+LT_HOOK(VkResult, QueueBindSparse, VkQueue, uint32_t, const VkBindSparseInfo *, VkFence);
+LT_HOOK(VkResult, QueuePresentKHR, VkQueue, const VkPresentInfoKHR *);
+LT_HOOK(VkResult, QueueWaitIdle, VkQueue);
+LT_HOOK(VkResult, DeviceWaitIdle, VkDevice);
+LT_HOOK(VkResult, WaitForFences, VkDevice, uint32_t, const VkFence *, VkBool32, uint64_t);
+LT_HOOK(VkResult, GetFenceStatus, VkDevice, VkFence);
+LT_HOOK(VkResult, WaitSemaphores, VkDevice, const VkSemaphoreWaitInfo *, uint64_t);
+LT_HOOK(VkResult, WaitSemaphoresKHR, VkDevice, const VkSemaphoreWaitInfo *, uint64_t);
+LT_HOOK(VkResult, SignalSemaphore, VkDevice, const VkSemaphoreSignalInfo *);
+LT_HOOK(VkResult, SignalSemaphoreKHR, VkDevice, const VkSemaphoreSignalInfo *);
+LT_HOOK(VkResult, GetSemaphoreCounterValue, VkDevice, VkSemaphore, uint64_t *);
+LT_HOOK(VkResult, GetSemaphoreCounterValueKHR, VkDevice, VkSemaphore, uint64_t *);
+LT_HOOK(VkResult, SetEvent, VkDevice, VkEvent);
+LT_HOOK(VkResult, GetEventStatus, VkDevice, VkEvent);
 
 #endif

@@ -1,6 +1,8 @@
-/* Memory hooks: allocation, mapping, flush/invalidate, free. Each records the
- * event and sets up or tears down the capture of the memory; the driver is
- * always called, whatever happens to capture. */
+/* Memory hooks: allocation (and what it says about external memory),
+ * mapping, flush/invalidate, free; bindings and the ranges the device may
+ * have written. Each records the event and has the capture engine set up or
+ * tear down the capture of the memory; the driver is always called, whatever
+ * happens to capture. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -8,18 +10,73 @@
 
 #include "layer.h"
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_AllocateMemory(VkDevice device, const VkMemoryAllocateInfo *ai,
-                                                 const VkAllocationCallbacks *alloc, VkDeviceMemory *out)
+/* What the allocation's pNext chain says about sharing. The sType values
+ * exist in every header version, platform structures included. */
+static uint32_t external_kind(const VkMemoryAllocateInfo *ai, void **host_ptr)
+{
+    uint32_t ext = 0;
+    for (const VkBaseInStructure *p = ai->pNext; p; p = p->pNext) {
+        switch (p->sType) {
+        case VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO:
+        case VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO_NV:
+            if (((const VkExportMemoryAllocateInfo *)p)->handleTypes)
+                ext |= LT_EXT_EXPORTED;
+            break;
+        case VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT: {
+            const VkImportMemoryHostPointerInfoEXT *h = (const VkImportMemoryHostPointerInfoEXT *)p;
+            if (h->handleType && h->pHostPointer) {
+                ext |= LT_EXT_HOST_PTR;
+                *host_ptr = h->pHostPointer;
+            }
+            break;
+        }
+        case VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR:
+            if (((const VkImportMemoryFdInfoKHR *)p)->handleType)
+                ext |= LT_EXT_IMPORTED;
+            break;
+        case VK_STRUCTURE_TYPE_IMPORT_MEMORY_WIN32_HANDLE_INFO_KHR:
+        case VK_STRUCTURE_TYPE_IMPORT_MEMORY_WIN32_HANDLE_INFO_NV:
+        case VK_STRUCTURE_TYPE_IMPORT_ANDROID_HARDWARE_BUFFER_INFO_ANDROID:
+        case VK_STRUCTURE_TYPE_IMPORT_MEMORY_ZIRCON_HANDLE_INFO_FUCHSIA:
+        case VK_STRUCTURE_TYPE_IMPORT_MEMORY_BUFFER_COLLECTION_FUCHSIA:
+            ext |= LT_EXT_IMPORTED;
+            break;
+        default:
+            break;
+        }
+    }
+    return ext;
+}
+
+/* An imported host allocation is exposed from birth: the app writes it
+ * through its own pointer, never through a map. dev->lock held. */
+static void expose_host_pointer(lt_device *dev, lt_memory *m, void *ptr)
+{
+    m->mapped = 1;
+    m->map_offset = 0;
+    m->map_size = m->size;
+    m->driver_ptr = ptr;
+    lt_memory_link_exposed(dev, m);
+    lt_capture_expose(m);
+    lt_rec_note(m->id, "host-pointer",
+                "memory %llu is imported from a host pointer: captured at the application's "
+                "pointer for its whole life",
+                (unsigned long long)m->id);
+}
+
+LT_HOOK(VkResult, AllocateMemory, VkDevice device, const VkMemoryAllocateInfo *ai,
+        const VkAllocationCallbacks *alloc, VkDeviceMemory *out)
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.AllocateMemory(device, ai, alloc, out);
-    if (res != VK_SUCCESS)
+    if (res != VK_SUCCESS || !dev->capture)
         return res;
     lt_memory *m = calloc(1, sizeof *m);
     if (!m) {
-        lt_warn_once("oom-memory", "out of memory: a device memory is not captured");
+        lt_rec_note(0, "oom-memory", "out of memory: a device memory is not captured");
         return res;
     }
+    void *host_ptr = NULL;
     m->handle = *out;
     m->id = lt_next_id();
     m->size = ai->allocationSize;
@@ -27,13 +84,24 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_AllocateMemory(VkDevice device, const VkMemory
     m->flags = ai->memoryTypeIndex < dev->memprops.memoryTypeCount
                    ? dev->memprops.memoryTypes[ai->memoryTypeIndex].propertyFlags
                    : 0;
+    m->external = external_kind(ai, &host_ptr);
     m->dev = dev;
+    m->auto_pref = LT_AUTO;
     pthread_mutex_lock(&dev->lock);
     if (lt_map_put(&dev->memories, (uint64_t)m->handle, m) != 0) {
         free(m);
         m = NULL;
-    } else if (lt_tracing()) {
-        lt_trace_check(mt_trace_write_memory(lt_ctx.trace, m->id, m->size, m->type_index, m->flags));
+        lt_rec_note(0, "oom-memory", "out of memory: a device memory is not captured");
+    } else {
+        lt_rec_memory(m->id, m->size, m->type_index, m->flags);
+        if ((m->external & (LT_EXT_EXPORTED | LT_EXT_IMPORTED)) &&
+            !(m->flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+            lt_rec_note(m->id, "external-invisible",
+                        "memory %llu is shared with other processes or APIs and is not host "
+                        "visible: what is written into it elsewhere is not captured",
+                        (unsigned long long)m->id);
+        if (m->external & LT_EXT_HOST_PTR)
+            expose_host_pointer(dev, m, host_ptr);
     }
     pthread_mutex_unlock(&dev->lock);
     return res;
@@ -43,30 +111,29 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_AllocateMemory(VkDevice device, const VkMemory
 static void forget_memory(lt_memory *m)
 {
     if (m->mapped)
-        lt_capture_unmap(m);
+        lt_capture_conceal(m);
     for (size_t i = 0; i < m->nbinds; i++)
         m->binds[i]->mem = NULL;
     free(m->binds);
+    free(m->stale);
     if (m->reference) {
         munmap(m->reference, (size_t)m->size);
-        lt_ctx.st.shadow_bytes -= (uint64_t)(m->known_hi - m->known_lo);
+        lt_stat_add(LT_ST_EXTRA_BYTES, -(int64_t)(m->known_hi - m->known_lo));
     }
     free(m);
 }
 
-VKAPI_ATTR void VKAPI_CALL lt_FreeMemory(VkDevice device, VkDeviceMemory memory,
-                                         const VkAllocationCallbacks *alloc)
+LT_HOOK(void, FreeMemory, VkDevice device, VkDeviceMemory memory, const VkAllocationCallbacks *alloc)
 {
     lt_device *dev = lt_device_from(device);
-    if (memory) {
+    if (memory && dev->capture) {
         pthread_mutex_lock(&dev->lock);
         lt_memory *m = lt_map_del(&dev->memories, (uint64_t)memory);
         if (m) {
             /* Freeing unmaps implicitly: capture what was written first. */
             uint64_t id = m->id;
             forget_memory(m);
-            if (lt_tracing())
-                lt_trace_check(mt_trace_write_destroy(lt_ctx.trace, MT_TRACE_DESTROY_MEMORY, id));
+            lt_rec_destroy(MT_TRACE_DESTROY_MEMORY, id);
         }
         pthread_mutex_unlock(&dev->lock);
     }
@@ -93,103 +160,121 @@ void lt_memory_destroy_all(lt_device *dev)
     lt_map_each(&dev->objects, free_one, NULL);
 }
 
-/* Registers a mapping the driver just made. dev->lock held. */
-static void mapped(lt_device *dev, lt_memory *m, VkDeviceSize offset, VkDeviceSize size, void *ptr)
+void lt_memory_link_exposed(lt_device *dev, lt_memory *m)
 {
-    m->mapped = 1;
-    m->map_offset = offset;
-    m->map_size = size == VK_WHOLE_SIZE ? m->size - offset : size;
-    m->driver_ptr = ptr;
     m->next_mapped = dev->mapped;
     m->prev_mapped = NULL;
     if (dev->mapped)
         dev->mapped->prev_mapped = m;
     dev->mapped = m;
-    lt_capture_map(m);
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_MapMemory(VkDevice device, VkDeviceMemory memory,
-                                            VkDeviceSize offset, VkDeviceSize size,
-                                            VkMemoryMapFlags flags, void **pp)
+void lt_memory_unlink_exposed(lt_device *dev, lt_memory *m)
+{
+    if (m->prev_mapped)
+        m->prev_mapped->next_mapped = m->next_mapped;
+    else
+        dev->mapped = m->next_mapped;
+    if (m->next_mapped)
+        m->next_mapped->prev_mapped = m->prev_mapped;
+    m->next_mapped = m->prev_mapped = NULL;
+}
+
+/* A mapping the driver just made, if the layer captures it: returns the
+ * pointer the application gets. dev->lock held. */
+static void *mapped(lt_device *dev, VkDeviceMemory memory, VkDeviceSize offset, VkDeviceSize size,
+                    void *ptr)
+{
+    lt_memory *m = lt_map_get(&dev->memories, (uint64_t)memory);
+    /* A host-pointer import stays exposed at the app's pointer; a second map
+     * of a mapped memory is the app's error: neither changes capture. */
+    if (!m || m->mapped || offset >= m->size)
+        return ptr;
+    m->mapped = 1;
+    m->map_offset = offset;
+    m->map_size = size == VK_WHOLE_SIZE ? m->size - offset : size;
+    m->driver_ptr = ptr;
+    lt_memory_link_exposed(dev, m);
+    lt_capture_expose(m);
+    return m->app_ptr;
+}
+
+LT_HOOK(VkResult, MapMemory, VkDevice device, VkDeviceMemory memory, VkDeviceSize offset,
+        VkDeviceSize size, VkMemoryMapFlags flags, void **pp)
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.MapMemory(device, memory, offset, size, flags, pp);
-    if (res != VK_SUCCESS || !lt_tracing())
+    if (res != VK_SUCCESS || !dev->capture)
         return res;
     pthread_mutex_lock(&dev->lock);
-    lt_memory *m = lt_map_get(&dev->memories, (uint64_t)memory);
-    if (m && !m->mapped && m->size > offset) {
-        mapped(dev, m, offset, size, *pp);
-        *pp = m->app_ptr;
-    }
+    *pp = mapped(dev, memory, offset, size, *pp);
     pthread_mutex_unlock(&dev->lock);
     return res;
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_MapMemory2KHR(VkDevice device, const VkMemoryMapInfoKHR *info, void **pp)
+LT_HOOK(VkResult, MapMemory2KHR, VkDevice device, const VkMemoryMapInfoKHR *info, void **pp)
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.MapMemory2KHR(device, info, pp);
-    if (res != VK_SUCCESS || !lt_tracing())
+    if (res != VK_SUCCESS || !dev->capture)
         return res;
     pthread_mutex_lock(&dev->lock);
-    lt_memory *m = lt_map_get(&dev->memories, (uint64_t)info->memory);
-    if (m && !m->mapped && m->size > info->offset) {
-        mapped(dev, m, info->offset, info->size, *pp);
-        *pp = m->app_ptr;
-    }
+    *pp = mapped(dev, info->memory, info->offset, info->size, *pp);
     pthread_mutex_unlock(&dev->lock);
     return res;
 }
 
 static void unmapping(lt_device *dev, VkDeviceMemory memory)
 {
+    if (!dev->capture)
+        return;
     pthread_mutex_lock(&dev->lock);
     lt_memory *m = lt_map_get(&dev->memories, (uint64_t)memory);
-    if (m && m->mapped)
-        lt_capture_unmap(m); /* before the driver's mapping goes away */
+    if (m && m->mapped && !(m->external & LT_EXT_HOST_PTR))
+        lt_capture_conceal(m); /* before the driver's mapping goes away */
     pthread_mutex_unlock(&dev->lock);
 }
 
-VKAPI_ATTR void VKAPI_CALL lt_UnmapMemory(VkDevice device, VkDeviceMemory memory)
+LT_HOOK(void, UnmapMemory, VkDevice device, VkDeviceMemory memory)
 {
     lt_device *dev = lt_device_from(device);
     unmapping(dev, memory);
     dev->t.UnmapMemory(device, memory);
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_UnmapMemory2KHR(VkDevice device, const VkMemoryUnmapInfoKHR *info)
+LT_HOOK(VkResult, UnmapMemory2KHR, VkDevice device, const VkMemoryUnmapInfoKHR *info)
 {
     lt_device *dev = lt_device_from(device);
     unmapping(dev, info->memory);
     return dev->t.UnmapMemory2KHR(device, info);
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_FlushMappedMemoryRanges(VkDevice device, uint32_t n,
-                                                          const VkMappedMemoryRange *ranges)
+LT_HOOK(VkResult, FlushMappedMemoryRanges, VkDevice device, uint32_t n, const VkMappedMemoryRange *ranges)
 {
     lt_device *dev = lt_device_from(device);
     /* Shadow mode: the app's writes reach the driver's mapping here, as they
      * must for the device to see them; other modes just capture early. */
-    pthread_mutex_lock(&dev->lock);
-    for (uint32_t i = 0; i < n; i++) {
-        lt_memory *m = lt_map_get(&dev->memories, (uint64_t)ranges[i].memory);
-        int seen = 0;
-        for (uint32_t j = 0; j < i; j++)
-            seen |= ranges[j].memory == ranges[i].memory;
-        if (m && m->mapped && !seen)
-            lt_capture_memory(m);
+    if (dev->capture) {
+        pthread_mutex_lock(&dev->lock);
+        for (uint32_t i = 0; i < n; i++) {
+            lt_memory *m = lt_map_get(&dev->memories, (uint64_t)ranges[i].memory);
+            int seen = 0;
+            for (uint32_t j = 0; j < i; j++)
+                seen |= ranges[j].memory == ranges[i].memory;
+            if (m && m->mapped && !seen)
+                lt_capture_memory(m);
+        }
+        pthread_mutex_unlock(&dev->lock);
     }
-    pthread_mutex_unlock(&dev->lock);
     return dev->t.FlushMappedMemoryRanges(device, n, ranges);
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_InvalidateMappedMemoryRanges(VkDevice device, uint32_t n,
-                                                               const VkMappedMemoryRange *ranges)
+LT_HOOK(VkResult, InvalidateMappedMemoryRanges, VkDevice device, uint32_t n,
+        const VkMappedMemoryRange *ranges)
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.InvalidateMappedMemoryRanges(device, n, ranges);
-    if (res != VK_SUCCESS)
+    if (res != VK_SUCCESS || !dev->capture)
         return res;
     pthread_mutex_lock(&dev->lock);
     for (uint32_t i = 0; i < n; i++) {
@@ -201,7 +286,7 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_InvalidateMappedMemoryRanges(VkDevice device, 
     return res;
 }
 
-/* ---- bindings ----------------------------------------------------------- */
+/* ---- bindings and stale device-write ranges --------------------------------- */
 
 void lt_memory_add_binding(lt_memory *m, lt_object *o)
 {
@@ -209,7 +294,11 @@ void lt_memory_add_binding(lt_memory *m, lt_object *o)
         size_t ncap = m->capbinds ? m->capbinds * 2 : 8;
         lt_object **b = realloc(m->binds, ncap * sizeof *b);
         if (!b) {
-            lt_warn_once("oom-bind", "out of memory: a binding is not attributed");
+            /* Unattributed bytes are still captured (object 0); a device
+             * writable object would not be re-diffed: scan instead. */
+            lt_rec_note(m->id, "oom-bind", "out of memory: a binding is not attributed");
+            if (o->gpu_writable)
+                lt_memory_note_stale(m, o->offset, o->size);
             return;
         }
         m->binds = b;
@@ -230,6 +319,40 @@ void lt_memory_remove_binding(lt_memory *m, lt_object *o)
         if (m->binds[i] == o) {
             memmove(m->binds + i, m->binds + i + 1, (m->nbinds - i - 1) * sizeof *m->binds);
             m->nbinds--;
+            break;
+        }
+    /* The device may have written through o before it went (its last
+     * submit may even still run): that range is diffed once more. */
+    if (o->gpu_writable)
+        lt_memory_note_stale(m, o->offset, o->is_image ? o->size : o->used);
+}
+
+void lt_memory_note_stale(lt_memory *m, VkDeviceSize off, VkDeviceSize len)
+{
+    if (len == 0 || off >= m->size)
+        return;
+    if (len > m->size - off)
+        len = m->size - off;
+    /* Merge into an overlapping or touching range: the list stays short. */
+    for (size_t i = 0; i < m->nstale; i++) {
+        lt_range *r = &m->stale[i];
+        if (off <= r->offset + r->length && r->offset <= off + len) {
+            VkDeviceSize lo = off < r->offset ? off : r->offset;
+            VkDeviceSize hi = off + len > r->offset + r->length ? off + len : r->offset + r->length;
+            r->offset = lo;
+            r->length = hi - lo;
             return;
         }
+    }
+    if (m->nstale == m->capstale) {
+        size_t ncap = m->capstale ? m->capstale * 2 : 4;
+        lt_range *v = realloc(m->stale, ncap * sizeof *v);
+        if (!v) {
+            m->stale_whole = 1; /* cannot remember the range: the whole memory */
+            return;
+        }
+        m->stale = v;
+        m->capstale = ncap;
+    }
+    m->stale[m->nstale++] = (lt_range){off, len};
 }

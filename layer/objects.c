@@ -1,6 +1,8 @@
 /* Buffer and image hooks: creation (with the used size of buffers, not the
  * padded one), binding to memory (which attributes packets to objects and
- * tells capture which ranges the device may write), destruction. */
+ * tells capture which ranges the device may write), destruction (a
+ * device-writable object leaves its range to be diffed once more: the device
+ * may have written it before it went). */
 #define _GNU_SOURCE
 #include <stdlib.h>
 
@@ -20,7 +22,8 @@ static void add_object(lt_device *dev, uint64_t handle, int is_image, int writab
 {
     lt_object *o = calloc(1, sizeof *o);
     if (!o) {
-        lt_warn_once("oom-object", "out of memory: an object is not captured");
+        lt_rec_note(0, "oom-object", "out of memory: an object is not attributed (its bytes are "
+                                     "still captured)");
         return;
     }
     o->handle = handle;
@@ -32,19 +35,17 @@ static void add_object(lt_device *dev, uint64_t handle, int is_image, int writab
     pthread_mutex_lock(&dev->lock);
     if (lt_map_put(&dev->objects, handle, o) != 0)
         free(o);
-    else if (lt_tracing())
-        lt_trace_check(mt_trace_write_object(lt_ctx.trace, o->id,
-                                             is_image ? MT_TRACE_OBJECT_IMAGE : MT_TRACE_OBJECT_BUFFER,
-                                             size, used));
+    else
+        lt_rec_object(o->id, is_image ? MT_TRACE_OBJECT_IMAGE : MT_TRACE_OBJECT_BUFFER, size, used);
     pthread_mutex_unlock(&dev->lock);
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_CreateBuffer(VkDevice device, const VkBufferCreateInfo *ci,
-                                               const VkAllocationCallbacks *alloc, VkBuffer *out)
+LT_HOOK(VkResult, CreateBuffer, VkDevice device, const VkBufferCreateInfo *ci,
+        const VkAllocationCallbacks *alloc, VkBuffer *out)
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.CreateBuffer(device, ci, alloc, out);
-    if (res != VK_SUCCESS)
+    if (res != VK_SUCCESS || !dev->capture)
         return res;
     VkMemoryRequirements req = {.size = ci->size};
     if (dev->t.GetBufferMemoryRequirements)
@@ -54,12 +55,12 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_CreateBuffer(VkDevice device, const VkBufferCr
     return res;
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_CreateImage(VkDevice device, const VkImageCreateInfo *ci,
-                                              const VkAllocationCallbacks *alloc, VkImage *out)
+LT_HOOK(VkResult, CreateImage, VkDevice device, const VkImageCreateInfo *ci,
+        const VkAllocationCallbacks *alloc, VkImage *out)
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.CreateImage(device, ci, alloc, out);
-    if (res != VK_SUCCESS)
+    if (res != VK_SUCCESS || !dev->capture)
         return res;
     VkMemoryRequirements req = {0};
     /* Disjoint multi-planar images have per-plane requirements only. */
@@ -72,29 +73,27 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_CreateImage(VkDevice device, const VkImageCrea
 
 static void destroy_object(lt_device *dev, uint64_t handle)
 {
-    if (!handle)
+    if (!handle || !dev->capture)
         return;
     pthread_mutex_lock(&dev->lock);
     lt_object *o = lt_map_del(&dev->objects, handle);
     if (o) {
         if (o->mem)
             lt_memory_remove_binding(o->mem, o);
-        if (lt_tracing())
-            lt_trace_check(mt_trace_write_destroy(lt_ctx.trace, MT_TRACE_DESTROY_OBJECT, o->id));
+        lt_rec_destroy(MT_TRACE_DESTROY_OBJECT, o->id);
         free(o);
     }
     pthread_mutex_unlock(&dev->lock);
 }
 
-VKAPI_ATTR void VKAPI_CALL lt_DestroyBuffer(VkDevice device, VkBuffer buffer,
-                                            const VkAllocationCallbacks *alloc)
+LT_HOOK(void, DestroyBuffer, VkDevice device, VkBuffer buffer, const VkAllocationCallbacks *alloc)
 {
     lt_device *dev = lt_device_from(device);
     destroy_object(dev, (uint64_t)buffer);
     dev->t.DestroyBuffer(device, buffer, alloc);
 }
 
-VKAPI_ATTR void VKAPI_CALL lt_DestroyImage(VkDevice device, VkImage image, const VkAllocationCallbacks *alloc)
+LT_HOOK(void, DestroyImage, VkDevice device, VkImage image, const VkAllocationCallbacks *alloc)
 {
     lt_device *dev = lt_device_from(device);
     destroy_object(dev, (uint64_t)image);
@@ -113,16 +112,15 @@ static void bound(lt_device *dev, uint64_t handle, VkDeviceMemory memory, VkDevi
     o->mem = m;
     o->offset = offset;
     lt_memory_add_binding(m, o);
-    if (lt_tracing())
-        lt_trace_check(mt_trace_write_bind(lt_ctx.trace, o->id, m->id, offset));
+    lt_rec_bind(o->id, m->id, offset);
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory(VkDevice device, VkBuffer buffer,
-                                                   VkDeviceMemory memory, VkDeviceSize offset)
+LT_HOOK(VkResult, BindBufferMemory, VkDevice device, VkBuffer buffer, VkDeviceMemory memory,
+        VkDeviceSize offset)
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.BindBufferMemory(device, buffer, memory, offset);
-    if (res == VK_SUCCESS) {
+    if (res == VK_SUCCESS && dev->capture) {
         pthread_mutex_lock(&dev->lock);
         bound(dev, (uint64_t)buffer, memory, offset);
         pthread_mutex_unlock(&dev->lock);
@@ -130,12 +128,12 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory(VkDevice device, VkBuffer buf
     return res;
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory(VkDevice device, VkImage image,
-                                                  VkDeviceMemory memory, VkDeviceSize offset)
+LT_HOOK(VkResult, BindImageMemory, VkDevice device, VkImage image, VkDeviceMemory memory,
+        VkDeviceSize offset)
 {
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.BindImageMemory(device, image, memory, offset);
-    if (res == VK_SUCCESS) {
+    if (res == VK_SUCCESS && dev->capture) {
         pthread_mutex_lock(&dev->lock);
         bound(dev, (uint64_t)image, memory, offset);
         pthread_mutex_unlock(&dev->lock);
@@ -143,12 +141,11 @@ VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory(VkDevice device, VkImage image
     return res;
 }
 
-static VkResult bind_buffers2(VkDevice device, uint32_t n, const VkBindBufferMemoryInfo *infos,
-                              PFN_vkBindBufferMemory2 next)
+static VkResult bind_buffers2(lt_device *dev, VkDevice device, uint32_t n,
+                              const VkBindBufferMemoryInfo *infos, PFN_vkBindBufferMemory2 next)
 {
-    lt_device *dev = lt_device_from(device);
     VkResult res = next(device, n, infos);
-    if (res == VK_SUCCESS) {
+    if (res == VK_SUCCESS && dev->capture) {
         pthread_mutex_lock(&dev->lock);
         for (uint32_t i = 0; i < n; i++)
             bound(dev, (uint64_t)infos[i].buffer, infos[i].memory, infos[i].memoryOffset);
@@ -157,12 +154,11 @@ static VkResult bind_buffers2(VkDevice device, uint32_t n, const VkBindBufferMem
     return res;
 }
 
-static VkResult bind_images2(VkDevice device, uint32_t n, const VkBindImageMemoryInfo *infos,
-                             PFN_vkBindImageMemory2 next)
+static VkResult bind_images2(lt_device *dev, VkDevice device, uint32_t n,
+                             const VkBindImageMemoryInfo *infos, PFN_vkBindImageMemory2 next)
 {
-    lt_device *dev = lt_device_from(device);
     VkResult res = next(device, n, infos);
-    if (res == VK_SUCCESS) {
+    if (res == VK_SUCCESS && dev->capture) {
         pthread_mutex_lock(&dev->lock);
         for (uint32_t i = 0; i < n; i++)
             if (infos[i].memory) /* swapchain bindings carry no memory */
@@ -172,22 +168,26 @@ static VkResult bind_images2(VkDevice device, uint32_t n, const VkBindImageMemor
     return res;
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory2(VkDevice d, uint32_t n, const VkBindBufferMemoryInfo *i)
+LT_HOOK(VkResult, BindBufferMemory2, VkDevice d, uint32_t n, const VkBindBufferMemoryInfo *i)
 {
-    return bind_buffers2(d, n, i, lt_device_from(d)->t.BindBufferMemory2);
+    lt_device *dev = lt_device_from(d);
+    return bind_buffers2(dev, d, n, i, dev->t.BindBufferMemory2);
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindBufferMemory2KHR(VkDevice d, uint32_t n, const VkBindBufferMemoryInfo *i)
+LT_HOOK(VkResult, BindBufferMemory2KHR, VkDevice d, uint32_t n, const VkBindBufferMemoryInfo *i)
 {
-    return bind_buffers2(d, n, i, lt_device_from(d)->t.BindBufferMemory2KHR);
+    lt_device *dev = lt_device_from(d);
+    return bind_buffers2(dev, d, n, i, dev->t.BindBufferMemory2KHR);
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory2(VkDevice d, uint32_t n, const VkBindImageMemoryInfo *i)
+LT_HOOK(VkResult, BindImageMemory2, VkDevice d, uint32_t n, const VkBindImageMemoryInfo *i)
 {
-    return bind_images2(d, n, i, lt_device_from(d)->t.BindImageMemory2);
+    lt_device *dev = lt_device_from(d);
+    return bind_images2(dev, d, n, i, dev->t.BindImageMemory2);
 }
 
-VKAPI_ATTR VkResult VKAPI_CALL lt_BindImageMemory2KHR(VkDevice d, uint32_t n, const VkBindImageMemoryInfo *i)
+LT_HOOK(VkResult, BindImageMemory2KHR, VkDevice d, uint32_t n, const VkBindImageMemoryInfo *i)
 {
-    return bind_images2(d, n, i, lt_device_from(d)->t.BindImageMemory2KHR);
+    lt_device *dev = lt_device_from(d);
+    return bind_images2(dev, d, n, i, dev->t.BindImageMemory2KHR);
 }

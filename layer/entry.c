@@ -1,82 +1,24 @@
 /* Loader interface: negotiation, vkCreateInstance/vkCreateDevice chaining,
- * per-instance and per-device dispatch, and proc-addr lookup.
+ * the hook table and proc-addr lookup.
  *
- * Dispatchable handles (instance, physical device, device, queue, command
- * buffer) start with the loader's dispatch pointer, which is the same for a
- * device and its queues and command buffers: it is the key of our tables. */
+ * Every instance and device created through the layer is registered with its
+ * dispatch table, captured or not (a process left uncaptured, or a device
+ * created after the trace failed, passes everything through): an entry point
+ * the layer hands out is never NULL where the driver has the function. When
+ * the layer cannot even record a device (out of host memory), creation fails
+ * with VK_ERROR_OUT_OF_HOST_MEMORY rather than leaving a device the layer
+ * cannot dispatch. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "layer.h"
 
 #define LT_EXPORT __attribute__((visibility("default")))
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static lt_instance *g_instances[64];
-static lt_device *g_devices[64];
-
 static void *key_of(const void *handle) { return *(void *const *)handle; }
-
-static lt_instance *instance_from(const void *handle)
-{
-    void *k = key_of(handle);
-    lt_instance *r = NULL;
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < 64 && !r; i++)
-        if (g_instances[i] && g_instances[i]->key == k)
-            r = g_instances[i];
-    pthread_mutex_unlock(&g_lock);
-    return r;
-}
-
-lt_device *lt_device_from(const void *handle)
-{
-    void *k = key_of(handle);
-    lt_device *r = NULL;
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < 64 && !r; i++)
-        if (g_devices[i] && g_devices[i]->key == k)
-            r = g_devices[i];
-    pthread_mutex_unlock(&g_lock);
-    return r;
-}
-
-void lt_devices_lock(int lock)
-{
-    /* Registration order is fixed while g_lock is held, so every caller
-     * takes the device locks in the same order. */
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < 64; i++)
-        if (g_devices[i]) {
-            if (lock)
-                pthread_mutex_lock(&g_devices[i]->lock);
-            else
-                pthread_mutex_unlock(&g_devices[i]->lock);
-        }
-    pthread_mutex_unlock(&g_lock);
-}
-
-static int register_ptr(void **table, void *p)
-{
-    pthread_mutex_lock(&g_lock);
-    int ok = 0;
-    for (int i = 0; i < 64 && !ok; i++)
-        if (!table[i])
-            table[i] = p, ok = 1;
-    pthread_mutex_unlock(&g_lock);
-    return ok;
-}
-
-static void unregister_ptr(void **table, void *p)
-{
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < 64; i++)
-        if (table[i] == p)
-            table[i] = NULL;
-    pthread_mutex_unlock(&g_lock);
-}
 
 /* ---- instance ---------------------------------------------------------------- */
 
@@ -101,14 +43,13 @@ static VKAPI_ATTR VkResult VKAPI_CALL lt_CreateInstance(const VkInstanceCreateIn
     PFN_vkCreateInstance create = (PFN_vkCreateInstance)next_gipa(NULL, "vkCreateInstance");
     if (!create)
         return VK_ERROR_INITIALIZATION_FAILED;
-    VkResult res = create(ci, alloc, out);
-    if (res != VK_SUCCESS)
-        return res;
-
-    lt_config_load();
+    lt_session_init();
     lt_instance *inst = calloc(1, sizeof *inst);
-    if (!inst) {
-        lt_warn_once("oom-instance", "out of memory: this instance is not captured");
+    if (!inst)
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    VkResult res = create(ci, alloc, out);
+    if (res != VK_SUCCESS) {
+        free(inst);
         return res;
     }
     inst->handle = *out;
@@ -128,32 +69,23 @@ static VKAPI_ATTR VkResult VKAPI_CALL lt_CreateInstance(const VkInstanceCreateIn
             snprintf(inst->engine_name, sizeof inst->engine_name, "%s", a->pEngineName);
         inst->api_version = a->apiVersion;
     }
-    if (!register_ptr((void **)g_instances, inst)) {
+    if (lt_registry_add_instance(inst) != 0) {
+        inst->DestroyInstance(*out, alloc);
         free(inst);
-        lt_warn_once("too-many-instances", "more than 64 instances: extra ones are not captured");
-        return res;
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
     }
-    pthread_mutex_lock(&lt_ctx.lock);
-    lt_ctx.ninstances++;
-    pthread_mutex_unlock(&lt_ctx.lock);
     return res;
 }
 
-static VKAPI_ATTR void VKAPI_CALL lt_DestroyInstance(VkInstance instance,
-                                                     const VkAllocationCallbacks *alloc)
+static VKAPI_ATTR void VKAPI_CALL lt_DestroyInstance(VkInstance instance, const VkAllocationCallbacks *alloc)
 {
-    lt_instance *inst = instance ? instance_from(instance) : NULL;
+    lt_instance *inst = lt_instance_from(instance);
     if (!inst)
         return;
     PFN_vkDestroyInstance destroy = inst->DestroyInstance;
-    unregister_ptr((void **)g_instances, inst);
+    lt_registry_remove_instance(inst);
     free(inst);
     destroy(instance, alloc);
-    pthread_mutex_lock(&lt_ctx.lock);
-    int last = --lt_ctx.ninstances == 0;
-    pthread_mutex_unlock(&lt_ctx.lock);
-    if (last)
-        lt_trace_close();
 }
 
 /* ---- device ---------------------------------------------------------------- */
@@ -205,32 +137,65 @@ static void fill_device_table(lt_device_table *t, VkDevice d, PFN_vkGetDevicePro
     DGET(GetFenceStatus);
     DGET(WaitSemaphores);
     DGET(WaitSemaphoresKHR);
+    DGET(SignalSemaphore);
+    DGET(SignalSemaphoreKHR);
+    DGET(GetSemaphoreCounterValue);
+    DGET(GetSemaphoreCounterValueKHR);
+    DGET(SetEvent);
+    DGET(GetEventStatus);
 #undef DGET
 }
 
-static VKAPI_ATTR VkResult VKAPI_CALL lt_CreateDevice(VkPhysicalDevice phys,
-                                                      const VkDeviceCreateInfo *ci,
-                                                      const VkAllocationCallbacks *alloc,
-                                                      VkDevice *out)
+/* The trace header: what was recorded, on what, how. */
+static void open_trace(lt_instance *inst, VkPhysicalDevice phys)
 {
-    lt_instance *inst = instance_from(phys);
+    VkPhysicalDeviceProperties p;
+    inst->GetPhysicalDeviceProperties(phys, &p);
+    char driver[320], api[32], drv_version[32], backend[64], pid[24];
+    snprintf(driver, sizeof driver, "%s (vendor 0x%04x, device 0x%04x)", p.deviceName, p.vendorID,
+             p.deviceID);
+    snprintf(api, sizeof api, "%u.%u.%u", VK_API_VERSION_MAJOR(p.apiVersion),
+             VK_API_VERSION_MINOR(p.apiVersion), VK_API_VERSION_PATCH(p.apiVersion));
+    snprintf(drv_version, sizeof drv_version, "0x%x", p.driverVersion);
+    const lt_config *c = lt_cfg();
+    int uffd = c->backend != MT_TRACK_SIGNAL && mt_track_backend_available(MT_TRACK_UFFD);
+    snprintf(backend, sizeof backend, "%s (asked: %s)", uffd ? "uffd+signal" : "signal",
+             mt_track_backend_name((mt_track_backend)c->backend));
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    mt_trace_kv meta[] = {
+        {"application", inst->app_name[0] ? inst->app_name : "(unnamed)"},
+        {"engine", inst->engine_name[0] ? inst->engine_name : "(none)"},
+        {"driver", driver},
+        {"driver_version", drv_version},
+        {"device_api", api},
+        {"memtrack", MT_VERSION_STRING},
+        {"mode", lt_mode_name(c->mode)},
+        {"verify", c->verify ? "1" : "0"},
+        {"track_backends", backend},
+        {"pid", pid},
+    };
+    lt_session_open(meta, sizeof meta / sizeof meta[0]);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL lt_CreateDevice(VkPhysicalDevice phys, const VkDeviceCreateInfo *ci,
+                                                      const VkAllocationCallbacks *alloc, VkDevice *out)
+{
+    lt_instance *inst = lt_instance_from(phys);
     VkLayerDeviceCreateInfo *link = device_link_info(ci);
-    if (!link)
+    if (!link || !inst)
         return VK_ERROR_INITIALIZATION_FAILED;
     PFN_vkGetInstanceProcAddr next_gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
     PFN_vkGetDeviceProcAddr next_gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
-    PFN_vkCreateDevice create =
-        (PFN_vkCreateDevice)next_gipa(inst ? inst->handle : VK_NULL_HANDLE, "vkCreateDevice");
+    PFN_vkCreateDevice create = (PFN_vkCreateDevice)next_gipa(inst->handle, "vkCreateDevice");
     if (!create)
         return VK_ERROR_INITIALIZATION_FAILED;
-    VkResult res = create(phys, ci, alloc, out);
-    if (res != VK_SUCCESS || !inst)
-        return res;
-
     lt_device *dev = calloc(1, sizeof *dev);
-    if (!dev) {
-        lt_warn_once("oom-device", "out of memory: this device is not captured");
+    if (!dev)
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    VkResult res = create(phys, ci, alloc, out);
+    if (res != VK_SUCCESS) {
+        free(dev);
         return res;
     }
     dev->handle = *out;
@@ -240,30 +205,44 @@ static VKAPI_ATTR VkResult VKAPI_CALL lt_CreateDevice(VkPhysicalDevice phys,
     pthread_mutex_init(&dev->lock, NULL);
     fill_device_table(&dev->t, *out, next_gdpa);
     inst->GetPhysicalDeviceMemoryProperties(phys, &dev->memprops);
-    lt_trace_open(inst, phys);
-    if (!register_ptr((void **)g_devices, dev)) {
+    VkPhysicalDeviceProperties props;
+    inst->GetPhysicalDeviceProperties(phys, &props);
+    dev->map_align = props.limits.minMemoryMapAlignment;
+    if (lt_session_capturing())
+        open_trace(inst, phys);
+    dev->capture = lt_tracing();
+    if (lt_registry_add_device(dev) != 0) {
+        dev->t.DestroyDevice(*out, alloc);
+        pthread_mutex_destroy(&dev->lock);
         free(dev);
-        lt_warn_once("too-many-devices", "more than 64 devices: extra ones are not captured");
+        *out = VK_NULL_HANDLE;
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
     }
     return res;
 }
 
 static VKAPI_ATTR void VKAPI_CALL lt_DestroyDevice(VkDevice device, const VkAllocationCallbacks *alloc)
 {
-    lt_device *dev = device ? lt_device_from(device) : NULL;
+    lt_device *dev = lt_device_from(device);
     if (!dev)
         return;
-    unregister_ptr((void **)g_devices, dev);
-    pthread_mutex_lock(&dev->lock);
-    lt_memory_destroy_all(dev);
-    pthread_mutex_unlock(&dev->lock);
+    size_t left = lt_registry_remove_device(dev);
+    if (dev->capture) {
+        pthread_mutex_lock(&dev->lock);
+        lt_memory_destroy_all(dev);
+        pthread_mutex_unlock(&dev->lock);
+    }
     PFN_vkDestroyDevice destroy = dev->t.DestroyDevice;
     lt_map_free(&dev->memories);
     lt_map_free(&dev->objects);
     lt_map_free(&dev->queues);
-    pthread_mutex_destroy(&dev->lock);
+    if (dev->capture)
+        pthread_mutex_destroy(&dev->lock); /* a forked child's copy may be locked: leave it */
+    int captured = dev->capture;
     free(dev);
     destroy(device, alloc);
+    if (left == 0 && captured)
+        lt_session_devices_gone();
 }
 
 /* ---- proc addr -------------------------------------------------------------- */
@@ -307,6 +286,12 @@ static const hook g_device_hooks[] = {
     H(GetFenceStatus),
     H(WaitSemaphores),
     H(WaitSemaphoresKHR),
+    H(SignalSemaphore),
+    H(SignalSemaphoreKHR),
+    H(GetSemaphoreCounterValue),
+    H(GetSemaphoreCounterValueKHR),
+    H(SetEvent),
+    H(GetEventStatus),
 };
 #undef H
 
@@ -328,7 +313,7 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL gdpa(VkDevice device, const char
         return NULL;
     if (strcmp(name, "vkGetDeviceProcAddr") == 0)
         return (PFN_vkVoidFunction)gdpa;
-    lt_device *dev = device ? lt_device_from(device) : NULL;
+    lt_device *dev = lt_device_from(device);
     if (!dev)
         return NULL;
     PFN_vkVoidFunction next = dev->t.GetDeviceProcAddr(device, name);
@@ -349,9 +334,7 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL gipa(VkInstance instance, const 
         return (PFN_vkVoidFunction)lt_CreateInstance;
     if (strcmp(name, "vkGetDeviceProcAddr") == 0)
         return (PFN_vkVoidFunction)gdpa;
-    if (!instance)
-        return NULL;
-    lt_instance *inst = instance_from(instance);
+    lt_instance *inst = lt_instance_from(instance);
     if (!inst)
         return NULL;
     if (strcmp(name, "vkDestroyInstance") == 0)

@@ -1,0 +1,64 @@
+/* The layer's configuration: MEMTRACK_* environment variables parsed into one
+ * struct. Pure (no Vulkan, no globals): tests/test_layer_units.c checks it.
+ *
+ *   MEMTRACK_OUTPUT            trace path (default memtrack-<pid>.mtrace)
+ *   MEMTRACK_MODE              auto | guard | shadow | scan | copy (default auto)
+ *   MEMTRACK_VERIFY            on/off: a content hash of every exposed memory at each submit
+ *   MEMTRACK_PROGRESS          on/off: submits and MB captured on stderr every 2 s
+ *   MEMTRACK_STATS             path: capture statistics as JSON when the trace closes
+ *   MEMTRACK_STATUS            path: one line, "ok ..." or "error ...", for `memtrack record`
+ *   MEMTRACK_MERGE_GAP         diff merge gap in bytes (default: diff's default)
+ *   MEMTRACK_TRACK_BACKEND     auto | signal | uffd: the tracking backend (default auto)
+ *   MEMTRACK_SESSION           set by `memtrack record`: the first process of the session
+ *                              creates the trace, later ones are children (see docs/layer.md)
+ *   MEMTRACK_FOLLOW_CHILDREN   on/off: a child process that uses Vulkan gets its own
+ *                              trace NAME.PID.mtrace instead of not being captured
+ *   MEMTRACK_TEST_DROP_UPDATE  k: drop the k-th update packet (tests that verify
+ *                              detects a lost write)
+ * on/off values: 1/0, yes/no, true/false, on/off (any case). An invalid value
+ * is reported once and the default kept. */
+#ifndef LT_CONFIG_H
+#define LT_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum lt_mode {
+    LT_AUTO = 0,
+    LT_GUARD,  /* track the driver's mapping in place */
+    LT_SHADOW, /* hand the app an anonymous mapping; write back changed bytes */
+    LT_SCAN,   /* no tracking: diff all exposed memory */
+    LT_COPY,   /* no diff: copy all exposed memory */
+    LT_NMODES,
+    LT_OFF = LT_NMODES, /* not captured (trace failed, or a process left uncaptured) */
+} lt_mode;
+
+const char *lt_mode_name(lt_mode m);
+int lt_mode_parse(const char *s); /* -1 if unknown */
+
+typedef struct lt_config {
+    lt_mode mode;
+    int verify, progress, follow_children;
+    int backend; /* mt_track_backend */
+    size_t merge_gap;
+    uint64_t drop_update;
+    char *output;     /* malloc'd; never NULL after parsing */
+    char *stats_path; /* malloc'd or NULL */
+    char *status_path;
+    char *session;    /* MEMTRACK_SESSION or NULL */
+} lt_config;
+
+/* Looks a variable up (getenv, or a table in tests). */
+typedef const char *(*lt_getenv_fn)(const char *name, void *arg);
+/* Reports an invalid value once: `name` is the variable. */
+typedef void (*lt_config_warn_fn)(const char *name, const char *value, const char *expected, void *arg);
+
+/* Fills *c from the variables; `pid` names the default output. Returns 0,
+ * or -ENOMEM (c is then freed). */
+int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void *arg, int pid);
+void lt_config_free(lt_config *c);
+
+/* 1/0 for an on/off value, -1 if it is not one. */
+int lt_parse_bool(const char *s);
+
+#endif

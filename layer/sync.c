@@ -1,0 +1,118 @@
+/* Host/device synchronisation: the points where shadow mode must move data.
+ *
+ * The host observes device progress (vkQueueWaitIdle, vkDeviceWaitIdle,
+ * vkWaitForFences, vkGetFenceStatus, vkWaitSemaphores, a timeline counter
+ * value read with vkGetSemaphoreCounterValue, an event found set by
+ * vkGetEventStatus): whatever the device wrote must be in the app's shadow
+ * mapping before the call returns (sync-in). The host releases device work
+ * (vkSetEvent, vkSignalSemaphore): whatever the app wrote into its shadow
+ * mapping must be in the driver's memory before the device can run on
+ * (write-back). Other modes hand the app the driver's own mapping, so these
+ * hooks cost them one relaxed load. */
+#define _GNU_SOURCE
+#include "layer.h"
+
+LT_HOOK(VkResult, QueueWaitIdle, VkQueue queue)
+{
+    lt_device *dev = lt_device_from(queue);
+    VkResult res = dev->t.QueueWaitIdle(queue);
+    if (res == VK_SUCCESS)
+        lt_capture_after_wait(dev);
+    return res;
+}
+
+LT_HOOK(VkResult, DeviceWaitIdle, VkDevice device)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.DeviceWaitIdle(device);
+    if (res == VK_SUCCESS)
+        lt_capture_after_wait(dev);
+    return res;
+}
+
+LT_HOOK(VkResult, WaitForFences, VkDevice device, uint32_t n, const VkFence *f, VkBool32 all,
+        uint64_t timeout)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.WaitForFences(device, n, f, all, timeout);
+    if (res == VK_SUCCESS)
+        lt_capture_after_wait(dev);
+    return res;
+}
+
+LT_HOOK(VkResult, GetFenceStatus, VkDevice device, VkFence f)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.GetFenceStatus(device, f);
+    if (res == VK_SUCCESS)
+        lt_capture_after_wait(dev);
+    return res;
+}
+
+LT_HOOK(VkResult, WaitSemaphores, VkDevice device, const VkSemaphoreWaitInfo *w, uint64_t t)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.WaitSemaphores(device, w, t);
+    if (res == VK_SUCCESS)
+        lt_capture_after_wait(dev);
+    return res;
+}
+
+LT_HOOK(VkResult, WaitSemaphoresKHR, VkDevice device, const VkSemaphoreWaitInfo *w, uint64_t t)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.WaitSemaphoresKHR(device, w, t);
+    if (res == VK_SUCCESS)
+        lt_capture_after_wait(dev);
+    return res;
+}
+
+/* Polling a timeline's counter is a wait that returns at once: the value it
+ * reads may be one the device signalled after writing memory. */
+LT_HOOK(VkResult, GetSemaphoreCounterValue, VkDevice device, VkSemaphore s, uint64_t *v)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.GetSemaphoreCounterValue(device, s, v);
+    if (res == VK_SUCCESS)
+        lt_capture_after_wait(dev);
+    return res;
+}
+
+LT_HOOK(VkResult, GetSemaphoreCounterValueKHR, VkDevice device, VkSemaphore s, uint64_t *v)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.GetSemaphoreCounterValueKHR(device, s, v);
+    if (res == VK_SUCCESS)
+        lt_capture_after_wait(dev);
+    return res;
+}
+
+LT_HOOK(VkResult, SignalSemaphore, VkDevice device, const VkSemaphoreSignalInfo *info)
+{
+    lt_device *dev = lt_device_from(device);
+    lt_capture_host_release(dev);
+    return dev->t.SignalSemaphore(device, info);
+}
+
+LT_HOOK(VkResult, SignalSemaphoreKHR, VkDevice device, const VkSemaphoreSignalInfo *info)
+{
+    lt_device *dev = lt_device_from(device);
+    lt_capture_host_release(dev);
+    return dev->t.SignalSemaphoreKHR(device, info);
+}
+
+LT_HOOK(VkResult, SetEvent, VkDevice device, VkEvent event)
+{
+    lt_device *dev = lt_device_from(device);
+    lt_capture_host_release(dev);
+    return dev->t.SetEvent(device, event);
+}
+
+LT_HOOK(VkResult, GetEventStatus, VkDevice device, VkEvent event)
+{
+    lt_device *dev = lt_device_from(device);
+    VkResult res = dev->t.GetEventStatus(device, event);
+    if (res == VK_EVENT_SET)
+        lt_capture_after_wait(dev);
+    return res;
+}

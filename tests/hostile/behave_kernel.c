@@ -1,0 +1,271 @@
+/* Behaviours: the kernel writes into mapped memory (assets streamed straight
+ * into staging buffers). With page protection, such a write faults in kernel
+ * mode, raises no signal and fails with EFAULT unless the capture arranges
+ * for it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "hv.h"
+
+#define FILE_BYTES (3u << 20) /* larger than stdio's buffer: fread goes straight to read(2) */
+
+/* A temporary file holding hv_pattern(seed 77), unlinked at once. */
+static int pattern_file(unsigned char **content)
+{
+    char path[] = "/tmp/memtrack-hostile-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        hv_die("mkstemp: %s", strerror(errno));
+    unlink(path);
+    unsigned char *buf = malloc(FILE_BYTES);
+    if (!buf)
+        hv_die("out of memory");
+    hv_pattern(buf, FILE_BYTES, 77);
+    if (write(fd, buf, FILE_BYTES) != (ssize_t)FILE_BYTES)
+        hv_die("write: %s", strerror(errno));
+    *content = buf;
+    return fd;
+}
+
+static int expect(ssize_t got, size_t want, const char *call)
+{
+    if (got == (ssize_t)want)
+        return 0;
+    fprintf(stderr, "%s: %s returned %zd (%s), expected %zu\n", hv_argv0, call, got,
+            got < 0 ? strerror(errno) : "short", want);
+    return 1;
+}
+
+/* read, pread, readv, preadv into the mapping at unaligned offsets that
+ * cross pages, every frame at a new place. */
+static int kernel_read(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    unsigned char *file;
+    int fd = pattern_file(&file);
+    hv_mem src, rb;
+    hv_alloc(h, &src, 8u << 20, HV_SRC);
+    hv_alloc(h, &rb, 8u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        size_t base = 100 + (size_t)f * 1237, len = 200000 + (size_t)f * 4099;
+        size_t foff = (size_t)f * 3001;
+        /* read */
+        bad |= expect(pread(fd, NULL, 0, 0), 0, "pread(0)");
+        lseek(fd, (off_t)foff, SEEK_SET);
+        bad |= expect(read(fd, src.ptr + base, len), len, "read");
+        memcpy(src.model + base, file + foff, len);
+        /* pread */
+        size_t b2 = base + len + 77;
+        bad |= expect(pread(fd, src.ptr + b2, len, (off_t)foff + 5), len, "pread");
+        memcpy(src.model + b2, file + foff + 5, len);
+        /* readv: three pieces, one of them in ordinary memory */
+        size_t b3 = b2 + len + 4096 * 3 + 11;
+        unsigned char scratch[1000];
+        struct iovec iov[3] = {{src.ptr + b3, 5000}, {scratch, sizeof scratch},
+                               {src.ptr + b3 + 9000, 70000}};
+        lseek(fd, 17, SEEK_SET);
+        bad |= expect(readv(fd, iov, 3), 5000 + sizeof scratch + 70000, "readv");
+        memcpy(src.model + b3, file + 17, 5000);
+        memcpy(src.model + b3 + 9000, file + 17 + 5000 + sizeof scratch, 70000);
+        bad |= hv_compare(scratch, file + 17 + 5000, sizeof scratch, "readv scratch piece");
+        /* preadv */
+        size_t b4 = b3 + 90000;
+        struct iovec iov2[2] = {{src.ptr + b4, 123456}, {src.ptr + b4 + 200000, 4096}};
+        bad |= expect(preadv(fd, iov2, 2, 999), 123456 + 4096, "preadv");
+        memcpy(src.model + b4, file + 999, 123456);
+        memcpy(src.model + b4 + 200000, file + 999 + 123456, 4096);
+        bad |= hv_gpu_check(h, &src, &rb, "kernel-read: GPU copy of the staging memory");
+    }
+    close(fd);
+    free(file);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* fread: a large one (glibc reads straight into the user buffer) and a few
+ * small ones (through stdio's buffer). */
+static int kernel_fread(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    unsigned char *file;
+    int fd = pattern_file(&file);
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp)
+        hv_die("fdopen: %s", strerror(errno));
+    hv_mem src, rb;
+    hv_alloc(h, &src, 4u << 20, HV_SRC);
+    hv_alloc(h, &rb, 4u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        rewind(fp);
+        size_t off = 333 + (size_t)f * 8191, len = (2u << 20) + 12345;
+        size_t got = fread(src.ptr + off, 1, len, fp);
+        if (got != len) {
+            fprintf(stderr, "%s: fread returned %zu of %zu (%s)\n", hv_argv0, got, len,
+                    ferror(fp) ? strerror(errno) : "eof");
+            bad = 1;
+            break;
+        }
+        memcpy(src.model + off, file, len);
+        size_t at = off + len + 1;
+        for (int k = 0; k < 5; k++, at += 777) {
+            if (fread(src.ptr + at, 1, 777, fp) != 777)
+                bad = 1;
+            memcpy(src.model + at, file + len + (size_t)k * 777, 777);
+        }
+        bad |= hv_gpu_check(h, &src, &rb, "kernel-fread: GPU copy of the staging memory");
+    }
+    fclose(fp);
+    free(file);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+typedef struct sender {
+    int fd;
+    const unsigned char *data;
+    size_t len;
+    int datagrams;
+} sender;
+
+static void *send_all(void *arg)
+{
+    sender *s = arg;
+    if (s->datagrams) {
+        for (size_t at = 0; at < s->len; at += 1000)
+            if (send(s->fd, s->data + at, s->len - at < 1000 ? s->len - at : 1000, 0) < 0)
+                break;
+    } else {
+        for (size_t at = 0; at < s->len;) {
+            ssize_t k = send(s->fd, s->data + at, s->len - at, 0);
+            if (k <= 0)
+                break;
+            at += (size_t)k;
+        }
+    }
+    return NULL;
+}
+
+/* Stream sockets (recv, recvfrom, recvmsg until full) and datagram sockets
+ * (recv, recvmsg, recvmmsg: a datagram that hit EFAULT would be lost). */
+static int kernel_recv(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 2u << 20, HV_SRC);
+    hv_alloc(h, &rb, 2u << 20, HV_DST);
+    size_t total = 600000;
+    unsigned char *data = malloc(total);
+    if (!data)
+        hv_die("out of memory");
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        hv_pattern(data, total, 1000 + (uint64_t)f);
+        /* stream */
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+            hv_die("socketpair: %s", strerror(errno));
+        sender s = {sv[0], data, total, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, send_all, &s);
+        size_t off = 4000 + (size_t)f * 13, got = 0;
+        int step = 0;
+        while (got < total) {
+            ssize_t k;
+            unsigned char *dst = src.ptr + off + got;
+            size_t want = total - got;
+            if (step % 3 == 0) {
+                k = recv(sv[1], dst, want, 0);
+            } else if (step % 3 == 1) {
+                k = recvfrom(sv[1], dst, want, 0, NULL, NULL);
+            } else {
+                struct iovec iov = {dst, want};
+                struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+                k = recvmsg(sv[1], &mh, 0);
+            }
+            step++;
+            if (k <= 0) {
+                fprintf(stderr, "%s: stream receive failed at %zu of %zu: %s\n", hv_argv0, got, total,
+                        k < 0 ? strerror(errno) : "eof");
+                bad = 1;
+                break;
+            }
+            got += (size_t)k;
+        }
+        pthread_join(th, NULL);
+        close(sv[0]);
+        close(sv[1]);
+        memcpy(src.model + off, data, total);
+        /* datagrams: 1000 B each; count them: none may be lost */
+        if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) != 0)
+            hv_die("socketpair: %s", strerror(errno));
+        size_t dlen = 60000, doff = off + total + 5;
+        sender d = {sv[0], data, dlen, 1};
+        pthread_create(&th, NULL, send_all, &d);
+        size_t n = 0, at = 0;
+        while (at < dlen && !bad) {
+            ssize_t k;
+            if (n % 3 == 2 && dlen - at >= 2000) {
+                struct iovec iov[2] = {{src.ptr + doff + at, 1000}, {src.ptr + doff + at + 1000, 1000}};
+                struct mmsghdr mm[2] = {{.msg_hdr = {.msg_iov = &iov[0], .msg_iovlen = 1}},
+                                        {.msg_hdr = {.msg_iov = &iov[1], .msg_iovlen = 1}}};
+                int m = recvmmsg(sv[1], mm, 2, MSG_WAITFORONE, NULL);
+                k = m < 0 ? -1 : (ssize_t)(mm[0].msg_len + (m > 1 ? mm[1].msg_len : 0));
+                n += m > 0 ? (size_t)m : 0;
+            } else if (n % 3 == 1) {
+                struct iovec iov = {src.ptr + doff + at, 1000};
+                struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+                k = recvmsg(sv[1], &mh, 0);
+                n++;
+            } else {
+                k = recv(sv[1], src.ptr + doff + at, 1000, 0);
+                n++;
+            }
+            if (k <= 0) {
+                fprintf(stderr, "%s: datagram receive failed at %zu: %s\n", hv_argv0, at,
+                        k < 0 ? strerror(errno) : "empty");
+                bad = 1;
+            }
+            at += k > 0 ? (size_t)k : 0;
+        }
+        pthread_join(th, NULL);
+        close(sv[0]);
+        close(sv[1]);
+        memcpy(src.model + doff, data, dlen);
+        if (!bad)
+            bad |= hv_gpu_check(h, &src, &rb, "kernel-recv: GPU copy of the staging memory");
+    }
+    free(data);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+const hv_behaviour hv_kernel_behaviours[] = {
+    {"kernel-read", "read/pread/readv/preadv straight into mapped memory", kernel_read},
+    {"kernel-fread", "a large fread (stdio bypasses its buffer) and small ones", kernel_fread},
+    {"kernel-recv", "recv/recvfrom/recvmsg/recvmmsg from stream and datagram sockets", kernel_recv},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,423 @@
+/* Behaviours: what the application does to its mappings and memories — its
+ * own mprotect and madvise, writes through /proc/self/mem, maps at an
+ * offset, device writes while unmapped through a buffer it then destroys,
+ * external memory (exported, imported from an fd, imported host pointers),
+ * and many small mapped allocations. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hv.h"
+
+static uintptr_t page_up(uintptr_t a) { return (a + 4095) & ~(uintptr_t)4095; }
+
+/* ---- the app's own mprotect ------------------------------------------- */
+
+static unsigned char *g_ro_page;
+static volatile sig_atomic_t g_ro_hits;
+
+static void ro_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)uc;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    if (g_ro_page && a >= (uintptr_t)g_ro_page && a < (uintptr_t)g_ro_page + 4096) {
+        mprotect(g_ro_page, 4096, PROT_READ | PROT_WRITE);
+        g_ro_hits++;
+        return;
+    }
+    signal(SIGSEGV, SIG_DFL);
+}
+
+static int app_mprotect(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    unsigned char *lo = (unsigned char *)page_up((uintptr_t)src.ptr);
+    size_t span = (1u << 20) - 8192;
+    VkDeviceSize base = (VkDeviceSize)(lo - src.ptr);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        /* Read-only, then writable again, then written. */
+        if (mprotect(lo, span, PROT_READ) != 0 || mprotect(lo, span, PROT_READ | PROT_WRITE) != 0) {
+            fprintf(stderr, "%s: mprotect on the mapping: %s (skipped)\n", hv_argv0, strerror(errno));
+            hv_free(h, &src);
+            hv_free(h, &rb);
+            hv_fini(h);
+            return HV_SKIP;
+        }
+        for (int k = 0; k < 30; k++)
+            hv_write(&src, base + (VkDeviceSize)k * 30000 + (VkDeviceSize)f, 500, (uint64_t)(f * 31 + k));
+        /* Writable already, made writable again (no-op for the app): still tracked. */
+        mprotect(lo + 65536, 65536, PROT_READ | PROT_WRITE);
+        hv_write(&src, base + 65536 + 100, 3000, 900 + (uint64_t)f);
+        /* A page the app makes read-only on purpose: its own handler must get
+         * the write fault, once, and the write must then go through. */
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = ro_handler;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGSEGV, &sa, &old);
+        g_ro_page = lo + 4096 * (size_t)(10 + f);
+        int hits = g_ro_hits;
+        mprotect(g_ro_page, 4096, PROT_READ);
+        hv_write(&src, (VkDeviceSize)(g_ro_page - src.ptr) + 8, 64, 4242 + (uint64_t)f);
+        sigaction(SIGSEGV, &old, NULL);
+        if (g_ro_hits != hits + 1) {
+            fprintf(stderr, "%s: the app's read-only page faulted %d times, expected 1\n", hv_argv0,
+                    (int)(g_ro_hits - hits));
+            bad = 1;
+        }
+        bad |= hv_gpu_check(h, &src, &rb, "app-mprotect: GPU copy");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* ---- the app's own madvise -------------------------------------------- */
+
+static int app_madvise(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    unsigned char *lo = (unsigned char *)page_up((uintptr_t)src.ptr);
+    VkDeviceSize base = (VkDeviceSize)(lo - src.ptr);
+    int bad = 0, advised = 0;
+    static const int advice[] = {MADV_DONTNEED, MADV_FREE, MADV_DONTNEED};
+    for (int f = 0; f < h->frames && !bad; f++) {
+        hv_write(&src, base, 256 * 1024, 50 + (uint64_t)f);
+        bad |= hv_gpu_check(h, &src, &rb, "app-madvise: GPU copy before");
+        /* Drop 64 pages. Whatever the kernel does to them (private memory
+         * reads back as zeros, shared memory keeps its content, MADV_FREE
+         * may do either), the app now reads that content and relies on the
+         * device seeing the same. */
+        unsigned char *p = lo + 4096 * (size_t)(f % 4);
+        if (madvise(p, 64 * 4096, advice[f % 3]) == 0) {
+            advised++;
+            memcpy(src.model + (p - src.ptr), p, 64 * 4096);
+        }
+        hv_write(&src, base + 300000, 1000, 7 + (uint64_t)f);
+        bad |= hv_gpu_check(h, &src, &rb, "app-madvise: GPU copy after madvise");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    if (!advised && !bad) {
+        fprintf(stderr, "%s: the kernel refused madvise on this mapping (skipped)\n", hv_argv0);
+        return HV_SKIP;
+    }
+    return bad;
+}
+
+/* ---- /proc/self/mem ------------------------------------------------------ */
+
+static int proc_self_mem(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "%s: /proc/self/mem: %s (skipped)\n", hv_argv0, strerror(errno));
+        return HV_SKIP;
+    }
+    unsigned char buf[20000];
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        VkDeviceSize off = 1000 + (VkDeviceSize)f * 50001;
+        hv_pattern(buf, sizeof buf, 600 + (uint64_t)f);
+        if (pwrite(fd, buf, sizeof buf, (off_t)(uintptr_t)(src.ptr + off)) != (ssize_t)sizeof buf) {
+            fprintf(stderr, "%s: pwrite to /proc/self/mem: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+            break;
+        }
+        memcpy(src.model + off, buf, sizeof buf);
+        lseek(fd, (off_t)(uintptr_t)(src.ptr + off + 100000), SEEK_SET);
+        if (write(fd, buf, 5000) != 5000)
+            bad = 1;
+        memcpy(src.model + off + 100000, buf, 5000);
+        bad |= hv_compare(src.ptr, src.model, (size_t)src.size, "proc-self-mem: the app's own view");
+        bad |= hv_gpu_check(h, &src, &rb, "proc-self-mem: GPU copy");
+    }
+    close(fd);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* ---- a map at an offset ---------------------------------------------------- */
+
+static int map_offset(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    hv_unmap(h, &src);
+    int bad = 0;
+    size_t align = h->props.limits.minMemoryMapAlignment;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        VkDeviceSize off = 100 + (VkDeviceSize)f * 4000, size = 300000;
+        void *p;
+        HV_VK(vkMapMemory(h->dev, src.mem, off, size, 0, &p));
+        if (((uintptr_t)p - off) % align != 0) {
+            fprintf(stderr, "%s: vkMapMemory at offset %llu returned %p: (ptr - offset) is not "
+                            "aligned to minMemoryMapAlignment (%zu)\n",
+                    hv_argv0, (unsigned long long)off, p, align);
+            bad = 1;
+        }
+        unsigned char *q = p;
+        bad |= hv_compare(q, src.model + off, (size_t)size, "map-offset: content at map time");
+        hv_pattern(src.model + off + 17, 200000, 31 + (uint64_t)f);
+        memcpy(q + 17, src.model + off + 17, 200000);
+        vkUnmapMemory(h->dev, src.mem);
+        bad |= hv_gpu_check(h, &src, &rb, "map-offset: GPU copy");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* ---- device writes while unmapped, through a buffer destroyed since -------- */
+
+static int gpu_write_unmapped(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        hv_write(&src, 5000, 10000, 3 + (uint64_t)f);
+        hv_unmap(h, &src);
+        /* A transient buffer the device writes through, over part of src. */
+        VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 65536,
+                                  .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                  .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+        VkBuffer tmp;
+        HV_VK(vkCreateBuffer(h->dev, &bci, NULL, &tmp));
+        VkDeviceSize at = 131072 + (VkDeviceSize)f * 65536;
+        HV_VK(vkBindBufferMemory(h->dev, tmp, src.mem, at));
+        hv_begin(h);
+        uint32_t value = 0x5a5a0000u | (uint32_t)f;
+        vkCmdFillBuffer(h->cmd, tmp, 0, 65536, value);
+        hv_end(h);
+        hv_submit_wait(h);
+        vkDestroyBuffer(h->dev, tmp, NULL);
+        for (size_t i = 0; i < 65536; i += 4)
+            memcpy(src.model + at + i, &value, 4);
+        hv_map(h, &src);
+        bad |= hv_compare(src.ptr, src.model, (size_t)src.size, "gpu-write-unmapped: the app's view");
+        hv_write(&src, at + 100, 50, 99);
+        bad |= hv_gpu_check(h, &src, &rb, "gpu-write-unmapped: GPU copy");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* ---- many small mapped allocations (the driver's heap) ------------------- */
+
+typedef struct small_job {
+    hv_mem *m;
+    int n, first, step, frame;
+} small_job;
+
+static void *small_writer(void *arg)
+{
+    small_job *j = arg;
+    for (int i = j->first; i < j->n; i += j->step)
+        for (VkDeviceSize off = 0; off + 100 < j->m[i].size; off += 1500)
+            hv_write(&j->m[i], off + (VkDeviceSize)j->frame, 100, (uint64_t)(i * 1000 + j->frame) + off);
+    return NULL;
+}
+
+static int heap_small(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    enum { N = 20 };
+    hv_mem m[N], rb;
+    for (int i = 0; i < N; i++)
+        hv_alloc(h, &m[i], 12000 + (VkDeviceSize)i * 937, HV_SRC);
+    hv_alloc(h, &rb, 64 * 1024, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        pthread_t th[3];
+        small_job jobs[3];
+        for (int t = 0; t < 3; t++) {
+            jobs[t] = (small_job){m, N, t, 3, f};
+            pthread_create(&th[t], NULL, small_writer, &jobs[t]);
+        }
+        for (int t = 0; t < 3; t++)
+            pthread_join(th[t], NULL);
+        for (int i = 0; i < N && !bad; i++)
+            bad |= hv_gpu_check(h, &m[i], &rb, "heap-small: GPU copy");
+    }
+    for (int i = 0; i < N; i++)
+        hv_free(h, &m[i]);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* ---- memory imported from a host pointer (VK_EXT_external_memory_host) ----- */
+
+static int host_pointer(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
+    hv_opts o = {exts, 2, 0};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    PFN_vkGetMemoryHostPointerPropertiesEXT props_of =
+        (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(h->dev, "vkGetMemoryHostPointerPropertiesEXT");
+    size_t size = 1u << 20;
+    unsigned char *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    VkMemoryHostPointerPropertiesEXT hp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    HV_VK(props_of(h->dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, host, &hp));
+    uint32_t type = UINT32_MAX;
+    for (uint32_t i = 0; i < 32 && type == UINT32_MAX; i++)
+        if (hp.memoryTypeBits & (1u << i))
+            type = i;
+    if (type == UINT32_MAX)
+        hv_die("no memory type for a host pointer");
+    VkExternalMemoryBufferCreateInfo ebci = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+                                             .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT};
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &ebci,
+                              .size = size, .usage = HV_SRC, .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    hv_mem src = {.size = size, .ptr = host};
+    src.model = calloc(1, size);
+    HV_VK(vkCreateBuffer(h->dev, &bci, NULL, &src.buf));
+    VkImportMemoryHostPointerInfoEXT imp = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+                                            .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+                                            .pHostPointer = host};
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &imp,
+                                .allocationSize = size, .memoryTypeIndex = type};
+    HV_VK(vkAllocateMemory(h->dev, &mai, NULL, &src.mem));
+    HV_VK(vkBindBufferMemory(h->dev, src.buf, src.mem, 0));
+    hv_mem rb;
+    hv_alloc(h, &rb, size, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        /* Written through the app's own pointer: never mapped. */
+        for (int k = 0; k < 20; k++)
+            hv_write(&src, (VkDeviceSize)k * 40000 + (VkDeviceSize)f * 3, 2000, (uint64_t)(f * 50 + k));
+        bad |= hv_gpu_check(h, &src, &rb, "host-pointer: GPU copy of imported host memory");
+    }
+    vkDestroyBuffer(h->dev, src.buf, NULL);
+    vkFreeMemory(h->dev, src.mem, NULL);
+    free(src.model);
+    munmap(host, size);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* ---- exported memory, written through another mapping and another process -- */
+
+static int export_memory(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    static const char *const exts[] = {"VK_KHR_external_memory", "VK_KHR_external_memory_fd"};
+    hv_opts o = {exts, 2, 0};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    PFN_vkGetMemoryFdKHR get_fd = (PFN_vkGetMemoryFdKHR)vkGetDeviceProcAddr(h->dev, "vkGetMemoryFdKHR");
+    const VkExternalMemoryHandleTypeFlagBits ht = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
+    VkExternalMemoryBufferCreateInfo ebci = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+                                             .handleTypes = ht};
+    VkExportMemoryAllocateInfo exp = {.sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+                                      .handleTypes = ht};
+    hv_mem a, b, rb;
+    size_t size = 1u << 20;
+    hv_alloc_ex(h, &a, size, HV_SRC, &exp, &ebci, 1);
+    VkMemoryGetFdInfoKHR gi = {.sType = VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR, .memory = a.mem,
+                               .handleType = ht};
+    int fd = -1;
+    HV_VK(get_fd(h->dev, &gi, &fd));
+    VkImportMemoryFdInfoKHR imp = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
+                                   .handleType = ht, .fd = fd};
+    hv_alloc_ex(h, &b, size, HV_SRC, &imp, &ebci, 1);
+    hv_alloc(h, &rb, size, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        /* Through the importing memory's mapping: the same bytes as a's. */
+        hv_pattern(a.model + 1000, 50000, 70 + (uint64_t)f);
+        memcpy(b.ptr + 1000, a.model + 1000, 50000);
+        bad |= hv_gpu_check(h, &a, &rb, "export-memory: GPU copy after a write through the importer");
+        /* Through another process (shared memory stays shared after fork). */
+        pid_t pid = fork();
+        if (pid == 0) {
+            unsigned char tmp[30000];
+            hv_pattern(tmp, sizeof tmp, 900 + (uint64_t)f);
+            memcpy(a.ptr + 200000, tmp, sizeof tmp);
+            _exit(0);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        hv_pattern(a.model + 200000, 30000, 900 + (uint64_t)f);
+        if (memcmp(a.ptr + 200000, a.model + 200000, 30000) != 0) {
+            /* Not shared memory on this driver: the child's copy was private. */
+            memcpy(a.model + 200000, a.ptr + 200000, 30000);
+        }
+        bad |= hv_gpu_check(h, &a, &rb, "export-memory: GPU copy after another process wrote it");
+    }
+    hv_free(h, &b);
+    hv_free(h, &a);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+const hv_behaviour hv_memory_behaviours[] = {
+    {"app-mprotect", "the app's own mprotect on its mapping (and a page it keeps read-only)",
+     app_mprotect},
+    {"app-madvise", "the app's own madvise(MADV_DONTNEED/MADV_FREE) on its mapping", app_madvise},
+    {"proc-self-mem", "writes through /proc/self/mem", proc_self_mem},
+    {"map-offset", "maps at an offset: minMemoryMapAlignment kept, content right", map_offset},
+    {"gpu-write-unmapped", "the device writes while unmapped through a buffer destroyed since",
+     gpu_write_unmapped},
+    {"heap-small", "20 mapped allocations of 12-30 KB written by 3 threads", heap_small},
+    {"host-pointer", "memory imported from a host pointer, written through it", host_pointer},
+    {"export-memory", "exported memory written through an importer and by another process",
+     export_memory},
+    {NULL, NULL, NULL},
+};

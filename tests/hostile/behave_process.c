@@ -1,0 +1,220 @@
+/* Behaviours: process life — a plain run, fork and exit in the child, exec of
+ * another Vulkan program, several instance/device lifetimes in sequence and at
+ * once, and the ways a process can end (_exit, exec, SIGTERM, a crash, abort,
+ * SIGKILL) after its last submit: the trace must read back up to it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hv.h"
+
+/* `frames` submits, each after writes in a staging memory, checked. */
+static int frames_of_work(hv *h, uint64_t seed)
+{
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        for (int k = 0; k < 8; k++)
+            hv_write(&src, (VkDeviceSize)k * 100000 + (VkDeviceSize)f * 11, 4000, seed + (uint64_t)(f * 8 + k));
+        bad |= hv_gpu_check(h, &src, &rb, "GPU copy");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    return bad;
+}
+
+static int baseline(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    int bad = frames_of_work(h, 1);
+    hv_fini(h);
+    return bad;
+}
+
+/* Waits for pid at most 30 s: a child hung in an exit handler fails the run
+ * instead of hanging it. */
+static int wait_child(pid_t pid, const char *what)
+{
+    for (int i = 0; i < 3000; i++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                return 0;
+            fprintf(stderr, "%s: %s: child %s %d\n", hv_argv0, what,
+                    WIFEXITED(st) ? "exited with" : "died of signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            return 1;
+        }
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "%s: %s: child still running after 30 s (hung)\n", hv_argv0, what);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return 1;
+}
+
+static int fork_child(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        hv_write(&src, 1000, 20000, 10 + (uint64_t)f);
+        /* Children write their copy of the mapping and end: through exit()
+         * (atexit handlers run) and through _exit(). */
+        for (int how = 0; how < 2; how++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                memset(src.ptr + 500000, 0xee, 100000);
+                if (how == 0)
+                    exit(0);
+                _exit(0);
+            }
+            bad |= wait_child(pid, how == 0 ? "fork+exit" : "fork+_exit");
+        }
+        /* The child's writes were to its private copy, unless the driver's
+         * mapping is shared memory: the app sees whichever it is. */
+        if (src.ptr[500000] == 0xee)
+            memset(src.model + 500000, 0xee, 100000);
+        hv_write(&src, 300000, 20000, 20 + (uint64_t)f);
+        bad |= hv_gpu_check(h, &src, &rb, "fork-child: GPU copy in the parent");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+static int exec_child(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int bad = 0;
+    hv_write(&src, 0, 50000, 1);
+    bad |= hv_gpu_check(h, &src, &rb, "exec-child: GPU copy before the child");
+    /* Another Vulkan program, with this process's environment. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        char frames[16];
+        snprintf(frames, sizeof frames, "%d", h->frames);
+        execl("/proc/self/exe", hv_argv0, "baseline", "--frames", frames, (char *)NULL);
+        _exit(127);
+    }
+    bad |= wait_child(pid, "exec of a Vulkan program");
+    for (int f = 0; f < h->frames && !bad; f++) {
+        hv_write(&src, 60000 + (VkDeviceSize)f * 1000, 30000, 100 + (uint64_t)f);
+        bad |= hv_gpu_check(h, &src, &rb, "exec-child: GPU copy after the child");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* Two instance/device lifetimes in sequence, then two alive at once. */
+static int two_instances(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int bad = 0;
+    for (int life = 0; life < 2 && !bad; life++) {
+        int rc = hv_init(h, NULL);
+        if (rc)
+            return rc;
+        bad |= frames_of_work(h, 1000 * (uint64_t)life);
+        hv_fini(h);
+    }
+    hv g = {.frames = h->frames};
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    if ((rc = hv_init(&g, NULL)) != 0)
+        return rc;
+    bad |= frames_of_work(h, 5000);
+    bad |= frames_of_work(&g, 6000);
+    hv_fini(&g);
+    bad |= frames_of_work(h, 7000);
+    hv_fini(h);
+    return bad;
+}
+
+/* Ends the process right after its last submit, the way argv[2] says. */
+static int exit_after(hv *h, int argc, char **argv)
+{
+    const char *how = argc > 1 ? argv[1] : "";
+    static const char *const ways[] = {"_exit", "exec", "sigterm", "sigint", "crash", "abort", "kill"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++)
+        known |= strcmp(how, ways[i]) == 0;
+    if (!known) {
+        fprintf(stderr, "usage: %s exit-after (_exit|exec|sigterm|sigint|crash|abort|kill)\n", hv_argv0);
+        return 2;
+    }
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    if (frames_of_work(h, 42))
+        return 1;
+    /* The app's last words: the GPU check passed; what follows ends it. */
+    printf("%s: %d submits done, ending with %s\n", hv_argv0, h->frames, how);
+    fflush(stdout);
+    if (strcmp(how, "_exit") == 0)
+        _exit(0);
+    if (strcmp(how, "exec") == 0) {
+        execl("/bin/true", "true", (char *)NULL);
+        return 1;
+    }
+    if (strcmp(how, "sigterm") == 0)
+        raise(SIGTERM);
+    if (strcmp(how, "sigint") == 0)
+        raise(SIGINT);
+    if (strcmp(how, "crash") == 0) {
+        /* A wild write the compiler cannot see through. */
+        volatile uintptr_t wild = 8;
+        *(volatile int *)wild = 1;
+    }
+    if (strcmp(how, "abort") == 0)
+        abort();
+    if (strcmp(how, "kill") == 0) {
+        /* SIGKILL cannot be caught: what was handed to the writer more than
+         * a moment before is what a trace can promise. */
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+        raise(SIGKILL);
+    }
+    return 1;
+}
+
+const hv_behaviour hv_process_behaviours[] = {
+    {"baseline", "plain writes and submits, checked on the GPU", baseline},
+    {"fork-child", "fork; the child writes its copy of the mapping and exits (exit and _exit)",
+     fork_child},
+    {"exec-child", "runs another Vulkan program (this one) as a child with the same environment",
+     exec_child},
+    {"two-instances", "two instance/device lifetimes in sequence, then two at once", two_instances},
+    {"exit-after", "ends right after its last submit: _exit|exec|sigterm|sigint|crash|abort|kill",
+     exit_after},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,258 @@
+/* Behaviours: the application's own signal handlers and masks. A capture
+ * that tracks writes with page protection owns SIGSEGV; the application may
+ * install its own handler after the layer did (without chaining), block every
+ * signal in a thread, or write mapped memory from a signal handler, also from
+ * a timer that fires while the tracker's own handler runs. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "hv.h"
+
+/* ---- an application-owned page guard, installed after the layer -------- */
+
+static unsigned char *g_guard_page;
+static volatile sig_atomic_t g_guard_hits;
+
+static void guard_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)uc;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    if (g_guard_page && a >= (uintptr_t)g_guard_page && a < (uintptr_t)g_guard_page + 4096) {
+        mprotect(g_guard_page, 4096, PROT_READ | PROT_WRITE);
+        g_guard_hits++;
+        return;
+    }
+    /* Not ours and the app does not chain: the default action. */
+    signal(SIGSEGV, SIG_DFL);
+}
+
+static void bus_handler(int sig) { (void)sig; }
+
+static int sig_late_handler(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    /* A first submit: whatever the layer protects is protected now. This
+     * handler then replaces whatever it installed, without chaining, as
+     * many applications' handlers do, and the very next writes land on
+     * protected pages. */
+    hv_write(&src, 0, 4096 * 10, 1);
+    if (hv_gpu_check(h, &src, &rb, "sig-late-handler: GPU copy before the handler"))
+        return 1;
+    g_guard_page = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = guard_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, NULL);
+    signal(SIGBUS, bus_handler);
+    int bad = 0;
+    if (sigaction(SIGSEGV, NULL, &old) != 0 || !(old.sa_flags & SA_SIGINFO) ||
+        old.sa_sigaction != guard_handler) {
+        fprintf(stderr, "%s: sigaction does not read back the app's own SIGSEGV handler\n", hv_argv0);
+        bad = 1;
+    }
+    if (signal(SIGBUS, SIG_DFL) != bus_handler) {
+        fprintf(stderr, "%s: signal() does not read back the app's own SIGBUS handler\n", hv_argv0);
+        bad = 1;
+    }
+    for (int f = 0; f < h->frames && !bad; f++) {
+        mprotect(g_guard_page, 4096, PROT_READ);
+        int hits = g_guard_hits;
+        for (int k = 0; k < 40; k++)
+            hv_write(&src, (VkDeviceSize)k * 20000 + (VkDeviceSize)f * 7, 3000, (uint64_t)(f * 100 + k));
+        g_guard_page[f] = 1; /* the app's own guard fault: its handler must see it */
+        if (g_guard_hits != hits + 1) {
+            fprintf(stderr, "%s: the app's SIGSEGV handler saw %d faults, expected 1\n", hv_argv0,
+                    (int)(g_guard_hits - hits));
+            bad = 1;
+        }
+        bad |= hv_gpu_check(h, &src, &rb, "sig-late-handler: GPU copy");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* ---- a thread that blocks every signal ---------------------------------- */
+
+typedef struct blocked_arg {
+    hv_mem *m;
+    int frame, bad;
+} blocked_arg;
+
+static void *blocked_writer(void *arg)
+{
+    blocked_arg *a = arg;
+    sigset_t all, back;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    pthread_sigmask(SIG_SETMASK, NULL, &back);
+    if (!sigismember(&back, SIGSEGV) || !sigismember(&back, SIGUSR1)) {
+        fprintf(stderr, "%s: the thread's signal mask does not read back as set\n", hv_argv0);
+        a->bad = 1;
+    }
+    for (int k = 0; k < 64; k++)
+        hv_write(a->m, (VkDeviceSize)k * 9000 + (VkDeviceSize)a->frame, 2500,
+                 (uint64_t)(a->frame * 1000 + k));
+    sigprocmask(SIG_SETMASK, &all, NULL); /* and through the other call too */
+    hv_write(a->m, 600000, 100, 5);
+    return NULL;
+}
+
+static int sig_blocked_thread(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        blocked_arg a = {&src, f, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, blocked_writer, &a);
+        pthread_join(th, NULL);
+        bad |= a.bad;
+        bad |= hv_gpu_check(h, &src, &rb, "sig-blocked-thread: GPU copy");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* ---- handlers that write mapped memory ----------------------------------- */
+
+static hv_mem *g_sig_mem;
+static volatile sig_atomic_t g_sig_count;
+static VkDeviceSize g_sig_span;
+
+/* Writes 48 bytes at a slot chosen by the count: every call a fresh page
+ * until the span wraps, so most calls fault first. */
+static void writing_handler(int sig)
+{
+    (void)sig;
+    int n = g_sig_count++;
+    VkDeviceSize off = ((VkDeviceSize)n * 4099) % (g_sig_span - 64);
+    hv_write(g_sig_mem, off, 48, (uint64_t)n);
+}
+
+static void install_writing_handler(int sig, int full_mask)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = writing_handler;
+    if (full_mask)
+        sigfillset(&sa.sa_mask); /* blocks SIGSEGV too while it runs */
+    else
+        sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, NULL);
+}
+
+static void *kicker(void *arg)
+{
+    pthread_t target = *(pthread_t *)arg;
+    for (int i = 0; i < 50; i++)
+        pthread_kill(target, SIGUSR1);
+    return NULL;
+}
+
+static int sig_handler_writes(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    g_sig_mem = &src;
+    g_sig_span = 1u << 19; /* the handler's half; the main thread writes the other */
+    install_writing_handler(SIGUSR1, 1);
+    int bad = 0;
+    pthread_t self = pthread_self();
+    for (int f = 0; f < h->frames && !bad; f++) {
+        for (int i = 0; i < 50; i++)
+            raise(SIGUSR1);
+        pthread_t th;
+        pthread_create(&th, NULL, kicker, &self);
+        for (int k = 0; k < 50; k++)
+            hv_write(&src, (1u << 19) + (VkDeviceSize)k * 9000, 1000, (uint64_t)(f * 77 + k));
+        pthread_join(th, NULL);
+        bad |= hv_gpu_check(h, &src, &rb, "sig-handler-writes: GPU copy");
+    }
+    if (g_sig_count < 50) {
+        fprintf(stderr, "%s: the handler ran %d times\n", hv_argv0, (int)g_sig_count);
+        bad = 1;
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* A 50 us SIGALRM timer whose handler (all signals masked) writes mapped
+ * memory, while the main thread takes a first-write fault on page after
+ * page: the timer keeps firing inside the tracker's handler. */
+static int sig_timer(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 8u << 20, HV_SRC);
+    hv_alloc(h, &rb, 8u << 20, HV_DST);
+    g_sig_mem = &src;
+    g_sig_span = 1u << 20;
+    install_writing_handler(SIGALRM, 1);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        struct itimerval it = {{0, 50}, {0, 50}};
+        setitimer(ITIMER_REAL, &it, NULL);
+        /* ~1800 pages: a first-write fault each, every frame (re-armed at submit). */
+        for (VkDeviceSize off = 1u << 20; off + 64 < src.size; off += 4096)
+            hv_write(&src, off + (VkDeviceSize)f, 64, off ^ (uint64_t)f);
+        struct itimerval stop = {{0, 0}, {0, 0}};
+        setitimer(ITIMER_REAL, &stop, NULL);
+        bad |= hv_gpu_check(h, &src, &rb, "sig-timer: GPU copy");
+    }
+    if (g_sig_count < 2) {
+        fprintf(stderr, "%s: the timer fired %d times\n", hv_argv0, (int)g_sig_count);
+        bad = 1;
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+const hv_behaviour hv_signal_behaviours[] = {
+    {"sig-late-handler", "own SIGSEGV/SIGBUS handlers installed after the layer, not chaining",
+     sig_late_handler},
+    {"sig-blocked-thread", "a thread that blocks every signal writes mapped memory", sig_blocked_thread},
+    {"sig-handler-writes", "a SIGUSR1 handler (all signals masked) writes mapped memory",
+     sig_handler_writes},
+    {"sig-timer", "a 50 us SIGALRM whose handler writes mapped memory during page faults", sig_timer},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,200 @@
+/* Behaviours: host/device synchronisation other than fences — an event the
+ * device sets and the host polls, an event the host sets to release device
+ * work that reads what the host wrote after the submit, and timeline
+ * semaphores signalled and polled from the host. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "hv.h"
+
+static void host_to_transfer_barrier(VkCommandBuffer cmd, VkEvent ev)
+{
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
+    vkCmdWaitEvents(cmd, 1, &ev, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 1, &mb,
+                    0, NULL, 0, NULL);
+}
+
+static void copy_all(hv *h, hv_mem *src, hv_mem *dst)
+{
+    VkBufferCopy c = {0, 0, src->size};
+    vkCmdCopyBuffer(h->cmd, src->buf, dst->buf, 1, &c);
+}
+
+static void transfer_to_host_barrier(VkCommandBuffer cmd)
+{
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, NULL, 0, NULL);
+}
+
+static void submit(hv *h, const void *pnext, VkFence fence)
+{
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = pnext,
+                       .commandBufferCount = 1, .pCommandBuffers = &h->cmd};
+    HV_VK(vkQueueSubmit(h->queue, 1, &si, fence));
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* The device copies, then sets an event; the host polls vkGetEventStatus,
+ * never waits on a fence, and reads the copy as soon as the event is set. */
+static int event_poll(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+    VkEvent ev;
+    HV_VK(vkCreateEvent(h->dev, &eci, NULL, &ev));
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        HV_VK(vkResetEvent(h->dev, ev));
+        hv_write(&src, 0, 100000 + (VkDeviceSize)f * 1000, 300 + (uint64_t)f);
+        hv_begin(h);
+        copy_all(h, &src, &rb);
+        transfer_to_host_barrier(h->cmd);
+        vkCmdSetEvent(h->cmd, ev, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT);
+        HV_VK(vkEndCommandBuffer(h->cmd));
+        submit(h, NULL, h->fence);
+        int polls = 0;
+        while (vkGetEventStatus(h->dev, ev) != VK_EVENT_SET && polls < 1000000) {
+            polls++;
+            sleep_us(50);
+        }
+        /* Read before any fence wait: the event is the app's only sync. */
+        bad |= hv_compare(rb.ptr, src.model, (size_t)src.size, "event-poll: data read after the event");
+        HV_VK(vkWaitForFences(h->dev, 1, &h->fence, VK_TRUE, UINT64_MAX));
+        HV_VK(vkResetFences(h->dev, 1, &h->fence));
+        memcpy(rb.model, src.model, (size_t)src.size);
+    }
+    vkDestroyEvent(h->dev, ev, NULL);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* The device waits for an event the host sets after the submit; the host
+ * writes the data after the submit, then vkSetEvent releases the copy. */
+static int event_host_set(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+    VkEvent ev;
+    HV_VK(vkCreateEvent(h->dev, &eci, NULL, &ev));
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        HV_VK(vkResetEvent(h->dev, ev));
+        hv_begin(h);
+        host_to_transfer_barrier(h->cmd, ev);
+        copy_all(h, &src, &rb);
+        transfer_to_host_barrier(h->cmd);
+        HV_VK(vkEndCommandBuffer(h->cmd));
+        submit(h, NULL, h->fence);
+        sleep_us(2000);
+        hv_write(&src, 4096 * (VkDeviceSize)f, 200000, 500 + (uint64_t)f);
+        HV_VK(vkSetEvent(h->dev, ev));
+        HV_VK(vkWaitForFences(h->dev, 1, &h->fence, VK_TRUE, UINT64_MAX));
+        HV_VK(vkResetFences(h->dev, 1, &h->fence));
+        bad |= hv_compare(rb.ptr, src.model, (size_t)src.size,
+                          "event-host-set: the device's copy of data written before vkSetEvent");
+        memcpy(rb.model, src.model, (size_t)src.size);
+    }
+    vkDestroyEvent(h->dev, ev, NULL);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* Timeline: the submit waits for value 2k+1 (signalled by the host after it
+ * wrote the data) and signals 2k+2 after its copy; the host polls the
+ * counter (even frames) or waits with vkWaitSemaphores (odd frames). */
+static int timeline(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    hv_opts o = {NULL, 0, 1};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    VkSemaphoreTypeCreateInfo tci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                     .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE, .initialValue = 0};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &tci};
+    VkSemaphore sem;
+    HV_VK(vkCreateSemaphore(h->dev, &sci, NULL, &sem));
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        uint64_t go = 2 * (uint64_t)f + 1, done = go + 1;
+        hv_begin(h);
+        copy_all(h, &src, &rb);
+        transfer_to_host_barrier(h->cmd);
+        HV_VK(vkEndCommandBuffer(h->cmd));
+        VkPipelineStageFlags stage = VK_PIPELINE_STAGE_TRANSFER_BIT;
+        VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                            .waitSemaphoreValueCount = 1, .pWaitSemaphoreValues = &go,
+                                            .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &done};
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts,
+                           .waitSemaphoreCount = 1, .pWaitSemaphores = &sem, .pWaitDstStageMask = &stage,
+                           .commandBufferCount = 1, .pCommandBuffers = &h->cmd,
+                           .signalSemaphoreCount = 1, .pSignalSemaphores = &sem};
+        HV_VK(vkQueueSubmit(h->queue, 1, &si, VK_NULL_HANDLE));
+        hv_write(&src, 8192 * (VkDeviceSize)f + 7, 150000, 700 + (uint64_t)f);
+        VkSemaphoreSignalInfo sig = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
+                                     .semaphore = sem, .value = go};
+        HV_VK(vkSignalSemaphore(h->dev, &sig));
+        if (f % 2 == 0) {
+            uint64_t v = 0;
+            int polls = 0;
+            while (v < done && polls++ < 1000000) {
+                HV_VK(vkGetSemaphoreCounterValue(h->dev, sem, &v));
+                if (v < done)
+                    sleep_us(50);
+            }
+        } else {
+            VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                      .semaphoreCount = 1, .pSemaphores = &sem, .pValues = &done};
+            HV_VK(vkWaitSemaphores(h->dev, &wi, UINT64_MAX));
+        }
+        bad |= hv_compare(rb.ptr, src.model, (size_t)src.size,
+                          f % 2 ? "timeline: data after vkWaitSemaphores"
+                                : "timeline: data after polling the counter");
+        memcpy(rb.model, src.model, (size_t)src.size);
+    }
+    vkDeviceWaitIdle(h->dev);
+    vkDestroySemaphore(h->dev, sem, NULL);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+const hv_behaviour hv_sync_behaviours[] = {
+    {"event-poll", "the device sets an event, the host polls vkGetEventStatus and reads", event_poll},
+    {"event-host-set", "vkSetEvent releases device work reading data written after the submit",
+     event_host_set},
+    {"timeline", "timeline semaphores: host signal, counter polling, vkWaitSemaphores", timeline},
+    {NULL, NULL, NULL},
+};

@@ -7,7 +7,9 @@ MEMTRACK_TEST_DROP_UPDATE=7 "$MEMTRACK" record --quiet -o "$TMP/t.mtrace" --mode
   "$SAMPLE" --workload sparse --frames 5 >/dev/null 2>&1 || fail "sample failed"
 if "$MEMTRACK" verify "$TMP/t.mtrace" >"$TMP/out"; then cat "$TMP/out"; fail "verify passed a trace with a lost write"; fi
 grep -q "MISMATCH" "$TMP/out" || fail "verify did not name the mismatching submit"
-# And a trace without hashes is not a pass either.
+# And a trace without hashes is not a pass either: "cannot verify" (4).
 "$MEMTRACK" record --quiet -o "$TMP/n.mtrace" -- "$SAMPLE" --workload sparse --frames 2 >/dev/null 2>&1
-if "$MEMTRACK" verify "$TMP/n.mtrace" >/dev/null; then fail "verify passed a trace without hashes"; fi
+set +e; "$MEMTRACK" verify "$TMP/n.mtrace" >"$TMP/out"; rc=$?; set -e
+[ $rc -eq 4 ] || fail "verify of a trace without hashes exited $rc, not 4"
+grep -q "cannot verify" "$TMP/out" || fail "verify did not say it cannot verify"
 echo "lost write: detected"

@@ -3,7 +3,7 @@
 #include "cli.h"
 
 const mt_cli_command mt_cli_commands[] = {
-    {"record", "[-o FILE] [--mode M] [--verify] -- APP ...", "capture what APP hands the GPU",
+    {"record", "[-o FILE] [--mode M] [--verify] [...] -- APP", "capture what APP hands the GPU",
      mt_cmd_record, mt_cmd_record_usage},
     {"info", "FILE [--memories]", "summarise a trace", mt_cmd_info, mt_cmd_info_usage},
     {"verify", "FILE", "replay a trace and check its content hashes", mt_cmd_verify,

@@ -1,0 +1,214 @@
+/* The layer's pure parts, without Vulkan: the MEMTRACK_* parser and the
+ * autopilot's policy. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../layer/autopilot.h"
+#include "../layer/config.h"
+#include "memtrack/track.h"
+#include "mt_test.h"
+
+/* ---- configuration --------------------------------------------------------- */
+
+typedef struct env {
+    const char *const *kv; /* name, value, name, value, ..., NULL */
+    int warnings;
+    char last_warned[64];
+} env;
+
+static const char *env_get(const char *name, void *arg)
+{
+    env *e = arg;
+    for (const char *const *p = e->kv; *p; p += 2)
+        if (strcmp(p[0], name) == 0)
+            return p[1];
+    return NULL;
+}
+
+static void env_warn(const char *name, const char *value, const char *expected, void *arg)
+{
+    env *e = arg;
+    (void)value, (void)expected;
+    e->warnings++;
+    snprintf(e->last_warned, sizeof e->last_warned, "%s", name);
+}
+
+static int parse(lt_config *c, env *e) { return lt_config_parse(c, env_get, env_warn, e, 1234); }
+
+static void test_defaults(void)
+{
+    static const char *const kv[] = {NULL};
+    env e = {kv, 0, ""};
+    lt_config c;
+    MT_CHECK_INT_EQ(parse(&c, &e), 0);
+    MT_CHECK_INT_EQ(c.mode, LT_AUTO);
+    MT_CHECK_INT_EQ(c.verify, 0);
+    MT_CHECK_INT_EQ(c.backend, MT_TRACK_AUTO);
+    MT_CHECK(strcmp(c.output, "memtrack-1234.mtrace") == 0);
+    MT_CHECK(c.stats_path == NULL && c.session == NULL && c.status_path == NULL);
+    MT_CHECK_INT_EQ(e.warnings, 0);
+    lt_config_free(&c);
+}
+
+static void test_values(void)
+{
+    static const char *const kv[] = {"MEMTRACK_MODE", "shadow", "MEMTRACK_VERIFY", "yes",
+                                     "MEMTRACK_PROGRESS", "off", "MEMTRACK_TRACK_BACKEND", "signal",
+                                     "MEMTRACK_MERGE_GAP", "0x40", "MEMTRACK_OUTPUT", "/tmp/a.mtrace",
+                                     "MEMTRACK_FOLLOW_CHILDREN", "TRUE", "MEMTRACK_SESSION", "s1",
+                                     "MEMTRACK_TEST_DROP_UPDATE", "7", NULL};
+    env e = {kv, 0, ""};
+    lt_config c;
+    MT_CHECK_INT_EQ(parse(&c, &e), 0);
+    MT_CHECK_INT_EQ(c.mode, LT_SHADOW);
+    MT_CHECK_INT_EQ(c.verify, 1);
+    MT_CHECK_INT_EQ(c.progress, 0);
+    MT_CHECK_INT_EQ(c.backend, MT_TRACK_SIGNAL);
+    MT_CHECK_INT_EQ(c.merge_gap, 64);
+    MT_CHECK_INT_EQ(c.follow_children, 1);
+    MT_CHECK_INT_EQ(c.drop_update, 7);
+    MT_CHECK(strcmp(c.output, "/tmp/a.mtrace") == 0 && strcmp(c.session, "s1") == 0);
+    MT_CHECK_INT_EQ(e.warnings, 0);
+    lt_config_free(&c);
+}
+
+/* Off means off in every spelling; anything else is reported, not guessed. */
+static void test_booleans_and_bad_values(void)
+{
+    static const char *const offs[] = {"0", "no", "false", "off", "No", "FALSE"};
+    for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        const char *kv[] = {"MEMTRACK_VERIFY", offs[i], NULL};
+        env e = {kv, 0, ""};
+        lt_config c;
+        MT_CHECK_INT_EQ(parse(&c, &e), 0);
+        MT_CHECK_INT_EQ(c.verify, 0);
+        MT_CHECK_INT_EQ(e.warnings, 0);
+        lt_config_free(&c);
+    }
+    static const char *const bad[][2] = {{"MEMTRACK_VERIFY", "maybe"},    {"MEMTRACK_MODE", "warp"},
+                                         {"MEMTRACK_TRACK_BACKEND", "io"}, {"MEMTRACK_MERGE_GAP", "-1"},
+                                         {"MEMTRACK_MERGE_GAP", "12k"},   {"MEMTRACK_TEST_DROP_UPDATE", "x"},
+                                         {"MEMTRACK_FOLLOW_CHILDREN", "2"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *kv[] = {bad[i][0], bad[i][1], NULL};
+        env e = {kv, 0, ""};
+        lt_config c;
+        MT_CHECK_INT_EQ(parse(&c, &e), 0);
+        MT_CHECK_INT_EQ(e.warnings, 1);
+        MT_CHECK(strcmp(e.last_warned, bad[i][0]) == 0);
+        MT_CHECK_INT_EQ(c.mode, LT_AUTO); /* defaults kept */
+        MT_CHECK_INT_EQ(c.verify, 0);
+        MT_CHECK_INT_EQ(c.merge_gap, 0);
+        lt_config_free(&c);
+    }
+    /* Empty means unset. */
+    const char *kv[] = {"MEMTRACK_MODE", "", "MEMTRACK_OUTPUT", "", NULL};
+    env e = {kv, 0, ""};
+    lt_config c;
+    MT_CHECK_INT_EQ(parse(&c, &e), 0);
+    MT_CHECK_INT_EQ(e.warnings, 0);
+    MT_CHECK(strcmp(c.output, "memtrack-1234.mtrace") == 0);
+    lt_config_free(&c);
+}
+
+/* ---- autopilot ---------------------------------------------------------------- */
+
+/* The signal backend's costs: a fault 10 us, a page diff 0.4 us, so guard
+ * pays 2 x 10.4 us per written page and scan 0.4 us per mapped page. */
+static const lt_ap_cal g_cal = {400.0, {0, 10000.0, 1000.0}, 0};
+
+static lt_ap_decision run(lt_ap_state *s, lt_mode mode, size_t mapped, size_t dirty, uint64_t ns)
+{
+    return lt_autopilot_decide(s, &g_cal, mode, MT_TRACK_SIGNAL, mapped, dirty, ns);
+}
+
+static void test_always_scan(void)
+{
+    /* 16 pages scan in 6.4 us, less than one 10 us fault. */
+    MT_CHECK_INT_EQ(lt_autopilot_always_scan(&g_cal, 16), 1);
+    MT_CHECK_INT_EQ(lt_autopilot_always_scan(&g_cal, 100), 0);
+    lt_ap_cal uffd = g_cal;
+    uffd.uffd_available = 1; /* a 1 us fault: only tiny mappings */
+    MT_CHECK_INT_EQ(lt_autopilot_always_scan(&uffd, 2), 1);
+    MT_CHECK_INT_EQ(lt_autopilot_always_scan(&uffd, 3), 0);
+    lt_ap_state s = {0};
+    MT_CHECK_INT_EQ(run(&s, LT_SCAN, 16, 16, 1000), LT_AP_KEEP);
+    MT_CHECK_INT_EQ(s.nhist, 0); /* nothing to decide: no history kept */
+}
+
+static void test_guard_to_scan_needs_two(void)
+{
+    lt_ap_state s = {0};
+    /* 1024 mapped pages: scan 410 us; guard at 600 dirty pages ~12.5 ms. */
+    MT_CHECK_INT_EQ(run(&s, LT_GUARD, 1024, 600, 0), LT_AP_KEEP); /* median of (600, 0, 0) is 0 */
+    MT_CHECK_INT_EQ(run(&s, LT_GUARD, 1024, 600, 0), LT_AP_KEEP); /* median 600: first vote */
+    MT_CHECK_INT_EQ(s.streak, 1);
+    MT_CHECK_INT_EQ(run(&s, LT_GUARD, 1024, 600, 0), LT_AP_TO_SCAN);
+    MT_CHECK_INT_EQ(s.streak, 0);
+}
+
+static void test_one_burst_does_not_flip(void)
+{
+    lt_ap_state s = {0};
+    for (int i = 0; i < 5; i++)
+        MT_CHECK_INT_EQ(run(&s, LT_GUARD, 1024, 2, 0), LT_AP_KEEP);
+    /* One frame that clears everything: the median stays low. */
+    MT_CHECK_INT_EQ(run(&s, LT_GUARD, 1024, 1024, 0), LT_AP_KEEP);
+    MT_CHECK_INT_EQ(run(&s, LT_GUARD, 1024, 2, 0), LT_AP_KEEP);
+    MT_CHECK_INT_EQ(s.streak, 0);
+}
+
+static void test_scan_to_guard_needs_four(void)
+{
+    lt_ap_state s = {0};
+    /* Dense first: the history holds it, then sparse captures age it out. */
+    for (int i = 0; i < 3; i++)
+        run(&s, LT_SCAN, 1024, 1000, 400000);
+    int switched_at = -1;
+    for (int i = 0; i < 10 && switched_at < 0; i++)
+        if (run(&s, LT_SCAN, 1024, 1, 400000) == LT_AP_TO_GUARD)
+            switched_at = i;
+    /* The second sparse capture brings the median of three down; it and
+     * the next three are the four votes. */
+    MT_CHECK_INT_EQ(switched_at, 4);
+    /* The measured scan cost of this memory was learned on the way. */
+    MT_CHECK(s.scan_page_ns > 350 && s.scan_page_ns < 450);
+}
+
+/* Guard's fixed costs count: a memory mapped every cycle pays arm + disarm. */
+static void test_remap_cost_counts(void)
+{
+    lt_ap_state a = {0}, b = {0};
+    b.remapped = 1;
+    b.guard_setup_ns = 1e6; /* 1 ms per cycle, more than scanning 1024 pages */
+    for (int i = 0; i < 3; i++) {
+        MT_CHECK_INT_EQ(run(&a, LT_GUARD, 1024, 1, 0), LT_AP_KEEP);
+        lt_ap_decision d = run(&b, LT_GUARD, 1024, 1, 0);
+        if (i == 1)
+            MT_CHECK_INT_EQ(d, LT_AP_TO_SCAN);
+    }
+}
+
+static void test_ignores_other_modes(void)
+{
+    lt_ap_state s = {0};
+    MT_CHECK_INT_EQ(run(&s, LT_SHADOW, 1024, 1000, 0), LT_AP_KEEP);
+    MT_CHECK_INT_EQ(run(&s, LT_COPY, 1024, 1000, 0), LT_AP_KEEP);
+    MT_CHECK_INT_EQ(run(&s, LT_GUARD, 0, 0, 0), LT_AP_KEEP);
+    MT_CHECK_INT_EQ(s.nhist, 0);
+}
+
+int main(void)
+{
+    test_defaults();
+    test_values();
+    test_booleans_and_bad_values();
+    test_always_scan();
+    test_guard_to_scan_needs_two();
+    test_one_burst_does_not_flip();
+    test_scan_to_guard_needs_four();
+    test_remap_cost_counts();
+    test_ignores_other_modes();
+    printf("layer units: ok\n");
+    return 0;
+}

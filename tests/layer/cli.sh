@@ -24,4 +24,24 @@ set -e
 [ $rc -eq 1 ] && grep -q "memtrack: " "$TMP/e" || fail "info on junk: rc=$rc"
 set +e; "$MEMTRACK" verify /nonexistent.mtrace 2>"$TMP/e"; rc=$?; set -e
 [ $rc -eq 1 ] && grep -q "No such file" "$TMP/e" || fail "verify on a missing file: rc=$rc"
+
+# record's output path: never a crash, a hang, or a stale file reported as the trace.
+rec1() { set +e; timeout 60 "$MEMTRACK" record --quiet -o "$1" -- true >"$TMP/o" 2>"$TMP/e"; rc=$?; set -e; }
+rec1 "$TMP"; [ $rc -eq 1 ] && grep -q "is a directory" "$TMP/e" || fail "record -o DIR: rc=$rc"
+rec1 /dev/full; [ $rc -eq 1 ] && grep -q "not a regular file" "$TMP/e" || fail "record -o /dev/full: rc=$rc"
+mkfifo "$TMP/fifo"; rec1 "$TMP/fifo"; [ $rc -eq 1 ] && grep -q "not a regular file" "$TMP/e" || fail "record -o FIFO: rc=$rc"
+rec1 "$TMP/no/such/dir/t.mtrace"; [ $rc -eq 1 ] && grep -q "cannot create" "$TMP/e" || fail "record -o in a missing directory: rc=$rc"
+rec1 "$TMP/$(printf 'a%.0s' $(seq 8000))"; [ $rc -eq 1 ] && grep -q "cannot create" "$TMP/e" || fail "record -o with an 8000-character path: rc=$rc"
+echo stale >"$TMP/stale.mtrace"; rec1 "$TMP/stale.mtrace"
+[ $rc -eq 1 ] && grep -q "no trace was written" "$TMP/e" || fail "record of a program without Vulkan: rc=$rc"
+[ ! -e "$TMP/stale.mtrace" ] || fail "record left a stale file where the trace should be"
+set +e; "$MEMTRACK" record -o >"$TMP/o" 2>"$TMP/e"; rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "needs a value" "$TMP/e" || fail "record -o without a value: rc=$rc"
+expect2 "$MEMTRACK" record --backend warp -- true
+# dump says which of submit and memory is missing.
+"$MEMTRACK" record --quiet -o "$TMP/s.mtrace" -- "$SAMPLE" --workload sparse --frames 2 >/dev/null 2>&1 || fail "sample"
+set +e; "$MEMTRACK" dump "$TMP/s.mtrace" --submit 99 --memory 1 -o "$TMP/d" 2>"$TMP/e"; rc=$?; set -e
+[ $rc -eq 1 ] && grep -q "no submit 99: the trace has 2 submits" "$TMP/e" || fail "dump of a missing submit: rc=$rc"
+set +e; "$MEMTRACK" dump "$TMP/s.mtrace" --submit 1 --memory 999 -o "$TMP/d" 2>"$TMP/e"; rc=$?; set -e
+[ $rc -eq 1 ] && grep -q "memory 999 does not exist at submit 1" "$TMP/e" || fail "dump of a missing memory: rc=$rc"
 echo "cli: ok"

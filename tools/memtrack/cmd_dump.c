@@ -74,10 +74,22 @@ int mt_cmd_dump(int argc, char **argv)
     if (size >= 0)
         size = is_object ? mt_trace_reconstruct_object(r, id, submit, buf, (size_t)size)
                          : mt_trace_reconstruct(r, id, submit, buf, (size_t)size);
+    mt_trace_info inf;
+    mt_trace_reader_info(r, &inf);
     mt_trace_reader_close(r);
     if (size < 0) {
-        fprintf(stderr, "memtrack: %s %" PRIu64 " at submit %" PRIu64 ": %s\n",
-                is_object ? "object" : "memory", id, submit, mt_strerror((int)size));
+        if (size == -ENOENT && submit >= inf.submits)
+            fprintf(stderr, "memtrack: %s: no submit %" PRIu64 ": the trace has %" PRIu64
+                            " submits (0..%" PRIu64 ")\n",
+                    path, submit, inf.submits, inf.submits ? inf.submits - 1 : 0);
+        else if (size == -ENOENT)
+            fprintf(stderr, "memtrack: %s: %s %" PRIu64 " does not exist at submit %" PRIu64
+                            "%s ('memtrack info %s --memories' lists memories and objects)\n",
+                    path, is_object ? "object" : "memory", id, submit,
+                    is_object ? " or is not bound to memory then" : "", path);
+        else
+            fprintf(stderr, "memtrack: %s: %s %" PRIu64 " at submit %" PRIu64 ": %s\n", path,
+                    is_object ? "object" : "memory", id, submit, mt_strerror((int)size));
         free(buf);
         return 1;
     }

@@ -43,6 +43,10 @@ static size_t page_size(void)
     return ps;
 }
 
+/* Packets and hashes are written only while the trace is open and the
+ * capture window is open for the device. */
+static int recording(const lt_memory *m) { return m->dev->active && lt_tracing(); }
+
 static size_t exposed_pages(const lt_memory *m) { return ((size_t)m->map_size + page_size() - 1) / page_size(); }
 
 /* ---- candidate regions ---------------------------------------------------- */
@@ -188,7 +192,7 @@ static long binding_at(const lt_memory *m, VkDeviceSize off)
  * object 0. */
 static void emit(lt_memory *m, const unsigned char *src, VkDeviceSize off, VkDeviceSize len)
 {
-    if (!lt_tracing())
+    if (!recording(m))
         return;
     VkDeviceSize end = off + len;
     while (off < end) {
@@ -393,16 +397,24 @@ static lt_mode initial_mode(lt_memory *m)
     return mode;
 }
 
-void lt_capture_expose(lt_memory *m)
+/* The window's whole content, written as it is now: where replay's idea of
+ * the memory cannot be trusted (capture was paused). */
+static void emit_whole(lt_memory *m)
 {
-    m->app_ptr = m->driver_ptr;
-    m->range = 0;
-    if (!lt_tracing()) {
-        m->mode = LT_OFF; /* nothing to record: the app keeps the driver's pointer */
-        return;
-    }
-    lt_rec_map(m->id, m->map_offset, m->map_size);
+    memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
+    emit(m, m->reference, m->map_offset, m->map_size);
+    stale_consumed(m);
+}
+
+/* Sets up tracking for m's mode (falling back to scan), then records what
+ * replay does not know yet. Shared by a fresh exposure and by the capture
+ * window opening on a memory already exposed (`reopen`: the application
+ * holds the driver's pointer, so shadow is not possible). */
+static void start_capture(lt_memory *m, int reopen)
+{
     m->mode = m->pinned ? LT_SCAN : initial_mode(m);
+    if (reopen && m->mode == LT_SHADOW)
+        m->mode = LT_GUARD;
     const char *why = lt_capture_untrackable(m);
     if (why && m->mode != LT_SCAN && m->mode != LT_COPY)
         fall_back_to_scan(m, "external", why);
@@ -431,7 +443,13 @@ void lt_capture_expose(lt_memory *m)
      * image starts as zeros); elsewhere only what the device may have
      * written while the memory was not exposed. */
     VkDeviceSize lo = m->map_offset, hi = m->map_offset + m->map_size;
-    if (lo >= m->known_lo && hi <= m->known_hi && m->known_hi > m->known_lo) {
+    if (m->ref_stale || reopen) {
+        emit_whole(m);
+        m->ref_stale = 0;
+        account((int64_t)(hi - lo) - (int64_t)(m->known_hi - m->known_lo));
+        m->known_lo = lo;
+        m->known_hi = hi;
+    } else if (lo >= m->known_lo && hi <= m->known_hi && m->known_hi > m->known_lo) {
         diff_device_writes(m, m->mode == LT_SHADOW ? m->app_ptr : NULL);
     } else {
         diff_emit(m, m->driver_ptr, NULL, NULL);
@@ -450,14 +468,61 @@ void lt_capture_expose(lt_memory *m)
     }
 }
 
-/* The trace stopped: leave tracking (its faults now buy nothing), keep
- * shadow memories flowing. */
+void lt_capture_expose(lt_memory *m)
+{
+    m->app_ptr = m->driver_ptr;
+    m->range = 0;
+    m->mode = LT_OFF; /* nothing to record: the app keeps the driver's pointer */
+    if (!lt_tracing())
+        return;
+    lt_rec_map(m->id, m->map_offset, m->map_size);
+    if (m->dev->active)
+        start_capture(m, 0);
+}
+
+/* The trace stopped, or the capture window closed: leave tracking (its
+ * faults now buy nothing), keep shadow memories flowing (the application
+ * holds the shadow pointer). What the trace knows is no longer what the
+ * reference holds once writes go unrecorded. */
 static void detach(lt_memory *m)
 {
     if (m->mode == LT_GUARD)
         guard_stop(m);
     if (m->mode != LT_SHADOW)
         m->mode = LT_OFF;
+    m->ref_stale = 1;
+}
+
+static void mark_stale(void *val, void *arg)
+{
+    (void)arg;
+    lt_memory *m = val;
+    if (!m->mapped)
+        m->ref_stale = 1;
+}
+
+/* Brings dev in line with the capture window (dev->lock held). */
+static void window_sync(lt_device *dev)
+{
+    uint64_t epoch = lt_window_epoch();
+    if (dev->window_epoch == epoch)
+        return;
+    dev->window_epoch = epoch;
+    int open = lt_window_open();
+    if (open == dev->active)
+        return;
+    dev->active = open;
+    for (lt_memory *m = dev->mapped; m; m = m->next_mapped) {
+        if (!open)
+            detach(m);
+        else if (m->mode == LT_SHADOW) {
+            emit_whole(m); /* it kept flowing unrecorded: replay knows nothing of it */
+            m->ref_stale = 0;
+        } else if (lt_tracing())
+            start_capture(m, 1);
+    }
+    /* Memories not exposed now: their next exposure writes them whole. */
+    lt_map_each(&dev->memories, mark_stale, NULL);
 }
 
 /* Applies the autopilot's decision after a capture of an auto memory. */
@@ -481,7 +546,7 @@ static void autopilot(lt_memory *m, size_t pages, uint64_t ns)
 
 void lt_capture_memory(lt_memory *m)
 {
-    if (!lt_tracing())
+    if (!recording(m))
         detach(m);
     cand c = {0};
     size_t pages = 0;
@@ -582,9 +647,11 @@ void lt_capture_submit(lt_device *dev, VkQueue queue)
 {
     if (!dev->capture)
         return;
+    lt_window_poll();
     pthread_mutex_lock(&dev->lock);
+    window_sync(dev);
     uint64_t t0 = lt_now_ns();
-    int tracing = lt_tracing();
+    int tracing = lt_tracing() && dev->active;
     if (tracing)
         check_handler();
     for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
@@ -603,6 +670,19 @@ void lt_capture_submit(lt_device *dev, VkQueue queue)
     lt_stat_max(dt);
     pthread_mutex_unlock(&dev->lock);
     lt_progress();
+}
+
+void lt_capture_present(lt_device *dev)
+{
+    if (!dev->capture)
+        return;
+    pthread_mutex_lock(&dev->lock);
+    window_sync(dev);
+    if (dev->active && lt_tracing())
+        lt_rec_frame();
+    lt_stat_add(LT_ST_FRAMES, 1);
+    pthread_mutex_unlock(&dev->lock);
+    lt_window_present();
 }
 
 void lt_capture_host_release(lt_device *dev)

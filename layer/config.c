@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <strings.h>
 
 #include "config.h"
@@ -45,6 +46,57 @@ static int parse_u64(const char *s, uint64_t *out)
         return -1;
     *out = v;
     return 0;
+}
+
+int lt_parse_frames(const char *s, uint64_t *first, uint64_t *last)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long a = strtoull(s, &end, 10), b = 0;
+    if (errno || end == s || a == 0 || *s == '-')
+        return -1;
+    if (*end == '-') {
+        const char *q = end + 1;
+        if (*q) {
+            if (*q == '-' || *q == '+')
+                return -1;
+            b = strtoull(q, &end, 10);
+            if (errno || end == q || *end || b < a)
+                return -1;
+        }
+    } else if (*end) {
+        return -1;
+    } else {
+        b = a;
+    }
+    *first = a;
+    *last = b;
+    return 0;
+}
+
+int lt_parse_signal(const char *s)
+{
+    static const struct { const char *name; int sig; } names[] = {
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"ALRM", SIGALRM},
+        {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"TSTP", SIGTSTP}, {"WINCH", SIGWINCH}, {"PROF", SIGPROF},
+    };
+    if (!s || !*s)
+        return -1;
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    int sig = -1;
+    char *end;
+    long n = strtol(s, &end, 10);
+    if (end != s && !*end)
+        sig = (int)n;
+    for (size_t i = 0; sig < 0 && i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(s, names[i].name) == 0)
+            sig = names[i].sig;
+    if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS)
+        return -1;
+    return sig;
 }
 
 typedef struct parser {
@@ -117,6 +169,16 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
             warn("MEMTRACK_TEST_DROP_UPDATE", v, "a packet number", arg);
         else
             c->drop_update = n;
+    }
+    if ((v = value_of(&p, "MEMTRACK_FRAMES")) &&
+        lt_parse_frames(v, &c->frames_first, &c->frames_last) != 0)
+        warn("MEMTRACK_FRAMES", v, "A-B, A- or A with 1 <= A <= B", arg);
+    if ((v = value_of(&p, "MEMTRACK_TRIGGER"))) {
+        int sig = lt_parse_signal(v);
+        if (sig < 0)
+            warn("MEMTRACK_TRIGGER", v, "a signal such as USR1 (not KILL, STOP, SEGV or BUS)", arg);
+        else
+            c->trigger = sig;
     }
     int rc = dup_var(&p, "MEMTRACK_OUTPUT", &c->output);
     if (rc == 0 && !c->output) {

@@ -13,6 +13,10 @@
  *                              creates the trace, later ones are children (see docs/layer.md)
  *   MEMTRACK_FOLLOW_CHILDREN   on/off: a child process that uses Vulkan gets its own
  *                              trace NAME.PID.mtrace instead of not being captured
+ *   MEMTRACK_FRAMES            A-B, A- or A: capture only frames A to B (counted from 1
+ *                              at each vkQueuePresentKHR, as gfxreconstruct counts)
+ *   MEMTRACK_TRIGGER           a signal (USR1, SIGUSR2, 10...): each one toggles capture;
+ *                              capture starts paused unless MEMTRACK_FRAMES starts at 1
  *   MEMTRACK_TEST_DROP_UPDATE  k: drop the k-th update packet (tests that verify
  *                              detects a lost write)
  * on/off values: 1/0, yes/no, true/false, on/off (any case). An invalid value
@@ -42,6 +46,8 @@ typedef struct lt_config {
     int backend; /* mt_track_backend */
     size_t merge_gap;
     uint64_t drop_update;
+    uint64_t frames_first, frames_last; /* 0, 0: every frame; last 0: to the end */
+    int trigger; /* signal number, 0 if none */
     char *output;     /* malloc'd; never NULL after parsing */
     char *stats_path; /* malloc'd or NULL */
     char *status_path;
@@ -60,5 +66,10 @@ void lt_config_free(lt_config *c);
 
 /* 1/0 for an on/off value, -1 if it is not one. */
 int lt_parse_bool(const char *s);
+/* "A-B", "A-" or "A" (A >= 1, B >= A): 0, or -1. */
+int lt_parse_frames(const char *s, uint64_t *first, uint64_t *last);
+/* "USR1", "SIGUSR1" or a number: the signal, or -1 (SIGKILL, SIGSTOP and
+ * the faults memtrack handles are refused). */
+int lt_parse_signal(const char *s);
 
 #endif

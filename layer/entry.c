@@ -211,6 +211,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL lt_CreateDevice(VkPhysicalDevice phys, con
     if (lt_session_capturing())
         open_trace(inst, phys);
     dev->capture = lt_tracing();
+    dev->window_epoch = lt_window_epoch();
+    dev->active = lt_window_open();
     if (lt_registry_add_device(dev) != 0) {
         dev->t.DestroyDevice(*out, alloc);
         pthread_mutex_destroy(&dev->lock);

@@ -151,6 +151,10 @@ struct lt_memory {
     lt_range *stale;
     size_t nstale, capstale;
     int stale_whole; /* out of memory recording one: the whole memory is stale */
+    /* The reference no longer equals what the trace told replay (changes
+     * went unrecorded while capture was paused): the next exposure writes
+     * the window's full content. */
+    int ref_stale;
 
     /* bindings sorted by offset */
     lt_object **binds;
@@ -225,6 +229,8 @@ struct lt_device {
     VkPhysicalDeviceMemoryProperties memprops;
     VkDeviceSize map_align; /* minMemoryMapAlignment */
     int capture;            /* 0: pass everything through (not captured) */
+    int active;             /* the capture window is open for this device (dev->lock) */
+    uint64_t window_epoch;  /* the window epoch `active` reflects (dev->lock) */
     pthread_mutex_t lock;
     lt_map memories; /* VkDeviceMemory -> lt_memory */
     lt_map objects;  /* VkBuffer/VkImage -> lt_object */
@@ -263,6 +269,9 @@ void lt_capture_sync_in(lt_memory *m);
 /* Everything a submit needs: capture all exposed memories, content hashes
  * (verify), then the SUBMIT record. Takes dev->lock. */
 void lt_capture_submit(lt_device *dev, VkQueue queue);
+/* A frame was presented: the FRAME record, and the capture window moves
+ * on. Takes dev->lock. */
+void lt_capture_present(lt_device *dev);
 /* The host released device work (vkSetEvent, vkSignalSemaphore): app writes
  * in shadow mappings must reach the driver first. Takes dev->lock. */
 void lt_capture_host_release(lt_device *dev);

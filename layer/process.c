@@ -6,7 +6,9 @@
  * the parent). The parent is unaffected. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "layer.h"
 #include "process.h"
@@ -19,6 +21,27 @@ static void on_fork_child(void)
 
 static void at_exit(void) { lt_session_exit(); }
 
+/* Async-signal-safe: only counts; the toggle happens at the next capture point. */
+static void on_trigger(int sig)
+{
+    (void)sig;
+    lt_window_trigger();
+}
+
+static void install_trigger(int sig)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_trigger;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(sig, &sa, &old) != 0)
+        return;
+    if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
+        lt_warn_once("trigger", "the application had its own handler for signal %d (%s): it is "
+                     "replaced by the capture trigger; choose another with --trigger", sig, strsignal(sig));
+}
+
 void lt_process_init(void)
 {
     pthread_atfork(NULL, NULL, on_fork_child);
@@ -26,4 +49,6 @@ void lt_process_init(void)
      * trace (index and trailer) when it exits normally. The layer is linked
      * -z nodelete, so this handler stays valid. */
     atexit(at_exit);
+    if (lt_cfg()->trigger)
+        install_trigger(lt_cfg()->trigger);
 }

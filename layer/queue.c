@@ -64,11 +64,6 @@ LT_HOOK(VkResult, QueuePresentKHR, VkQueue queue, const VkPresentInfoKHR *info)
 {
     lt_device *dev = lt_device_from(queue);
     VkResult res = dev->t.QueuePresentKHR(queue, info);
-    if (dev->capture) {
-        pthread_mutex_lock(&dev->lock);
-        lt_rec_frame();
-        lt_stat_add(LT_ST_FRAMES, 1);
-        pthread_mutex_unlock(&dev->lock);
-    }
+    lt_capture_present(dev);
     return res;
 }

@@ -34,6 +34,11 @@ static char *g_path;              /* the trace this process writes */
 static _Atomic uint64_t g_next_id, g_packets_seen;
 static _Atomic uint64_t g_stats[LT_ST_COUNT], g_capture_max, g_extra_peak;
 static _Atomic uint64_t g_last_progress;
+/* Capture window: see session.h. */
+static _Atomic int g_window_open = 1;
+static _Atomic uint64_t g_window_epoch, g_presents;
+static _Atomic unsigned g_trigger_requests, g_trigger_seen;
+static pthread_mutex_t g_window_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uint64_t lt_now_ns(void)
 {
@@ -121,6 +126,12 @@ static void init_once(void)
         lt_warn_once("tracker", "cannot create a tracker (%s): every memory is scanned instead",
                      mt_strerror(rc));
     }
+    /* Frames count from 1; a trigger alone starts paused (gfxreconstruct's
+     * behaviour), a frame range decides by itself. */
+    if (g_cfg.frames_first)
+        atomic_store(&g_window_open, g_cfg.frames_first == 1);
+    else if (g_cfg.trigger)
+        atomic_store(&g_window_open, 0);
     lt_process_init();
 }
 
@@ -248,6 +259,59 @@ void lt_session_open(const mt_trace_kv *meta, size_t nmeta)
                 g_cfg.verify ? ", verify" : "");
     }
     pthread_mutex_unlock(&g_open_lock);
+}
+
+/* ---- the capture window ------------------------------------------------------------ */
+
+int lt_window_open(void) { return atomic_load_explicit(&g_window_open, memory_order_acquire); }
+uint64_t lt_window_epoch(void) { return atomic_load_explicit(&g_window_epoch, memory_order_acquire); }
+
+void lt_window_trigger(void) { atomic_fetch_add_explicit(&g_trigger_requests, 1, memory_order_relaxed); }
+
+/* Opens or closes the window (g_window_lock held). */
+static void window_set(int open, const char *why)
+{
+    if (atomic_load(&g_window_open) == open)
+        return;
+    uint64_t frame = atomic_load(&g_presents) + 1;
+    atomic_store_explicit(&g_window_open, open, memory_order_release);
+    atomic_fetch_add_explicit(&g_window_epoch, 1, memory_order_acq_rel);
+    lt_rec_note(0, open ? "window-open" : "window-close", "capture %s at frame %llu (%s)",
+                open ? "starts" : "pauses", (unsigned long long)frame, why);
+}
+
+void lt_window_poll(void)
+{
+    unsigned req = atomic_load_explicit(&g_trigger_requests, memory_order_relaxed);
+    if (req == atomic_load_explicit(&g_trigger_seen, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&g_window_lock);
+    unsigned seen = atomic_load(&g_trigger_seen);
+    req = atomic_load(&g_trigger_requests);
+    atomic_store(&g_trigger_seen, req);
+    if ((req - seen) % 2) /* an even number of toggles changes nothing */
+        window_set(!atomic_load(&g_window_open), "trigger signal");
+    pthread_mutex_unlock(&g_window_lock);
+}
+
+void lt_window_present(void)
+{
+    uint64_t frame = atomic_fetch_add(&g_presents, 1) + 2; /* the frame that begins now */
+    if (g_cfg.frames_first) {
+        int want = frame >= g_cfg.frames_first && (!g_cfg.frames_last || frame <= g_cfg.frames_last);
+        pthread_mutex_lock(&g_window_lock);
+        char why[64];
+        snprintf(why, sizeof why, "frames %llu-%llu", (unsigned long long)g_cfg.frames_first,
+                 (unsigned long long)g_cfg.frames_last);
+        int was = atomic_load(&g_window_open);
+        window_set(want, g_cfg.frames_last ? why : "frames from");
+        pthread_mutex_unlock(&g_window_lock);
+        /* The range is over: make the trace complete now, the application
+         * may run on for a long time. */
+        if (was && !want && g_cfg.frames_last && frame == g_cfg.frames_last + 1)
+            lt_session_devices_gone();
+    }
+    lt_window_poll();
 }
 
 /* ---- records --------------------------------------------------------------------- */
@@ -455,6 +519,7 @@ void lt_session_forked_child(void)
     pthread_mutex_t fresh_mutex = PTHREAD_MUTEX_INITIALIZER;
     memcpy(&g_wlock, &fresh, sizeof fresh);
     memcpy(&g_open_lock, &fresh_mutex, sizeof fresh_mutex);
+    memcpy(&g_window_lock, &fresh_mutex, sizeof fresh_mutex);
     g_writer = NULL;
     atomic_store(&g_writer_raw, NULL);
     free(g_path);

@@ -51,6 +51,20 @@ void lt_session_exit(void);          /* normal exit: close the trace */
  * lock-free paths. */
 void lt_session_last_words(int from_signal);
 
+/* The capture window (MEMTRACK_FRAMES, MEMTRACK_TRIGGER). While it is closed
+ * the trace still records what exists (memories, objects, bindings, maps)
+ * but no content and no submits; when it opens, every exposed memory's full
+ * content is written first. The epoch changes at every opening and closing:
+ * devices compare it with theirs at their next capture point. */
+int lt_window_open(void);
+uint64_t lt_window_epoch(void);
+/* After a vkQueuePresentKHR: the next frame begins. */
+void lt_window_present(void);
+/* Applies trigger signals received since the last call. */
+void lt_window_poll(void);
+/* The trigger signal's handler. Async-signal-safe. */
+void lt_window_trigger(void);
+
 /* Records. Each is a no-op returning 0 when not tracing. */
 void lt_rec_memory(uint64_t id, uint64_t size, uint32_t type_index, uint32_t flags);
 void lt_rec_object(uint64_t id, uint32_t kind, uint64_t size, uint64_t used);

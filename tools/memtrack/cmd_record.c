@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../layer/config.h"
 #include "cli.h"
 #include "memtrack/track.h"
 
@@ -49,6 +50,11 @@ void mt_cmd_record_usage(void)
            "  --no-preload       do not preload the interposer (" PRELOAD_LIB "): kernel writes,\n"
            "                     the app's own signal handlers and masks, mprotect/madvise and\n"
            "                     exits are then handled less well (see docs/layer.md)\n"
+           "  --frames A-B       capture only frames A to B (A-: from A on; frames count from 1 at\n"
+           "                     each vkQueuePresentKHR); the trace starts with the full content\n"
+           "                     of every mapped memory\n"
+           "  --trigger SIG      each signal SIG (e.g. USR1: kill -USR1 PID) starts or pauses\n"
+           "                     capture; capture starts paused unless --frames starts at 1\n"
            "  --quiet            no progress on stderr\n"
            "  --layer-dir D      directory holding " LAYER_JSON " (default: found next to memtrack)\n"
            "Exit status: the application's if it failed, else 1 if no trace was written or\n"
@@ -216,11 +222,13 @@ static void forward(int sig)
 int mt_cmd_record(int argc, char **argv)
 {
     const char *out = "memtrack.mtrace", *mode = NULL, *layer_dir = NULL, *backend = NULL;
+    const char *frames = NULL, *trigger = NULL;
     int verify = 0, quiet = 0, follow = 0, preload = 1, i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = strcmp(a, "-o") == 0 || strcmp(a, "--mode") == 0 || strcmp(a, "--layer-dir") == 0 ||
-                    strcmp(a, "--backend") == 0;
+                    strcmp(a, "--backend") == 0 || strcmp(a, "--frames") == 0 ||
+                    strcmp(a, "--trigger") == 0;
         if (takes && (!next || !*next))
             return mt_cli_usage_error("record: %s needs a value", a);
         if (strcmp(a, "--") == 0) {
@@ -234,6 +242,10 @@ int mt_cmd_record(int argc, char **argv)
             layer_dir = argv[++i];
         else if (strcmp(a, "--backend") == 0)
             backend = argv[++i];
+        else if (strcmp(a, "--frames") == 0)
+            frames = argv[++i];
+        else if (strcmp(a, "--trigger") == 0)
+            trigger = argv[++i];
         else if (strcmp(a, "--verify") == 0)
             verify = 1;
         else if (strcmp(a, "--quiet") == 0)
@@ -257,6 +269,12 @@ int mt_cmd_record(int argc, char **argv)
         if (!ok)
             return mt_cli_usage_error("record: unknown mode '%s' (auto, guard, shadow, scan, copy)", mode);
     }
+    uint64_t f0, f1;
+    if (frames && lt_parse_frames(frames, &f0, &f1) != 0)
+        return mt_cli_usage_error("record: --frames takes A-B, A- or A (frames count from 1)");
+    if (trigger && lt_parse_signal(trigger) < 0)
+        return mt_cli_usage_error("record: --trigger takes a signal such as USR1 (not KILL, STOP, "
+                                  "SEGV or BUS)");
     if (backend && mt_track_backend_parse(backend) < 0)
         return mt_cli_usage_error("record: unknown backend '%s' (auto, signal, uffd)", backend);
     if (backend && strcmp(backend, "uffd") == 0 && !mt_track_backend_available(MT_TRACK_UFFD))
@@ -319,6 +337,10 @@ int mt_cmd_record(int argc, char **argv)
         env_rc |= setenv("MEMTRACK_MODE", mode, 1);
     if (backend)
         env_rc |= setenv("MEMTRACK_TRACK_BACKEND", backend, 1);
+    if (frames)
+        env_rc |= setenv("MEMTRACK_FRAMES", frames, 1);
+    if (trigger)
+        env_rc |= setenv("MEMTRACK_TRIGGER", trigger, 1);
     if (verify)
         env_rc |= setenv("MEMTRACK_VERIFY", "1", 1);
     if (follow)

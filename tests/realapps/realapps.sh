@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Real applications nobody here wrote, on lavapipe, each in every capture
+# mode: the application's output under `memtrack record` is identical to a
+# run without the layer (screenshots or frame hashes), and `memtrack verify`
+# passes (mismatches classified as races or in-flight device work are
+# reported, not failures; a lost write fails).
+#   vkcube           300 frames under Xvfb (covered by test_layer_vkcube for
+#                    its output; here: verify in every mode)
+#   gfxrecon-replay  a 20-frame vkcube capture kept in this folder, screenshots
+#                    of frames 5, 10, 15 and 20
+#   mpv              a generated 720p H.264 video, --vo=gpu-next (libplacebo)
+#                    and --vo=gpu, screenshots of the rendered window at 0.5, 1
+#                    and 2 s
+#   ffmpeg           Vulkan filters: hwupload,scale_vulkan,hwdownload and
+#                    libplacebo; frame hashes (framemd5)
+# Environment: REALAPPS_MODES, REALAPPS_APPS narrow the matrix.
+set -euo pipefail
+BUILD=$(cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+MEMTRACK=$BUILD/bin/memtrack
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+case "${MT_SANITIZE:-}" in
+  *thread*|*address*)
+    # None of these programs is instrumented; a sanitizer runtime preloaded
+    # into them reports their own code. The layer's sanitizer coverage comes
+    # from the instrumented sample and hostile applications.
+    echo "SKIPPED under sanitizers: the real applications are not instrumented"; exit 77 ;;
+esac
+for tool in vkcube gfxrecon-replay mpv ffmpeg xvfb-run; do
+  command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (scripts/deps.sh installs it)" >&2; exit 1; }
+done
+export XDG_RUNTIME_DIR=$TMP/xdg
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+modes=${REALAPPS_MODES:-auto guard shadow scan copy}
+apps=${REALAPPS_APPS:-vkcube gfxrecon mpv-gpu-next mpv-gpu ffmpeg-scale ffmpeg-libplacebo}
+DEV=$(vulkaninfo 2>/dev/null | sed -n 's/^[[:space:]]*deviceName *= *//p' | grep -m1 llvmpipe || true)
+[ -n "$DEV" ] || { echo "FAIL: no lavapipe (llvmpipe) device" >&2; exit 1; }
+failures=0
+bad() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# The application's command for $1, writing its output under $2.
+app_cmd() {
+  local out=$2
+  case $1 in
+    vkcube) echo xvfb-run -a -s "\"-screen 0 640x480x24\"" vkcube --c 300 ;;
+    gfxrecon) echo xvfb-run -a -s "\"-screen 0 320x320x24\"" gfxrecon-replay --wsi xlib \
+                --screenshots 5,10,15,20 --screenshot-dir "$out" "$HERE/vkcube-20frames.gfxr" ;;
+    mpv-*) echo env SHOT_DIR="$out" xvfb-run -a -s "\"-screen 0 1280x720x24\"" mpv --no-config \
+                --vo=${1#mpv-} --gpu-api=vulkan --gpu-context=x11vk "--vulkan-device=\"$DEV\"" --hwdec=no \
+                --start=0.5 --pause --script="$HERE/mpv-shots.lua" --no-audio --really-quiet "$TMP/video.mp4" ;;
+    ffmpeg-scale) echo ffmpeg -hide_banner -loglevel error -init_hw_device vulkan=vk:0 -filter_hw_device vk \
+                -i "$TMP/video.mp4" -frames:v 30 \
+                -vf "format=yuv420p,hwupload,scale_vulkan=w=640:h=360,hwdownload,format=yuv420p" \
+                -f framemd5 "$out/frames.md5" ;;
+    ffmpeg-libplacebo) echo ffmpeg -hide_banner -loglevel error -init_hw_device vulkan=vk:0 -filter_hw_device vk \
+                -i "$TMP/video.mp4" -frames:v 30 \
+                -vf "format=yuv420p,hwupload,libplacebo=w=640:h=360:format=yuv420p,hwdownload,format=yuv420p" \
+                -f framemd5 "$out/frames.md5" ;;
+  esac
+}
+
+ffmpeg -hide_banner -loglevel error -f lavfi -i testsrc2=duration=3:size=1280x720:rate=30 \
+  -c:v libx264 -pix_fmt yuv420p -g 30 "$TMP/video.mp4"
+
+for app in $apps; do
+  ref=$TMP/$app-ref
+  mkdir -p "$ref"
+  # The application's own output without the layer (twice: it must be
+  # deterministic for the comparison to mean anything).
+  if [ "$app" != vkcube ]; then
+    eval "$(app_cmd $app "$ref")" >"$TMP/ref.log" 2>&1 || { cat "$TMP/ref.log"; bad "$app without the layer failed"; continue; }
+    mkdir -p "$ref.2"
+    eval "$(app_cmd $app "$ref.2")" >/dev/null 2>&1
+    diff -r "$ref" "$ref.2" >/dev/null || { bad "$app: its own output is not deterministic"; continue; }
+  fi
+  line="$app:"
+  for mode in $modes; do
+    out=$TMP/$app-$mode
+    mkdir -p "$out"
+    trace=$out.mtrace
+    set +e
+    eval "\"$MEMTRACK\" record --quiet -o \"$trace\" --mode $mode --verify -- $(app_cmd $app "$out")" >"$out.log" 2>&1
+    rc=$?
+    set -e
+    [ $rc -eq 0 ] || { bad "$app ($mode): record exited $rc"; tail -5 "$out.log" >&2; line="$line $mode=FAIL"; continue; }
+    if [ "$app" != vkcube ] && ! diff -r "$ref" "$out" >/dev/null; then
+      bad "$app ($mode): output differs from the run without the layer"
+      diff -r "$ref" "$out" 2>&1 | head -3 >&2
+    fi
+    set +e
+    "$MEMTRACK" verify "$trace" >"$out.verify" 2>&1
+    v=$?
+    set -e
+    if [ $v -ne 0 ]; then bad "$app ($mode): verify exited $v"; grep -E "MISMATCH|LOST|result" "$out.verify" | head -5 >&2; fi
+    line="$line $mode=ok"
+  done
+  echo "$line"
+done
+[ $failures -eq 0 ] || { echo "realapps: $failures failures" >&2; exit 1; }
+echo "realapps: ok"

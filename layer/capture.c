@@ -394,6 +394,11 @@ static lt_mode initial_mode(lt_memory *m)
                     "in place (guard) instead of shadow", (unsigned long long)m->id);
         mode = LT_GUARD;
     }
+    if (mode == LT_SHADOW && m->placed) {
+        lt_rec_note(m->id, "shadow-placed", "memory %llu is mapped at an address the application "
+                    "chose: tracked in place (guard) instead of shadow", (unsigned long long)m->id);
+        mode = LT_GUARD;
+    }
     return mode;
 }
 

@@ -112,6 +112,10 @@ static void fill_device_table(lt_device_table *t, VkDevice d, PFN_vkGetDevicePro
     DGET(UnmapMemory);
     DGET(MapMemory2KHR);
     DGET(UnmapMemory2KHR);
+#define DGET2(field, name) t->field = (lt_PFN_vk##field)gdpa(d, name)
+    DGET2(MapMemory2, "vkMapMemory2");
+    DGET2(UnmapMemory2, "vkUnmapMemory2");
+#undef DGET2
     DGET(FlushMappedMemoryRanges);
     DGET(InvalidateMappedMemoryRanges);
     DGET(CreateBuffer);
@@ -265,6 +269,8 @@ static const hook g_device_hooks[] = {
     H(UnmapMemory),
     H(MapMemory2KHR),
     H(UnmapMemory2KHR),
+    H(MapMemory2),
+    H(UnmapMemory2),
     H(FlushMappedMemoryRanges),
     H(InvalidateMappedMemoryRanges),
     H(CreateBuffer),

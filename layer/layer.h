@@ -65,6 +65,13 @@ typedef struct VkMemoryUnmapInfoKHR {
 typedef VkResult(VKAPI_PTR *PFN_vkMapMemory2KHR)(VkDevice, const VkMemoryMapInfoKHR *, void **);
 typedef VkResult(VKAPI_PTR *PFN_vkUnmapMemory2KHR)(VkDevice, const VkMemoryUnmapInfoKHR *);
 #endif
+/* vkMapMemory2/vkUnmapMemory2 are core in Vulkan 1.4 (the same functions as
+ * the KHR ones): a 1.4 application calls them by their core names. */
+typedef PFN_vkMapMemory2KHR lt_PFN_vkMapMemory2;
+typedef PFN_vkUnmapMemory2KHR lt_PFN_vkUnmapMemory2;
+/* VK_EXT_map_memory_placed: the application chooses the address. */
+#define LT_MEMORY_MAP_PLACED_BIT 0x1u
+#define LT_STRUCTURE_TYPE_MEMORY_MAP_PLACED_INFO ((VkStructureType)1000272002)
 
 /* ---- handle map (map.c) -------------------------------------------------- */
 typedef struct lt_map {
@@ -124,6 +131,7 @@ struct lt_memory {
     VkDeviceSize map_offset, map_size;
     unsigned char *driver_ptr; /* the real bytes: what the device reads */
     unsigned char *app_ptr;    /* what the app writes: driver_ptr, or the shadow */
+    int placed;                /* the app chose the address (map_memory_placed): no shadow */
     void *shadow_base;         /* shadow mode: the anonymous mapping (page aligned) */
     size_t shadow_len;
 
@@ -175,6 +183,8 @@ typedef struct lt_device_table {
     PFN_vkUnmapMemory UnmapMemory;
     PFN_vkMapMemory2KHR MapMemory2KHR;
     PFN_vkUnmapMemory2KHR UnmapMemory2KHR;
+    lt_PFN_vkMapMemory2 MapMemory2;
+    lt_PFN_vkUnmapMemory2 UnmapMemory2;
     PFN_vkFlushMappedMemoryRanges FlushMappedMemoryRanges;
     PFN_vkInvalidateMappedMemoryRanges InvalidateMappedMemoryRanges;
     PFN_vkCreateBuffer CreateBuffer;
@@ -303,6 +313,8 @@ LT_HOOK(VkResult, MapMemory, VkDevice, VkDeviceMemory, VkDeviceSize, VkDeviceSiz
 LT_HOOK(void, UnmapMemory, VkDevice, VkDeviceMemory);
 LT_HOOK(VkResult, MapMemory2KHR, VkDevice, const VkMemoryMapInfoKHR *, void **);
 LT_HOOK(VkResult, UnmapMemory2KHR, VkDevice, const VkMemoryUnmapInfoKHR *);
+LT_HOOK(VkResult, MapMemory2, VkDevice, const VkMemoryMapInfoKHR *, void **);
+LT_HOOK(VkResult, UnmapMemory2, VkDevice, const VkMemoryUnmapInfoKHR *);
 LT_HOOK(VkResult, FlushMappedMemoryRanges, VkDevice, uint32_t, const VkMappedMemoryRange *);
 LT_HOOK(VkResult, InvalidateMappedMemoryRanges, VkDevice, uint32_t, const VkMappedMemoryRange *);
 LT_HOOK(VkResult, CreateBuffer, VkDevice, const VkBufferCreateInfo *, const VkAllocationCallbacks *, VkBuffer *);

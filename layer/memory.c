@@ -212,16 +212,41 @@ LT_HOOK(VkResult, MapMemory, VkDevice device, VkDeviceMemory memory, VkDeviceSiz
     return res;
 }
 
-LT_HOOK(VkResult, MapMemory2KHR, VkDevice device, const VkMemoryMapInfoKHR *info, void **pp)
+/* Placed maps (VK_EXT_map_memory_placed) put the mapping where the app
+ * says: it must get exactly that address, so no shadow. */
+static int placed_map(const VkMemoryMapInfoKHR *info)
+{
+    if (!(info->flags & LT_MEMORY_MAP_PLACED_BIT))
+        return 0;
+    for (const VkBaseInStructure *p = info->pNext; p; p = p->pNext)
+        if (p->sType == LT_STRUCTURE_TYPE_MEMORY_MAP_PLACED_INFO)
+            return 1;
+    return 0;
+}
+
+static VkResult map2(VkDevice device, const VkMemoryMapInfoKHR *info, void **pp, int core)
 {
     lt_device *dev = lt_device_from(device);
-    VkResult res = dev->t.MapMemory2KHR(device, info, pp);
+    VkResult res = core ? dev->t.MapMemory2(device, info, pp) : dev->t.MapMemory2KHR(device, info, pp);
     if (res != VK_SUCCESS || !dev->capture)
         return res;
     pthread_mutex_lock(&dev->lock);
+    lt_memory *m = lt_map_get(&dev->memories, (uint64_t)info->memory);
+    if (m && !m->mapped)
+        m->placed = placed_map(info);
     *pp = mapped(dev, info->memory, info->offset, info->size, *pp);
     pthread_mutex_unlock(&dev->lock);
     return res;
+}
+
+LT_HOOK(VkResult, MapMemory2KHR, VkDevice device, const VkMemoryMapInfoKHR *info, void **pp)
+{
+    return map2(device, info, pp, 0);
+}
+
+LT_HOOK(VkResult, MapMemory2, VkDevice device, const VkMemoryMapInfoKHR *info, void **pp)
+{
+    return map2(device, info, pp, 1);
 }
 
 static void unmapping(lt_device *dev, VkDeviceMemory memory)
@@ -247,6 +272,13 @@ LT_HOOK(VkResult, UnmapMemory2KHR, VkDevice device, const VkMemoryUnmapInfoKHR *
     lt_device *dev = lt_device_from(device);
     unmapping(dev, info->memory);
     return dev->t.UnmapMemory2KHR(device, info);
+}
+
+LT_HOOK(VkResult, UnmapMemory2, VkDevice device, const VkMemoryUnmapInfoKHR *info)
+{
+    lt_device *dev = lt_device_from(device);
+    unmapping(dev, info->memory);
+    return dev->t.UnmapMemory2(device, info);
 }
 
 LT_HOOK(VkResult, FlushMappedMemoryRanges, VkDevice device, uint32_t n, const VkMappedMemoryRange *ranges)

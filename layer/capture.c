@@ -628,8 +628,8 @@ void lt_capture_conceal(lt_memory *m)
 
 static uint64_t queue_id(lt_device *dev, VkQueue q)
 {
-    uintptr_t v = (uintptr_t)lt_map_get(&dev->queues, (uint64_t)(uintptr_t)q);
-    return v ? v - 1 : 0;
+    lt_queue *lq = lt_queue_of(dev, q);
+    return lq ? lq->id : 0;
 }
 
 /* Without the interposer an application can replace memtrack's SIGSEGV
@@ -648,7 +648,7 @@ static void check_handler(void)
                         : "could not put it back: tracked writes may reach the application");
 }
 
-void lt_capture_submit(lt_device *dev, VkQueue queue)
+void lt_capture_submit(lt_device *dev, VkQueue queue, const lt_submit *sub)
 {
     if (!dev->capture)
         return;
@@ -669,6 +669,10 @@ void lt_capture_submit(lt_device *dev, VkQueue queue)
                             mt_trace_hash(m->driver_ptr, (size_t)m->map_size));
     if (tracing)
         lt_rec_submit(queue_id(dev, queue));
+    if (sub->s2)
+        lt_inflight_submit2(dev, queue, sub->n, sub->s2, sub->fence);
+    else
+        lt_inflight_submit(dev, queue, sub->n, sub->s, sub->fence);
     uint64_t dt = lt_now_ns() - t0;
     lt_stat_add(LT_ST_SUBMITS, 1);
     lt_stat_add(LT_ST_CAPTURE_NS, (int64_t)dt);
@@ -701,12 +705,34 @@ void lt_capture_host_release(lt_device *dev)
     pthread_mutex_unlock(&dev->lock);
 }
 
-void lt_capture_after_wait(lt_device *dev)
+/* dev->lock held. */
+static void note_seen(lt_device *dev, const lt_seen *seen)
 {
-    if (!dev->capture || !__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED))
+    switch (seen->kind) {
+    case LT_SEEN_QUEUE_IDLE: lt_inflight_queue_idle(dev, seen->queue); break;
+    case LT_SEEN_DEVICE_IDLE: lt_inflight_device_idle(dev); break;
+    case LT_SEEN_FENCES: lt_inflight_fences_done(dev, seen->n, seen->fences, seen->all); break;
+    case LT_SEEN_COUNTER: lt_inflight_timeline_reached(dev, seen->sem, seen->value); break;
+    case LT_SEEN_SEMAPHORES: {
+        const VkSemaphoreWaitInfo *w = seen->wait;
+        /* "Any of these" says nothing about each one. */
+        if (!(w->flags & VK_SEMAPHORE_WAIT_ANY_BIT) || w->semaphoreCount == 1)
+            for (uint32_t i = 0; i < w->semaphoreCount; i++)
+                lt_inflight_timeline_reached(dev, w->pSemaphores[i], w->pValues[i]);
+        break;
+    }
+    case LT_SEEN_EVENT: break; /* an event says nothing about whole submits */
+    }
+}
+
+void lt_capture_after_wait(lt_device *dev, const lt_seen *seen)
+{
+    if (!dev->capture)
         return;
     pthread_mutex_lock(&dev->lock);
-    for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
-        lt_capture_sync_in(m);
+    note_seen(dev, seen);
+    if (__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED))
+        for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
+            lt_capture_sync_in(m);
     pthread_mutex_unlock(&dev->lock);
 }

@@ -241,7 +241,7 @@ static VKAPI_ATTR void VKAPI_CALL lt_DestroyDevice(VkDevice device, const VkAllo
     PFN_vkDestroyDevice destroy = dev->t.DestroyDevice;
     lt_map_free(&dev->memories);
     lt_map_free(&dev->objects);
-    lt_map_free(&dev->queues);
+    lt_inflight_free(dev);
     if (dev->capture)
         pthread_mutex_destroy(&dev->lock); /* a forked child's copy may be locked: leave it */
     int captured = dev->capture;

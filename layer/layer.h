@@ -108,6 +108,13 @@ typedef struct lt_range {
 
 typedef struct lt_device lt_device;
 
+/* A queue: its stable id (family and index) and the serials of its last
+ * submit and of the last one the host has seen complete (inflight.c). */
+typedef struct lt_queue {
+    uint64_t id;
+    uint64_t last_submit, completed;
+} lt_queue;
+
 /* How a memory reaches the world outside this process's mappings. */
 enum {
     LT_EXT_EXPORTED = 1u << 0,  /* allocated exportable: another API or process may map it */
@@ -244,7 +251,10 @@ struct lt_device {
     pthread_mutex_t lock;
     lt_map memories; /* VkDeviceMemory -> lt_memory */
     lt_map objects;  /* VkBuffer/VkImage -> lt_object */
-    lt_map queues;   /* VkQueue -> queue id + 1 */
+    lt_map queues;    /* VkQueue -> lt_queue */
+    lt_map fences;    /* VkFence -> the submit that signals it (inflight.c) */
+    lt_map timelines; /* VkSemaphore -> timeline values submits will signal */
+    uint64_t submit_serial;
     lt_memory *mapped; /* list of exposed memories */
     int shadow_mapped; /* how many exposed memories use shadow mode (atomic reads) */
 };
@@ -276,20 +286,57 @@ void lt_capture_memory(lt_memory *m);
 /* Device writes -> app (shadow mode) after the host synchronised with the
  * device. dev->lock held. */
 void lt_capture_sync_in(lt_memory *m);
+/* A submit as the application made it (one of s, s2), for inflight.c. */
+typedef struct lt_submit {
+    uint32_t n;
+    const VkSubmitInfo *s;
+    const VkSubmitInfo2 *s2;
+    VkFence fence;
+} lt_submit;
 /* Everything a submit needs: capture all exposed memories, content hashes
- * (verify), then the SUBMIT record. Takes dev->lock. */
-void lt_capture_submit(lt_device *dev, VkQueue queue);
+ * (verify), then the SUBMIT record; notes the submit as running. Takes
+ * dev->lock. */
+void lt_capture_submit(lt_device *dev, VkQueue queue, const lt_submit *sub);
 /* A frame was presented: the FRAME record, and the capture window moves
  * on. Takes dev->lock. */
 void lt_capture_present(lt_device *dev);
 /* The host released device work (vkSetEvent, vkSignalSemaphore): app writes
  * in shadow mappings must reach the driver first. Takes dev->lock. */
 void lt_capture_host_release(lt_device *dev);
+/* What the host just learnt about device progress. */
+typedef enum lt_seen_kind {
+    LT_SEEN_QUEUE_IDLE, LT_SEEN_DEVICE_IDLE, LT_SEEN_FENCES, LT_SEEN_SEMAPHORES, LT_SEEN_COUNTER,
+    LT_SEEN_EVENT
+} lt_seen_kind;
+typedef struct lt_seen {
+    lt_seen_kind kind;
+    VkQueue queue;                   /* QUEUE_IDLE */
+    uint32_t n;                      /* FENCES */
+    const VkFence *fences;
+    int all;
+    const VkSemaphoreWaitInfo *wait; /* SEMAPHORES */
+    VkSemaphore sem;                 /* COUNTER */
+    uint64_t value;
+} lt_seen;
 /* After the host observed device progress (a wait, a signalled fence,
- * event or semaphore value): sync shadow memories in. Takes dev->lock. */
-void lt_capture_after_wait(lt_device *dev);
+ * event or semaphore value): note the work known complete, and sync
+ * shadow memories in. Takes dev->lock. */
+void lt_capture_after_wait(lt_device *dev, const lt_seen *seen);
 /* Why a memory cannot use the tracked modes, or NULL. */
 const char *lt_capture_untrackable(const lt_memory *m);
+
+/* ---- device work still running (inflight.c); dev->lock held ------------------ */
+lt_queue *lt_queue_of(lt_device *dev, VkQueue q);
+void lt_inflight_submit(lt_device *dev, VkQueue queue, uint32_t n, const VkSubmitInfo *s, VkFence fence);
+void lt_inflight_submit2(lt_device *dev, VkQueue queue, uint32_t n, const VkSubmitInfo2 *s, VkFence fence);
+/* The fences are signalled (all of them, or the only one). */
+void lt_inflight_fences_done(lt_device *dev, uint32_t n, const VkFence *fences, int all);
+void lt_inflight_timeline_reached(lt_device *dev, VkSemaphore sem, uint64_t value);
+void lt_inflight_queue_idle(lt_device *dev, VkQueue queue);
+void lt_inflight_device_idle(lt_device *dev);
+/* How many queues may still run work the host has not seen complete. */
+uint64_t lt_inflight_running(lt_device *dev);
+void lt_inflight_free(lt_device *dev);
 
 /* ---- memory bookkeeping (memory.c) ------------------------------------------ */
 /* Device teardown: captures and forgets every memory, frees every object. */

@@ -3,6 +3,7 @@
  * captured. */
 #define _GNU_SOURCE
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "layer.h"
 
@@ -10,10 +11,15 @@ static void note_queue(lt_device *dev, VkQueue q, uint32_t family, uint32_t inde
 {
     if (!q || !dev->capture)
         return;
-    /* Stable across runs: family and index, not the handle. +1: 0 is "none". */
-    uintptr_t id = ((uintptr_t)family << 16 | index) + 1;
     pthread_mutex_lock(&dev->lock);
-    lt_map_put(&dev->queues, (uint64_t)(uintptr_t)q, (void *)id);
+    if (!lt_queue_of(dev, q)) {
+        lt_queue *lq = calloc(1, sizeof *lq);
+        /* Stable across runs: family and index, not the handle. */
+        if (lq)
+            lq->id = (uint64_t)family << 16 | index;
+        if (lq && lt_map_put(&dev->queues, (uint64_t)(uintptr_t)q, lq) != 0)
+            free(lq);
+    }
     pthread_mutex_unlock(&dev->lock);
 }
 
@@ -34,21 +40,24 @@ LT_HOOK(void, GetDeviceQueue2, VkDevice device, const VkDeviceQueueInfo2 *info, 
 LT_HOOK(VkResult, QueueSubmit, VkQueue queue, uint32_t n, const VkSubmitInfo *s, VkFence f)
 {
     lt_device *dev = lt_device_from(queue);
-    lt_capture_submit(dev, queue);
+    lt_submit sub = {n, s, NULL, f};
+    lt_capture_submit(dev, queue, &sub);
     return dev->t.QueueSubmit(queue, n, s, f);
 }
 
 LT_HOOK(VkResult, QueueSubmit2, VkQueue queue, uint32_t n, const VkSubmitInfo2 *s, VkFence f)
 {
     lt_device *dev = lt_device_from(queue);
-    lt_capture_submit(dev, queue);
+    lt_submit sub = {n, NULL, s, f};
+    lt_capture_submit(dev, queue, &sub);
     return dev->t.QueueSubmit2(queue, n, s, f);
 }
 
 LT_HOOK(VkResult, QueueSubmit2KHR, VkQueue queue, uint32_t n, const VkSubmitInfo2 *s, VkFence f)
 {
     lt_device *dev = lt_device_from(queue);
-    lt_capture_submit(dev, queue);
+    lt_submit sub = {n, NULL, s, f};
+    lt_capture_submit(dev, queue, &sub);
     return dev->t.QueueSubmit2KHR(queue, n, s, f);
 }
 

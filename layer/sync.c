@@ -8,7 +8,8 @@
  * (vkSetEvent, vkSignalSemaphore): whatever the app wrote into its shadow
  * mapping must be in the driver's memory before the device can run on
  * (write-back). Other modes hand the app the driver's own mapping, so these
- * hooks cost them one relaxed load. */
+ * hooks cost them one lock, which also notes what work the host now knows
+ * complete (inflight.c). */
 #define _GNU_SOURCE
 #include "layer.h"
 
@@ -17,7 +18,7 @@ LT_HOOK(VkResult, QueueWaitIdle, VkQueue queue)
     lt_device *dev = lt_device_from(queue);
     VkResult res = dev->t.QueueWaitIdle(queue);
     if (res == VK_SUCCESS)
-        lt_capture_after_wait(dev);
+        lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_QUEUE_IDLE, .queue = queue});
     return res;
 }
 
@@ -26,7 +27,7 @@ LT_HOOK(VkResult, DeviceWaitIdle, VkDevice device)
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.DeviceWaitIdle(device);
     if (res == VK_SUCCESS)
-        lt_capture_after_wait(dev);
+        lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_DEVICE_IDLE});
     return res;
 }
 
@@ -36,7 +37,7 @@ LT_HOOK(VkResult, WaitForFences, VkDevice device, uint32_t n, const VkFence *f, 
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.WaitForFences(device, n, f, all, timeout);
     if (res == VK_SUCCESS)
-        lt_capture_after_wait(dev);
+        lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_FENCES, .n = n, .fences = f, .all = all});
     return res;
 }
 
@@ -45,7 +46,7 @@ LT_HOOK(VkResult, GetFenceStatus, VkDevice device, VkFence f)
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.GetFenceStatus(device, f);
     if (res == VK_SUCCESS)
-        lt_capture_after_wait(dev);
+        lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_FENCES, .n = 1, .fences = &f, .all = 1});
     return res;
 }
 
@@ -54,7 +55,7 @@ LT_HOOK(VkResult, WaitSemaphores, VkDevice device, const VkSemaphoreWaitInfo *w,
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.WaitSemaphores(device, w, t);
     if (res == VK_SUCCESS)
-        lt_capture_after_wait(dev);
+        lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_SEMAPHORES, .wait = w});
     return res;
 }
 
@@ -63,7 +64,7 @@ LT_HOOK(VkResult, WaitSemaphoresKHR, VkDevice device, const VkSemaphoreWaitInfo 
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.WaitSemaphoresKHR(device, w, t);
     if (res == VK_SUCCESS)
-        lt_capture_after_wait(dev);
+        lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_SEMAPHORES, .wait = w});
     return res;
 }
 
@@ -74,7 +75,7 @@ LT_HOOK(VkResult, GetSemaphoreCounterValue, VkDevice device, VkSemaphore s, uint
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.GetSemaphoreCounterValue(device, s, v);
     if (res == VK_SUCCESS)
-        lt_capture_after_wait(dev);
+        lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_COUNTER, .sem = s, .value = *v});
     return res;
 }
 
@@ -83,7 +84,7 @@ LT_HOOK(VkResult, GetSemaphoreCounterValueKHR, VkDevice device, VkSemaphore s, u
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.GetSemaphoreCounterValueKHR(device, s, v);
     if (res == VK_SUCCESS)
-        lt_capture_after_wait(dev);
+        lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_COUNTER, .sem = s, .value = *v});
     return res;
 }
 
@@ -113,6 +114,6 @@ LT_HOOK(VkResult, GetEventStatus, VkDevice device, VkEvent event)
     lt_device *dev = lt_device_from(device);
     VkResult res = dev->t.GetEventStatus(device, event);
     if (res == VK_EVENT_SET)
-        lt_capture_after_wait(dev);
+        lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_EVENT});
     return res;
 }

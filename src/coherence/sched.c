@@ -1,0 +1,395 @@
+/* Commands and their dependencies; events are commands seen from outside.
+ *
+ * A command starts with pending = 1 (the planner's guard) plus one per
+ * dependency that had not completed when it was added. Completing a command
+ * takes its list of dependents under sched_lock, after publishing its status
+ * there, so a dependency added concurrently either sees the status (and is
+ * not counted) or lands in the list (and is released). The last decrement of
+ * `pending` makes a command ready: to its engine, or, for a marker (no work
+ * of its own) or a command whose dependency failed, straight to completion.
+ * Completion is iterative (a worklist), so long chains of markers do not
+ * recurse. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../timeline/sleep.h"
+#include "internal.h"
+
+coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
+{
+    coh_cmd *cmd = malloc(sizeof *cmd);
+    if (!cmd)
+        return NULL;
+    memset(cmd, 0, offsetof(coh_cmd, op));
+    memset(&cmd->op, 0, sizeof cmd->op);
+    atomic_init(&cmd->refs, 1);
+    atomic_init(&cmd->status, COH_PENDING);
+    atomic_init(&cmd->pending, 1);
+    atomic_init(&cmd->dep_error, 0);
+    atomic_init(&cmd->waiters, 0);
+    pthread_mutex_init(&cmd->wlock, NULL);
+    if (mt_cond_init_monotonic(&cmd->wcond)) {
+        pthread_mutex_destroy(&cmd->wlock);
+        free(cmd);
+        return NULL;
+    }
+    cmd->ctx = c;
+    cmd->kind = kind;
+    cmd->eng = eng;
+    cmd->deps = cmd->deps_inline;
+    cmd->capdeps = 4;
+    cmd->roots = cmd->roots_inline;
+    cmd->caproots = 2;
+    cmd->fix = cmd->fix_inline;
+    cmd->capfix = 1;
+    cmd->segs = cmd->segs_inline;
+    cmd->capsegs = 2;
+    cmd->nsegs = 0;
+    cmd->argv = NULL;
+    atomic_fetch_add_explicit(&c->live_cmds, 1, memory_order_relaxed);
+    return cmd;
+}
+
+void coh_cmd_ref(coh_cmd *cmd)
+{
+    atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
+}
+
+static void release_roots(coh_cmd *cmd)
+{
+    for (uint32_t i = 0; i < cmd->nroots; i++)
+        coh_root_unref(cmd->roots[i]);
+    cmd->nroots = 0;
+}
+
+void coh_cmd_unref(coh_cmd *cmd)
+{
+    if (!cmd)
+        return;
+    /* acq_rel: the last owner sees every write the others made. */
+    if (atomic_fetch_sub_explicit(&cmd->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    release_roots(cmd);
+    if (cmd->absorb)
+        coh_root_unref(cmd->absorb);
+    if (cmd->deps != cmd->deps_inline)
+        free(cmd->deps);
+    if (cmd->roots != cmd->roots_inline)
+        free(cmd->roots);
+    if (cmd->fix != cmd->fix_inline)
+        free(cmd->fix);
+    if (cmd->segs != cmd->segs_inline)
+        free(cmd->segs);
+    if (cmd->argv != cmd->argv_inline)
+        free(cmd->argv);
+    pthread_mutex_destroy(&cmd->wlock);
+    pthread_cond_destroy(&cmd->wcond);
+    free(cmd);
+}
+
+static int grow_array(void **arr, uint32_t *cap, size_t elem, void *inline_storage, uint32_t n)
+{
+    uint64_t ncap = (uint64_t)*cap * 2;
+    if (ncap > UINT32_MAX)
+        return -ENOMEM;
+    void *p;
+    if (*arr == inline_storage) {
+        p = malloc(ncap * elem);
+        if (p)
+            memcpy(p, *arr, n * elem);
+    } else
+        p = realloc(*arr, ncap * elem);
+    if (!p)
+        return -ENOMEM;
+    *arr = p;
+    *cap = (uint32_t)ncap;
+    return 0;
+}
+
+int coh_cmd_add_root(coh_cmd *cmd, coh_root *root)
+{
+    for (uint32_t i = 0; i < cmd->nroots; i++)
+        if (cmd->roots[i] == root)
+            return 0;
+    if (cmd->nroots == cmd->caproots &&
+        grow_array((void **)&cmd->roots, &cmd->caproots, sizeof *cmd->roots, cmd->roots_inline,
+                   cmd->nroots))
+        return -ENOMEM;
+    coh_root_ref(root);
+    cmd->roots[cmd->nroots++] = root;
+    return 0;
+}
+
+int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f)
+{
+    if (cmd->nfix == cmd->capfix &&
+        grow_array((void **)&cmd->fix, &cmd->capfix, sizeof *cmd->fix, cmd->fix_inline, cmd->nfix))
+        return -ENOMEM;
+    cmd->fix[cmd->nfix++] = *f;
+    return 0;
+}
+
+int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
+{
+    if (cmd->nsegs) {
+        mt_coh_seg *l = &cmd->segs[cmd->nsegs - 1];
+        if (l->src + l->len == src && l->dst + l->len == dst) {
+            l->len += len;
+            return 0;
+        }
+    }
+    if (cmd->nsegs == cmd->capsegs &&
+        grow_array((void **)&cmd->segs, &cmd->capsegs, sizeof *cmd->segs, cmd->segs_inline,
+                   cmd->nsegs))
+        return -ENOMEM;
+    cmd->segs[cmd->nsegs++] = (mt_coh_seg){src, dst, len};
+    return 0;
+}
+
+int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
+{
+    for (uint32_t i = 0; i < cmd->nloc; i++)
+        if (cmd->loc[i] == loc) {
+            *seq = cmd->seq[i];
+            return 0;
+        }
+    if (cmd->nloc == 2)
+        return -EINVAL; /* a command touches at most two locations */
+    uint64_t s = coh_loc_take(coh_loc_of(c, loc));
+    if (!s)
+        return -ENOMEM;
+    cmd->loc[cmd->nloc] = loc;
+    cmd->seq[cmd->nloc] = s;
+    cmd->nloc++;
+    *seq = s;
+    return 0;
+}
+
+int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+{
+    if (!dep || dep == cmd)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&c->sched_lock);
+    int st = atomic_load_explicit(&dep->status, memory_order_relaxed);
+    if (st == COH_PENDING) {
+        if (dep->ndeps == dep->capdeps)
+            rc = grow_array((void **)&dep->deps, &dep->capdeps, sizeof *dep->deps, dep->deps_inline,
+                            dep->ndeps);
+        if (!rc) {
+            coh_cmd_ref(cmd); /* the link's reference */
+            dep->deps[dep->ndeps++] = cmd;
+            atomic_fetch_add_explicit(&cmd->pending, 1, memory_order_relaxed);
+        }
+    } else if (st < 0) {
+        int zero = 0;
+        atomic_compare_exchange_strong_explicit(&cmd->dep_error, &zero, st, memory_order_relaxed,
+                                                memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&c->sched_lock);
+    return rc;
+}
+
+/* A worklist of commands to complete with a status. */
+typedef struct work {
+    coh_cmd *cmd;
+    int status;
+} work;
+
+typedef struct worklist {
+    work *v;
+    size_t n, cap;
+    work inl[16];
+} worklist;
+
+static void wl_push(worklist *w, coh_cmd *cmd, int status)
+{
+    if (w->n == w->cap) {
+        size_t ncap = w->cap * 2;
+        work *p = w->v == w->inl ? malloc(ncap * sizeof *p) : realloc(w->v, ncap * sizeof *p);
+        if (!p)
+            abort(); /* cannot lose a completion; out of memory here is fatal */
+        if (w->v == w->inl)
+            memcpy(p, w->inl, w->n * sizeof *p);
+        w->v = p;
+        w->cap = ncap;
+    }
+    w->v[w->n++] = (work){cmd, status};
+}
+
+/* cmd's last dependency completed: run it, or complete it at once. */
+static void ready(coh_cmd *cmd, worklist *w)
+{
+    int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);
+    if (err)
+        wl_push(w, cmd, err);
+    else if (!cmd->eng)
+        wl_push(w, cmd, 0);
+    else
+        coh_engine_push(cmd->eng, cmd);
+}
+
+static void account(mt_coh *c, coh_cmd *cmd, int status)
+{
+    if (status) {
+        atomic_fetch_add_explicit(&c->st_failed, 1, memory_order_relaxed);
+        return;
+    }
+    if (cmd->kind != COH_KIND_MIGRATION)
+        return;
+    uint64_t n = cmd->op.bytes;
+    if (cmd->to_loc && c->dev[cmd->to_loc])
+        atomic_fetch_add_explicit(&c->dev[cmd->to_loc]->bytes_in, n, memory_order_relaxed);
+    if (cmd->from_loc && c->dev[cmd->from_loc])
+        atomic_fetch_add_explicit(&c->dev[cmd->from_loc]->bytes_out, n, memory_order_relaxed);
+}
+
+static void complete_one(coh_cmd *cmd, int status, worklist *w)
+{
+    mt_coh *c = cmd->ctx;
+    account(c, cmd, status);
+    if (status == 0 && cmd->absorb)
+        coh_track_absorb(cmd->absorb, cmd->segs, cmd->nsegs);
+    if (status < 0 && cmd->nfix)
+        coh_fixup_push(c, cmd); /* keeps its roots for the planner */
+    else
+        release_roots(cmd);
+    /* Publish the status and take the dependents in one step (see top). */
+    pthread_mutex_lock(&c->sched_lock);
+    atomic_store_explicit(&cmd->status, status, memory_order_release);
+    coh_cmd **deps = cmd->deps;
+    uint32_t n = cmd->ndeps;
+    cmd->deps = cmd->deps_inline;
+    cmd->ndeps = 0;
+    cmd->capdeps = 4;
+    pthread_mutex_unlock(&c->sched_lock);
+    /* Sequence numbers after the status: a location whose watermark passes
+     * this command releases memory only once the command is final. */
+    for (uint32_t i = 0; i < cmd->nloc; i++)
+        coh_loc_done(coh_loc_of(c, cmd->loc[i]), cmd->seq[i]);
+    /* seq_cst pairs with the waiter's increment of `waiters` before its
+     * re-check of the status (a Dekker pair, as in the timeline). */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&cmd->waiters, memory_order_seq_cst)) {
+        pthread_mutex_lock(&cmd->wlock);
+        pthread_cond_broadcast(&cmd->wcond);
+        pthread_mutex_unlock(&cmd->wlock);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        coh_cmd *d = deps[i];
+        if (status < 0) {
+            int zero = 0;
+            atomic_compare_exchange_strong_explicit(&d->dep_error, &zero, status,
+                                                    memory_order_relaxed, memory_order_relaxed);
+        }
+        /* acq_rel: the command that becomes ready sees what every dependency
+         * wrote before completing. */
+        if (atomic_fetch_sub_explicit(&d->pending, 1, memory_order_acq_rel) == 1)
+            ready(d, w);
+        coh_cmd_unref(d); /* the link's reference */
+    }
+    if (deps != cmd->deps_inline)
+        free(deps);
+    atomic_fetch_sub_explicit(&c->live_cmds, 1, memory_order_relaxed);
+}
+
+void coh_cmd_complete(coh_cmd *cmd, int status)
+{
+    worklist w = {.v = NULL, .n = 0, .cap = 16};
+    w.v = w.inl;
+    complete_one(cmd, status, &w);
+    coh_cmd_unref(cmd); /* the execution's reference */
+    while (w.n) {
+        work x = w.v[--w.n];
+        complete_one(x.cmd, x.status, &w);
+        coh_cmd_unref(x.cmd);
+    }
+    if (w.v != w.inl)
+        free(w.v);
+}
+
+void coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
+{
+    /* The execution's reference: dropped by coh_cmd_complete. */
+    coh_cmd_ref(cmd);
+    if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) != 1)
+        return;
+    int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);
+    if (err || !cmd->eng) {
+        coh_cmd_complete(cmd, err);
+        return;
+    }
+    /* Ready now: into the engine's batch, handed over at the next doorbell. */
+    coh_engine *e = cmd->eng;
+    cmd->next = NULL;
+    if (e->btail)
+        e->btail->next = cmd;
+    else
+        e->bhead = cmd;
+    e->btail = cmd;
+    c->batch_count++;
+    c->batch_bytes += cmd->op.bytes;
+}
+
+/* ---- events ------------------------------------------------------------------- */
+
+int mt_coh_event_status(const mt_coh_event *ev)
+{
+    if (!ev)
+        return -EINVAL;
+    return coh_cmd_status((const coh_cmd *)ev);
+}
+
+void mt_coh_event_retain(mt_coh_event *ev)
+{
+    if (ev)
+        coh_cmd_ref((coh_cmd *)ev);
+}
+
+void mt_coh_event_release(mt_coh_event *ev)
+{
+    coh_cmd_unref((coh_cmd *)ev);
+}
+
+int mt_coh_event_info_get(const mt_coh_event *ev, mt_coh_event_info *out)
+{
+    if (!ev || !out)
+        return -EINVAL;
+    const coh_cmd *cmd = (const coh_cmd *)ev;
+    out->bytes_in = cmd->bytes_in;
+    out->bytes_relay = cmd->bytes_relay;
+    out->migrations = cmd->migrations;
+    return 0;
+}
+
+int mt_coh_event_wait(mt_coh_event *ev, int64_t timeout_ns)
+{
+    if (!ev)
+        return -EINVAL;
+    coh_cmd *cmd = (coh_cmd *)ev;
+    int st = coh_cmd_status(cmd);
+    if (st != COH_PENDING)
+        return st;
+    /* The command may still sit in a batch: hand everything over first. */
+    mt_coh *c = cmd->ctx;
+    pthread_mutex_lock(&c->lock);
+    if (c->batch_count)
+        coh_doorbell_all(c);
+    pthread_mutex_unlock(&c->lock);
+    if (timeout_ns == 0)
+        return coh_cmd_status(cmd) == COH_PENDING ? MT_ETIMEDOUT : coh_cmd_status(cmd);
+    struct timespec dl;
+    if (timeout_ns > 0)
+        mt_deadline_after(&dl, timeout_ns);
+    pthread_mutex_lock(&cmd->wlock);
+    atomic_fetch_add_explicit(&cmd->waiters, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&cmd->status, memory_order_seq_cst) == COH_PENDING)
+        if (mt_cond_wait_until(&cmd->wcond, &cmd->wlock, timeout_ns > 0 ? &dl : NULL))
+            break;
+    atomic_fetch_sub_explicit(&cmd->waiters, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&cmd->wlock);
+    st = coh_cmd_status(cmd);
+    return st == COH_PENDING ? MT_ETIMEDOUT : st;
+}

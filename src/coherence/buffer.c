@@ -526,6 +526,8 @@ int mt_coh_buffer_info_get(mt_coh_client *cl, mt_coh_buf buf, mt_coh_buffer_info
         out->host = (char *)v->svm->ptr + v->offset;
     } else {
         coh_root *r = v->root;
+        if (r->track) /* host writes not collected yet are part of the state */
+            coh_track_sync(c, r, 0, r->size, COH_NO_FETCH, NULL, NULL, 0);
         out->version = r->version;
         coh_runs_masks(&r->runs, v->offset, v->offset + v->size, &out->valid_mask, &out->any_mask);
         out->lost_bytes = coh_runs_lost(&r->runs, v->offset, v->offset + v->size);

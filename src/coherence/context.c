@@ -30,6 +30,7 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
         return -ENOMEM;
     c->o = o;
     c->gran = o.granularity;
+    c->page = (uint64_t)ps;
     c->hostmem_mask = COH_BIT(MT_COH_HOST);
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->sched_lock, NULL);

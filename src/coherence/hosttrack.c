@@ -88,7 +88,7 @@ static int push_range(coh_range **v, size_t *n, size_t *cap, uint64_t a, uint64_
 static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, coh_range **v, size_t *n, size_t *cap)
 {
     coh_track *tr = r->track;
-    uint64_t base = (uint64_t)k * tr->chunk, g = c->gran;
+    uint64_t base = (uint64_t)k * tr->chunk, g = c->gran > c->page ? c->gran : c->page;
     mt_dirty_run runs[256];
     int rc = 0;
     for (;;) {

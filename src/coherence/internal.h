@@ -373,6 +373,7 @@ struct mt_coh {
     pthread_mutex_t lock;
     mt_coh_opts o;
     uint64_t gran;             /* granularity */
+    uint64_t page;             /* host page size */
     int closing;
     coh_device *dev[COH_NLOC]; /* [1..ndev] */
     uint32_t ndev;

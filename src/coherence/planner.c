@@ -110,7 +110,9 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
         x->a = 0;
         x->b = r->size;
     } else {
-        uint64_t g = c->gran, e = x->off + x->size;
+        /* Host writes to tracked memory are known per page: its ranges are
+         * whole pages, so the host always holds whole pages it may write. */
+        uint64_t g = r->track && c->gran < c->page ? c->page : c->gran, e = x->off + x->size;
         uint64_t up = (e + g - 1) & ~(g - 1);
         x->a = x->off & ~(g - 1);
         x->b = up < e || up > r->size ? r->size : up;
@@ -203,9 +205,35 @@ static int add_map(mt_coh_client *cl, coh_res *x, void *ptr)
     return 0;
 }
 
-/* Plans one argument of `main` (target `to`). */
-static int plan_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_t i, int map,
-                    void **map_ptr)
+/* Step 3a for one argument: fetch what it needs to `to` and mark that valid
+ * there. Writes are applied only once every argument was fetched (3b), so an
+ * argument reading bytes another one overwrites still gets their content
+ * from before the command. */
+static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x)
+{
+    coh_root *r = x->root;
+    int rc = 0;
+    if (!r)
+        return 0;
+    if (r->track) {
+        /* Host writes first: they are older than this command. */
+        rc = coh_track_sync(c, r, x->a, x->b, to == MT_COH_HOST ? COH_NO_FETCH : to, main, x->need,
+                            x->nneed);
+        if (rc)
+            return rc;
+    }
+    for (int k = 0; k < x->nneed && !rc; k++) {
+        if (!r->track || to == MT_COH_HOST)
+            rc = coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main);
+        coh_runs_update(&r->runs, x->need[k].a, x->need[k].b, ~0ull, COH_BIT(to));
+    }
+    return rc;
+}
+
+/* Step 3b for one argument: its write, its dependency on the instance's
+ * previous write, its sequence number and its address. */
+static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_t i, int map,
+                      void **map_ptr)
 {
     int rc = 0;
     if (!x->root) { /* fine-grained SVM: used in place, kept alive by host sequence */
@@ -222,18 +250,6 @@ static int plan_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_t 
         return rc;
     }
     coh_root *r = x->root;
-    if (r->track) {
-        /* Host writes first: they are older than this command. */
-        rc = coh_track_sync(c, r, x->a, x->b, to == MT_COH_HOST ? COH_NO_FETCH : to, main, x->need,
-                            x->nneed);
-        if (rc)
-            return rc;
-    }
-    if (!r->track || to == MT_COH_HOST)
-        for (int k = 0; k < x->nneed && !rc; k++)
-            rc = coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main);
-    if (rc)
-        return rc;
     coh_inst *in = r->inst[to];
     if (x->access & MT_COH_WRITE) {
         coh_runs_update(&r->runs, x->a, x->b, 0, COH_BIT(to));
@@ -242,8 +258,7 @@ static int plan_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_t 
             coh_fix f = {.root = r, .uid = in->uid, .loc = to, .a = x->a, .b = x->b};
             rc = coh_cmd_add_fix(main, &f);
         }
-    } else
-        coh_runs_update(&r->runs, x->a, x->b, ~0ull, COH_BIT(to));
+    }
     if (!rc)
         rc = coh_cmd_depend(c, main, in->last_write);
     if (!rc)
@@ -318,7 +333,9 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
     /* From here on the enqueue happens; an allocation failure below leaves
      * consistent state (issued migrations are prefetches) and is reported. */
     for (uint32_t i = 0; !rc && i < nargs; i++)
-        rc = plan_arg(c, main, target, &res[i], i, map, map_ptr);
+        rc = fetch_arg(c, main, target, &res[i]);
+    for (uint32_t i = 0; !rc && i < nargs; i++)
+        rc = commit_arg(c, main, target, &res[i], i, map, map_ptr);
     if (!rc && map)
         rc = add_map(cl, &res[0], *map_ptr);
     /* The previous write of each instance is the last dependency to add; the

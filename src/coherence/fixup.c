@@ -86,6 +86,7 @@ void coh_fixups_run(mt_coh *c)
         coh_cmd *cmd = list;
         list = cmd->next;
         apply_fix(cmd);
+        cmd->fix_applied = 1;
         coh_cmd_unref(cmd); /* releases its roots once the last holder lets go */
     }
 }

@@ -258,6 +258,7 @@ struct coh_cmd {
     coh_root *roots_inline[2];
     coh_fix *fix;
     uint32_t nfix, capfix;
+    int fix_applied;           /* the planner applied its fixup (planner's lock) */
     coh_fix fix_inline[1];
     /* A download into tracked host memory: pages it wrote are not host writes. */
     coh_root *absorb;
@@ -287,6 +288,10 @@ static inline int coh_cmd_status(const coh_cmd *cmd)
 /* cmd waits for dep (a NULL or completed dep adds nothing; a failed one
  * sets dep_error). 0 or -ENOMEM. */
 int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
+/* cmd runs after dep, whatever its outcome (queue order). */
+int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
+enum { COH_DEP_DATA = 0, COH_DEP_ORDER = 1, COH_DEP_WAIT = 2 /* the application's wait list */ };
+int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
 /* The planner is done building cmd: it runs once its dependencies have
  * completed. Ready commands go to the batch (planner's lock held). */
 void coh_cmd_arm(mt_coh *c, coh_cmd *cmd);

@@ -286,11 +286,13 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
     mt_coh_client *cl = q->client;
     mt_coh *c = cl->ctx;
     coh_res res[MT_COH_MAX_ARGS];
-    if (nargs > MT_COH_MAX_ARGS || (nargs && !args) || (nwait && !wait))
+    int bad = nargs > MT_COH_MAX_ARGS || (nargs && !args) || (nwait && !wait);
+    for (uint32_t i = 0; !bad && i < nwait; i++)
+        bad = !wait[i];
+    if (bad) {
+        atomic_fetch_add_explicit(&c->st_rejected, 1, memory_order_relaxed);
         return -EINVAL;
-    for (uint32_t i = 0; i < nwait; i++)
-        if (!wait[i])
-            return -EINVAL;
+    }
     pthread_mutex_lock(&c->lock);
     if (atomic_load_explicit(&c->fix_pending, memory_order_acquire))
         coh_fixups_run(c);
@@ -351,10 +353,10 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
             }
         }
     }
-    if (!rc)
-        rc = coh_cmd_depend(c, main, q->last);
+    if (!rc) /* queue order: after it, even if it failed (as OpenCL queues) */
+        rc = coh_cmd_after(c, main, q->last);
     for (uint32_t i = 0; !rc && i < nwait; i++)
-        rc = coh_cmd_depend(c, main, (coh_cmd *)wait[i]);
+        rc = coh_cmd_depend_ex(c, main, (coh_cmd *)wait[i], COH_DEP_WAIT);
     if (rc) /* it must not run half planned: it fails instead */
         atomic_store_explicit(&main->dep_error, rc, memory_order_relaxed);
     coh_cmd_ref(main);
@@ -437,7 +439,7 @@ int mt_coh_unmap(mt_coh_queue *q, void *ptr, mt_coh_event **ev)
      * it. Content needs nothing: a writing map made the host copy the only
      * valid one when it was planned. */
     coh_cmd *u = coh_cmd_new(c, COH_KIND_MARKER, NULL);
-    int rc = u ? coh_cmd_depend(c, u, q->last) : -ENOMEM;
+    int rc = u ? coh_cmd_after(c, u, q->last) : -ENOMEM;
     if (u) {
         coh_cmd_ref(u);
         coh_cmd_unref(q->last);

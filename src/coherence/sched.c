@@ -169,6 +169,22 @@ int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
 
 int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
 {
+    return coh_cmd_depend_ex(c, cmd, dep, COH_DEP_DATA);
+}
+
+int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+{
+    return coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
+}
+
+/* Links are tagged: bit 0 set = order only (a failure does not propagate).
+ * A data dependency that already failed propagates its error only while
+ * its fixup is not applied: once the planner has cleared what it was to
+ * write, the instance is consistent again and later writes into it need not
+ * fail (the planner's lock orders fix_applied). */
+int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
+{
+    int order_only = kind == COH_DEP_ORDER;
     if (!dep || dep == cmd)
         return 0;
     int rc = 0;
@@ -180,10 +196,10 @@ int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
                             dep->ndeps);
         if (!rc) {
             coh_cmd_ref(cmd); /* the link's reference */
-            dep->deps[dep->ndeps++] = cmd;
+            dep->deps[dep->ndeps++] = (coh_cmd *)((uintptr_t)cmd | (uintptr_t)!!order_only);
             atomic_fetch_add_explicit(&cmd->pending, 1, memory_order_relaxed);
         }
-    } else if (st < 0) {
+    } else if (st < 0 && !order_only && (kind == COH_DEP_WAIT || !dep->fix_applied)) {
         int zero = 0;
         atomic_compare_exchange_strong_explicit(&cmd->dep_error, &zero, st, memory_order_relaxed,
                                                 memory_order_relaxed);
@@ -278,8 +294,8 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
         pthread_mutex_unlock(&cmd->wlock);
     }
     for (uint32_t i = 0; i < n; i++) {
-        coh_cmd *d = deps[i];
-        if (status < 0) {
+        coh_cmd *d = (coh_cmd *)((uintptr_t)deps[i] & ~(uintptr_t)1);
+        if (status < 0 && !((uintptr_t)deps[i] & 1)) {
             int zero = 0;
             atomic_compare_exchange_strong_explicit(&d->dep_error, &zero, status,
                                                     memory_order_relaxed, memory_order_relaxed);

@@ -70,6 +70,8 @@ typedef struct prog {
     mt_coh_queue *q2[NLOC]; /* a second queue per device: no implicit order */
     uint64_t G, page;
     int aligned; /* writes are granule-aligned: the exact-minimum bound applies */
+    int small;   /* devices hold a few buffers: eviction under pressure */
+    uint64_t refused;
     mroot r[MAXROOT];
     pend p[MAXPEND];
     int np;
@@ -414,6 +416,28 @@ static void sub_op(prog *p)
 
 /* ---- commands ------------------------------------------------------------------------ */
 
+/* The enqueue evicted instances at device d: whole buffers whose copy at d
+ * the library dropped. Each must have been valid somewhere else too. */
+static void evicted(prog *p, uint32_t d)
+{
+    for (int i = 0; i < MAXROOT; i++) {
+        mroot *r = &p->r[i];
+        if (!r->live)
+            continue;
+        mt_coh_buffer_info bi;
+        MT_CHECK_OK(mt_coh_buffer_info_get(p->cl, r->v[0].h, &bi));
+        if (bi.any_mask & (1ull << d))
+            continue;
+        for (uint64_t b = 0; b < r->size; b++) {
+            if (!r->valid[d][b])
+                continue;
+            MT_CHECK(mask_at(p, r, b) & ~(1ull << d)); /* valid elsewhere */
+            r->valid[d][b] = 0;
+        }
+        memset(r->xvalid[d], 0, r->size);
+    }
+}
+
 /* Moves [*off, *off + *size) of view v to granule boundaries of its root
  * (or the root's end); 0 when the view holds no whole granule. */
 static int aligned_range(prog *p, const mroot *r, const mview *v, uint64_t *off, uint64_t *size)
@@ -465,7 +489,6 @@ static void command(prog *p)
         add_deps(roots[i], acc & MT_COH_WRITE, deps, &nd);
     }
     k->nargs = n;
-    uint64_t want_in = 0, want_relay = 0, minimum = 0;
     uint64_t abs_off[TK_MAX];
     for (uint32_t i = 0; i < n; i++) {
         mroot *r = roots[i];
@@ -477,6 +500,26 @@ static void command(prog *p)
         if (args[i].access & MT_COH_READ)
             x.want[i] = tk_hash(r->content + abs_off[i], args[i].size);
     }
+    mt_coh_stats st0, st1;
+    MT_CHECK_OK(mt_coh_stats_get(p->c, &st0));
+    mt_coh_command cmd = {.fn = tk_run, .user = k, .args = args, .nargs = n, .wait = deps, .nwait = nd};
+    int rc = mt_coh_enqueue(rnd(p, 2) ? p->q2[d] : p->q[d], &cmd, &x.ev);
+    if (rc == MT_EDEVMEM && p->small) {
+        /* No room: refused. Content and validity are as before (the checks
+         * that follow see any change); copies evicted while looking for
+         * room (fragmentation) were valid elsewhere. */
+        p->refused++;
+        free(k);
+        MT_CHECK_OK(mt_coh_stats_get(p->c, &st1));
+        if (st1.evictions != st0.evictions)
+            evicted(p, d);
+        return;
+    }
+    MT_CHECK_OK(rc);
+    MT_CHECK_OK(mt_coh_stats_get(p->c, &st1));
+    if (st1.evictions != st0.evictions)
+        evicted(p, d);
+    uint64_t want_in = 0, want_relay = 0, minimum = 0;
     /* Fetch, argument by argument, then the writes (the library's order). */
     for (uint32_t i = 0; i < n; i++) {
         mroot *r = roots[i];
@@ -502,8 +545,6 @@ static void command(prog *p)
         xown(p, r, d, abs_off[i], abs_off[i] + args[i].size);
         tk_fill(r->content + abs_off[i], args[i].size, k->pattern[i]);
     }
-    mt_coh_command cmd = {.fn = tk_run, .user = k, .args = args, .nargs = n, .wait = deps, .nwait = nd};
-    MT_CHECK_OK(mt_coh_enqueue(rnd(p, 2) ? p->q2[d] : p->q[d], &cmd, &x.ev));
     mt_coh_event_info info;
     MT_CHECK_OK(mt_coh_event_info_get(x.ev, &info));
     MT_CHECK_UINT_EQ(info.bytes_in, want_in);
@@ -665,6 +706,8 @@ static void run_program(uint64_t seed, int ops)
     p->G = 16u << rnd(p, 5); /* 16 .. 256 */
     p->page = (uint64_t)sysconf(_SC_PAGESIZE);
     p->aligned = (int)rnd(p, 2);
+    p->small = rnd(p, 3) == 0;
+    uint64_t devmem = p->small ? 48u << 10 : 1u << 20;
     mt_coh_opts o = {.granularity = p->G, .track_chunk = 2 * p->page};
     MT_CHECK_OK(mt_coh_create(&o, &p->c));
     p->is_host[0] = 1;
@@ -674,15 +717,15 @@ static void run_program(uint64_t seed, int ops)
         int kind = d == p->ndev && !nsim ? 0 : (int)rnd(p, 3);
         int host = kind != 0;
         if (kind == 1)
-            MT_CHECK_OK(mt_coh_add_host_device(p->c, 1u << 20, &id));
+            MT_CHECK_OK(mt_coh_add_host_device(p->c, devmem, &id));
         else if (kind == 2) {
             jdev *j = calloc(1, sizeof *j);
-            j->size = 1u << 20;
+            j->size = devmem;
             atomic_init(&j->rng, mt_test_rand(&p->rng));
             mt_coh_device_opts dopt = {.name = "jitter"};
             MT_CHECK_OK(mt_coh_device_add(p->c, &jitter_backend, j, &dopt, &id));
         } else {
-            mt_sim_opts so = {.mem_size = 1u << 20};
+            mt_sim_opts so = {.mem_size = devmem};
             MT_CHECK_OK(mt_coh_add_sim_device(p->c, &so, &id));
             nsim++;
         }
@@ -719,14 +762,15 @@ static void run_program(uint64_t seed, int ops)
     final_check(p);
     mt_coh_stats st;
     MT_CHECK_OK(mt_coh_stats_get(p->c, &st));
-    printf("  devices %u (granule %llu%s): %llu commands, %llu maps, %llu host writes, %llu bytes in "
-           "(exact minimum %llu), %llu relayed, %llu evictions\n",
-           p->ndev, (unsigned long long)p->G, p->aligned ? ", aligned writes" : "",
+    printf("  devices %u%s (granule %llu%s): %llu commands, %llu maps, %llu host writes, %llu bytes in "
+           "(exact minimum %llu), %llu relayed, %llu evictions, %llu refused\n",
+           p->ndev, p->small ? " with little memory" : "", (unsigned long long)p->G,
+           p->aligned ? ", aligned writes" : "",
            (unsigned long long)p->commands,
            (unsigned long long)p->maps, (unsigned long long)p->hostwrites,
            (unsigned long long)p->moved, (unsigned long long)p->minimum,
            (unsigned long long)p->relayed,
-           (unsigned long long)st.evictions);
+           (unsigned long long)st.evictions, (unsigned long long)p->refused);
     for (int i = 0; i < MAXROOT; i++)
         if (p->r[i].live)
             free_root(p, &p->r[i]);

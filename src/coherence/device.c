@@ -14,8 +14,10 @@ static int dev_grow(void *user, mt_alloc *a, uint64_t min_size)
     coh_device *d = user;
     uint64_t base = 0, size = 0;
     int rc = d->be->mem_grow(d->h, min_size, &base, &size);
-    if (rc)
+    if (rc) {
+        d->alloc_exhausted = 1; /* what it has is all there is, for now */
         return rc;
+    }
     uint32_t rid;
     rc = mt_alloc_add_region(a, size, (void *)(uintptr_t)base, &rid);
     if (!rc && rid >= COH_MAX_REGIONS) {

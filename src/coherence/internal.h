@@ -350,6 +350,7 @@ struct coh_device {
     mt_alloc *alloc;          /* device memory, under mem_lock */
     uint64_t region_base[COH_MAX_REGIONS];
     uint64_t mem_reserved, mem_used;
+    int alloc_exhausted;      /* the backend refused a region (mem_lock) */
     coh_inst **insts;         /* instances here (planner's lock) */
     uint32_t ninsts, capinsts;
     _Atomic int lost;         /* 0 or the loss code */
@@ -438,6 +439,10 @@ int coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinne
 /* Drops an instance: clears its location's bit and releases its memory once
  * its last user completed. */
 void coh_inst_drop(mt_coh *c, coh_inst *in);
+/* Could `need` bytes of new instances fit at device loc, counting what
+ * eviction may free? No means the enqueue must fail before evicting. */
+int coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
+                      uint32_t npinned);
 void coh_inst_touch(mt_coh *c, coh_inst *in);
 
 /* planning (planner.c, transfer.c) */

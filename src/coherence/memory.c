@@ -104,21 +104,47 @@ static int valid_elsewhere(const coh_root *r, uint32_t loc)
     return 1;
 }
 
+static int evictable(coh_inst *in, uint64_t done, coh_root *const *pinned, uint32_t npinned)
+{
+    if (in->last_seq > done || in->root->maps)
+        return 0;
+    for (uint32_t k = 0; k < npinned; k++)
+        if (pinned[k] == in->root)
+            return 0;
+    return valid_elsewhere(in->root, in->loc);
+}
+
 static coh_inst *pick_victim(mt_coh *c, coh_device *d, coh_root *const *pinned, uint32_t npinned)
 {
     uint64_t done = coh_loc_completed(coh_loc_of(c, d->id));
     coh_inst *best = NULL;
     for (uint32_t i = 0; i < d->ninsts; i++) {
         coh_inst *in = d->insts[i];
-        if (in->last_seq > done || (best && in->stamp >= best->stamp) || in->root->maps)
-            continue;
-        int skip = 0;
-        for (uint32_t k = 0; k < npinned && !skip; k++)
-            skip = pinned[k] == in->root;
-        if (!skip && valid_elsewhere(in->root, d->id))
+        if ((!best || in->stamp < best->stamp) && evictable(in, done, pinned, npinned))
             best = in;
     }
     return best;
+}
+
+int coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
+                      uint32_t npinned)
+{
+    coh_device *d = c->dev[loc];
+    mt_alloc_stats st;
+    pthread_mutex_lock(&d->mem_lock);
+    mt_alloc_get_stats(d->alloc, &st);
+    int exhausted = d->alloc_exhausted;
+    pthread_mutex_unlock(&d->mem_lock);
+    /* Regions still to come from the backend count as free: only a device
+     * that has handed out everything can be judged here. */
+    uint64_t room = st.free_bytes;
+    if (room >= need || !exhausted)
+        return 1;
+    uint64_t done = coh_loc_completed(coh_loc_of(c, loc));
+    for (uint32_t i = 0; i < d->ninsts && room < need; i++)
+        if (evictable(d->insts[i], done, pinned, npinned))
+            room += d->insts[i]->len;
+    return room >= need;
 }
 
 static int host_memory(mt_coh *c, coh_root *r)

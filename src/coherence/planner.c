@@ -155,9 +155,23 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
 {
     coh_root *pinned[MT_COH_MAX_ARGS];
     uint32_t np = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (res[i].root)
-            pinned[np++] = res[i].root;
+    uint64_t need = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        coh_root *r = res[i].root;
+        if (!r)
+            continue;
+        int dup = 0;
+        for (uint32_t k = 0; k < np && !dup; k++)
+            dup = pinned[k] == r;
+        if (dup)
+            continue;
+        pinned[np++] = r;
+        if (target != MT_COH_HOST && !r->inst[target])
+            need += (r->size + 255) & ~(uint64_t)255;
+    }
+    /* Refuse before evicting anything when even eviction cannot make room. */
+    if (need && !coh_room_possible(c, target, need, pinned, np))
+        return MT_EDEVMEM;
     for (uint32_t i = 0; i < n; i++) {
         coh_res *x = &res[i];
         if (!x->root)
@@ -180,10 +194,16 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
     return 0;
 }
 
+/* Drops the device instances this enqueue created (they hold nothing yet).
+ * Host memory it created stays: zero pages standing for content the host
+ * already held (its bit was set without memory). */
 static void rollback(mt_coh *c, created *cr)
 {
-    while (cr->n)
-        coh_inst_drop(c, cr->v[--cr->n]);
+    while (cr->n) {
+        coh_inst *in = cr->v[--cr->n];
+        if (in->loc != MT_COH_HOST)
+            coh_inst_drop(c, in);
+    }
 }
 
 static int add_map(mt_coh_client *cl, coh_res *x, void *ptr)

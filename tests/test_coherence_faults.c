@@ -265,7 +265,8 @@ static void test_loss(void)
     MT_CHECK_ERR(mt_coh_queue_create(cl, s, &q2), MT_EDEVLOST);
     /* 'both' is intact at the host; 'only' is lost until overwritten. */
     tk_cmd k5 = {0};
-    MT_CHECK_OK(run(qh, &k5, &r, 1, &e1 /* reused */));
+    mt_coh_event_release(e1);
+    MT_CHECK_OK(run(qh, &k5, &r, 1, &e1));
     MT_CHECK_OK(mt_coh_event_wait(e1, -1));
     MT_CHECK_UINT_EQ(k5.seen[0], tk_hash(init, 8192));
     mt_coh_event_release(e1);

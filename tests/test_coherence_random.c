@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "coh_cuda_hooks.h"
 #include "coh_util.h"
 #include "memtrack/coherence.h"
 #include "mt_test.h"
@@ -66,6 +67,7 @@ typedef struct prog {
     mt_coh_client *cl;
     uint32_t ndev;
     int is_host[NLOC]; /* location is host memory (0) or a host-memory device */
+    int peer[NLOC];    /* devices with the same nonzero group copy directly (GPUs) */
     mt_coh_queue *q[NLOC];
     mt_coh_queue *q2[NLOC]; /* a second queue per device: no implicit order */
     uint64_t G, page;
@@ -120,7 +122,8 @@ static uint64_t fetch(prog *p, mroot *r, uint32_t to, uint64_t a, uint64_t b, ui
         if (to != 0 && !r->valid[0][i]) {
             int hostmem = 0;
             for (uint32_t l = 1; l <= p->ndev; l++)
-                hostmem |= p->is_host[l] && r->valid[l][i];
+                hostmem |= (p->is_host[l] || (p->peer[to] && p->peer[l] == p->peer[to])) &&
+                            r->valid[l][i];
             if (!hostmem && !p->is_host[to]) {
                 (*relay)++;
                 r->valid[0][i] = 1;
@@ -698,6 +701,8 @@ static void final_check(prog *p)
     }
 }
 
+static int use_cuda; /* MT_COH_TEST_CUDA=1: GPUs join every program (device runs) */
+
 static void run_program(uint64_t seed, int ops)
 {
     prog *p = calloc(1, sizeof *p);
@@ -712,7 +717,18 @@ static void run_program(uint64_t seed, int ops)
     MT_CHECK_OK(mt_coh_create(&o, &p->c));
     p->is_host[0] = 1;
     int nsim = 0;
-    for (uint32_t d = 1; d <= p->ndev; d++) {
+    uint32_t d0 = 1;
+    if (use_cuda) { /* the GPU twice (two devices, direct copies between them) */
+        uint32_t first, n;
+        mt_coh_cuda_opts co = {.repeat = 2, .max_devices = 1, .mem_limit = devmem};
+        MT_CHECK_OK(mt_coh_add_cuda_devices(p->c, &co, &first, &n));
+        MT_CHECK(first == 1 && n == 2);
+        p->peer[1] = p->peer[2] = 1;
+        d0 = 3;
+        if (p->ndev < 3)
+            p->ndev = 3;
+    }
+    for (uint32_t d = d0; d <= p->ndev; d++) {
         uint32_t id;
         int kind = d == p->ndev && !nsim ? 0 : (int)rnd(p, 3);
         int host = kind != 0;
@@ -792,6 +808,19 @@ int main(int argc, char **argv)
 #ifdef MT_SANITIZER_BUILD
     programs = programs > 6 ? 6 : programs;
 #endif
+    const char *cu = getenv("MT_COH_TEST_CUDA");
+    if (cu && *cu == '1') {
+        mt_coh *probe;
+        uint32_t first, n = 0;
+        MT_CHECK_OK(mt_coh_create(NULL, &probe));
+        MT_CHECK_OK(mt_coh_add_cuda_devices(probe, NULL, &first, &n));
+        mt_coh_destroy(probe);
+        if (!n || !tk_cuda_load()) {
+            puts("MT_COH_TEST_CUDA: no CUDA driver or GPU: skipped");
+            return 77;
+        }
+        use_cuda = 1;
+    }
     for (int i = 0; i < programs; i++) {
         uint64_t s = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;
         printf("program %d (seed %llu)\n", i, (unsigned long long)s);

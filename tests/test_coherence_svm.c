@@ -116,7 +116,8 @@ static void test_coarse(void)
     MT_CHECK_UINT_EQ(k.seen[0], tk_hash(ref, N));
     /* ... and writes part of it through the pointer. */
     tk_cmd w = {.pattern = {0xfeedfacecafebeefull}};
-    cmd1(qs, &w, (mt_coh_arg){.svm = p + 8192, .size = 16384, .access = MT_COH_WRITE});
+    mt_coh_event_release(
+        cmd1(qs, &w, (mt_coh_arg){.svm = p + 8192, .size = 16384, .access = MT_COH_WRITE}));
     uint8_t stale[16384];
     memcpy(stale, ref + 8192, sizeof stale);
     tk_fill(ref + 8192, 16384, 0xfeedfacecafebeefull);
@@ -137,16 +138,19 @@ static void test_coarse(void)
     tk_cmd r = {0};
     mt_coh_stats st0, st1;
     MT_CHECK_OK(mt_coh_stats_get(c, &st0));
-    cmd1(qh, &r, (mt_coh_arg){.buf = b, .size = 32768, .access = MT_COH_READ});
+    mt_coh_event_release(
+        cmd1(qh, &r, (mt_coh_arg){.buf = b, .size = 32768, .access = MT_COH_READ}));
     MT_CHECK_UINT_EQ(r.seen[0], tk_hash(ref + 4096, 32768));
     MT_CHECK_OK(mt_coh_stats_get(c, &st1));
     MT_CHECK_UINT_EQ(st1.bytes_d2h - st0.bytes_d2h, 16384); /* the written part, from the device */
     /* A write through the buffer is seen through the SVM pointer. */
     tk_cmd w2 = {.pattern = {0x0102030405060708ull}};
-    cmd1(qh, &w2, (mt_coh_arg){.buf = b, .offset = 0, .size = 4096, .access = MT_COH_WRITE});
+    mt_coh_event_release(
+        cmd1(qh, &w2, (mt_coh_arg){.buf = b, .offset = 0, .size = 4096, .access = MT_COH_WRITE}));
     tk_fill(ref + 4096, 4096, 0x0102030405060708ull);
     tk_cmd r2 = {0};
-    cmd1(qs, &r2, (mt_coh_arg){.svm = p, .size = N, .access = MT_COH_READ});
+    mt_coh_event_release(
+        cmd1(qs, &r2, (mt_coh_arg){.svm = p, .size = N, .access = MT_COH_READ}));
     MT_CHECK_UINT_EQ(r2.seen[0], tk_hash(ref, N));
     /* A map of the pointer brings everything to the host memory. */
     MT_CHECK_OK(mt_coh_map(qh, &(mt_coh_arg){.svm = p, .size = N, .access = MT_COH_READ}, NULL, 0,
@@ -163,7 +167,8 @@ static void test_coarse(void)
     /* The allocation freed: the buffer keeps the content. */
     MT_CHECK_OK(mt_coh_svm_free(cl, p));
     tk_cmd r3 = {0};
-    cmd1(qs, &r3, (mt_coh_arg){.buf = b, .size = 32768, .access = MT_COH_READ});
+    mt_coh_event_release(
+        cmd1(qs, &r3, (mt_coh_arg){.buf = b, .size = 32768, .access = MT_COH_READ}));
     MT_CHECK_UINT_EQ(r3.seen[0], tk_hash(ref + 4096, 32768));
     tk_cmd bad = {0};
     mt_coh_arg ba = {.svm = p, .size = 16, .access = MT_COH_READ};

@@ -389,6 +389,23 @@ static int check_opts(uint64_t size, const mt_coh_buffer_opts *o)
     return 0;
 }
 
+/* Attaches (pins) a tracked root's host memory on every device that wants
+ * it, now, before tracking starts. Engines would otherwise do it at the
+ * first transfer; no engine has seen this root yet, so setting the state
+ * here races with nothing. */
+static void attach_all(mt_coh *c, coh_root *r)
+{
+    for (uint32_t i = 1; i <= c->ndev; i++) {
+        coh_device *d = c->dev[i];
+        if (!d->be->host_attach || atomic_load_explicit(&d->lost, memory_order_acquire))
+            continue;
+        void *tok = NULL;
+        int rc = d->be->host_attach(d->h, (void *)(uintptr_t)r->inst[0]->addr, r->size, &tok);
+        r->hostatt[i].token = rc == 0 ? tok : NULL;
+        atomic_store_explicit(&r->hostatt[i].state, rc == 0 && tok ? 1 : -1, memory_order_release);
+    }
+}
+
 /* A buffer on an SVM pointer: a view of the allocation. */
 static int svm_view(mt_coh *c, mt_coh_client *cl, coh_svm *s, uint64_t size,
                     const mt_coh_buffer_opts *o, mt_coh_buf *out)
@@ -451,8 +468,12 @@ int mt_coh_buffer_create(mt_coh_client *cl, uint64_t size, const mt_coh_buffer_o
     } else if ((o.flags & (MT_COH_BUF_COPY_HOST_PTR | MT_COH_BUF_TRACK_HOST)) &&
                (rc = coh_root_host(c, r)) == 0 && o.host_ptr)
         memcpy((void *)(uintptr_t)r->inst[0]->addr, o.host_ptr, size);
-    if (!rc && (o.flags & MT_COH_BUF_TRACK_HOST))
+    if (!rc && (o.flags & MT_COH_BUF_TRACK_HOST)) {
+        /* Pin first: pinning writes every page as far as the tracker can
+         * tell, and those are not the host's writes. */
+        attach_all(c, r);
         rc = coh_track_create(c, r);
+    }
     coh_view t = {.kind = COH_VIEW_ROOT, .root = r, .size = size, .flags = o.flags & ACCESS_FLAGS};
     if (!rc)
         rc = new_view(c, cl, &t, out);

@@ -90,6 +90,10 @@ typedef struct mt_coh_opts {
      * collection ends; 0 = 32 MiB. */
     uint64_t pipeline_bytes;
     mt_track_backend track_backend; /* for tracked buffers; 0 = auto (uffd where possible) */
+    /* Ready commands are handed to the engines in batches of this many (a
+     * flush, a wait, a finish, a map or a large transfer hand them over at
+     * once); 0 = 32. Larger batches wake engine threads less often. */
+    uint32_t batch;
 } mt_coh_opts;
 
 /* Creates a context with no devices. `opts` may be NULL. Returns 0 and sets

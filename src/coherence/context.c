@@ -21,6 +21,8 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
         o.track_chunk = 16u << 20;
     if (!o.pipeline_bytes)
         o.pipeline_bytes = 32u << 20;
+    if (!o.batch)
+        o.batch = 32;
     if (o.granularity < 16 || (o.granularity & (o.granularity - 1)) ||
         o.track_chunk % (uint64_t)ps || (o.flags & ~(uint32_t)MT_COH_WHOLE_BUFFER) ||
         (unsigned)o.track_backend > MT_TRACK_UFFD)
@@ -35,11 +37,15 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->sched_lock, NULL);
     pthread_mutex_init(&c->fix_lock, NULL);
-    int rc = coh_loc_create(&c->loc[MT_COH_HOST]);
+    int rc = coh_pool_create(c);
+    if (!rc)
+        rc = coh_loc_create(&c->loc[MT_COH_HOST]);
     if (!rc)
         rc = coh_workers_start(c);
     if (rc) {
         coh_loc_destroy(c->loc[MT_COH_HOST]);
+        if (c->pool)
+            coh_pool_close(c);
         pthread_mutex_destroy(&c->lock);
         pthread_mutex_destroy(&c->sched_lock);
         pthread_mutex_destroy(&c->fix_lock);
@@ -114,6 +120,7 @@ void mt_coh_destroy(mt_coh *c)
     for (uint32_t i = 1; i <= c->ndev; i++)
         coh_device_free(c->dev[i]);
     mt_tracker_destroy(c->tracker);
+    coh_pool_close(c);
     free(c->slots);
     free(c->roots);
     pthread_mutex_destroy(&c->lock);
@@ -233,17 +240,17 @@ int mt_coh_stats_get(mt_coh *c, mt_coh_stats *out)
 {
     if (!c || !out)
         return -EINVAL;
-#define LD(x) atomic_load_explicit(&c->x, memory_order_relaxed)
-    out->enqueues = LD(st_enqueues);
-    out->rejected = LD(st_rejected);
-    out->migrations = LD(st_migrations);
-    out->bytes_h2d = LD(st_h2d);
-    out->bytes_d2h = LD(st_d2h);
-    out->bytes_d2d = LD(st_d2d);
-    out->bytes_relay = LD(st_relay);
-    out->evictions = LD(st_evictions);
-    out->host_dirty_bytes = LD(st_dirty);
-    out->failed = LD(st_failed);
-#undef LD
+    pthread_mutex_lock(&c->lock);
+    out->enqueues = c->st_enqueues;
+    out->rejected = c->st_rejected;
+    out->migrations = c->st_migrations;
+    out->bytes_h2d = c->st_h2d;
+    out->bytes_d2h = c->st_d2h;
+    out->bytes_d2d = c->st_d2d;
+    out->bytes_relay = c->st_relay;
+    out->evictions = c->st_evictions;
+    out->host_dirty_bytes = c->st_dirty;
+    pthread_mutex_unlock(&c->lock);
+    out->failed = atomic_load_explicit(&c->st_failed, memory_order_relaxed);
     return 0;
 }

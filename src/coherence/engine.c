@@ -231,5 +231,5 @@ void coh_doorbell_all(mt_coh *c)
         for (int k = 0; k < 2; k++)
             coh_engine_doorbell(&c->dev[i]->eng[k]);
     c->batch_count = 0;
-    c->batch_bytes = 0;
+    c->batch_big = 0;
 }

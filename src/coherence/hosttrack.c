@@ -282,7 +282,7 @@ static void apply(mt_coh *c, coh_root *r, const coh_range *v, size_t n, uint64_t
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++)
         bytes += v[i].b - v[i].a;
-    atomic_fetch_add_explicit(&c->st_dirty, bytes, memory_order_relaxed);
+    c->st_dirty += bytes;
     r->version++;
     if (coh_runs_set_many(&r->runs, v, n, COH_BIT(MT_COH_HOST)) == 0)
         return;
@@ -336,9 +336,11 @@ int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, 
         pthread_cond_broadcast(&w->cond);
         pthread_mutex_unlock(&w->lock);
     }
-    coh_builder *bld = NULL;
-    if (to != COH_NO_FETCH)
-        rc = coh_fetch_begin(c, r, to, main, &bld);
+    coh_builder bstore, *bld = NULL;
+    if (to != COH_NO_FETCH) {
+        bld = &bstore;
+        coh_fetch_begin(bld, c, r, to, main);
+    }
     for (uint32_t k = k0; k <= k1; k++) {
         await_chunk(c, r, parallel ? &job : NULL, k);
         chunk_res *cr = &tr->res[k];

@@ -41,6 +41,7 @@ typedef struct coh_loc coh_loc;
 typedef struct coh_track coh_track;
 typedef struct coh_map coh_map;
 typedef struct coh_workers coh_workers;
+typedef struct coh_pool coh_pool;
 
 /* ---- validity runs (runs.c) --------------------------------------------------
  * The root buffer [0, size) cut into runs; run i covers [v[i].start,
@@ -95,8 +96,8 @@ int coh_runs_check(const coh_runs *r);
  * mt_timeline_defer(tl, inst->last_seq, ...). */
 struct coh_loc {
     pthread_mutex_t lock;
-    uint64_t next; /* last number handed out */
-    uint64_t wm;   /* every number <= wm has completed */
+    _Atomic uint64_t next; /* last number handed out (written by the planner only) */
+    _Atomic uint64_t wm;   /* every number <= wm has completed (written under lock) */
     uint8_t *done; /* ring of completion flags for (wm, next] */
     uint64_t cap;  /* power of two */
     mt_timeline *tl;
@@ -232,22 +233,24 @@ typedef struct coh_fix {
 
 enum { COH_KIND_RUN = 0, COH_KIND_MIGRATION = 1, COH_KIND_MARKER = 2 };
 
+#define COH_INLINE_DEPS 4
+#define COH_INLINE_FIX 2
+
 struct coh_cmd {
+    /* Cleared at creation: everything up to deps_inline. */
     _Atomic int refs;
     _Atomic int status;        /* COH_PENDING, 0 or an error */
     _Atomic uint32_t pending;  /* dependencies not complete, +1 while being built */
     _Atomic int dep_error;     /* first error among its dependencies */
-    _Atomic int waiters;
-    pthread_mutex_t wlock;
-    pthread_cond_t wcond;
-    mt_coh *ctx;
+    _Atomic int waiters;       /* threads parked waiting for it */
     int kind;
+    mt_coh *ctx;
+    coh_pool *pool;            /* where it returns when freed */
     coh_engine *eng;           /* NULL: no work of its own (marker) */
-    coh_cmd *next;             /* engine FIFO / batch / fixup list */
+    coh_cmd *next;             /* engine FIFO / batch / fixup list / pool */
     /* Dependents, under sched_lock. */
     coh_cmd **deps;
     uint32_t ndeps, capdeps;
-    coh_cmd *deps_inline[4];
     /* Sequence numbers taken at locations. */
     uint32_t nloc;
     uint32_t loc[2];
@@ -255,11 +258,9 @@ struct coh_cmd {
     /* Roots it references (released when done; kept for fixups on failure). */
     coh_root **roots;
     uint32_t nroots, caproots;
-    coh_root *roots_inline[2];
     coh_fix *fix;
     uint32_t nfix, capfix;
     int fix_applied;           /* the planner applied its fixup (planner's lock) */
-    coh_fix fix_inline[1];
     /* A download into tracked host memory: pages it wrote are not host writes. */
     coh_root *absorb;
     /* op.host is a root's host memory: attach it (pinning) on first use. */
@@ -269,15 +270,21 @@ struct coh_cmd {
     uint64_t bytes_in, bytes_relay;
     uint32_t migrations;
     uint32_t from_loc, to_loc; /* migrations: for the byte counters */
-    /* The operation. */
-    mt_coh_op op;
     mt_coh_seg *segs;
     uint32_t nsegs, capsegs;
-    mt_coh_seg segs_inline[2];
     uint64_t *argv;            /* RUN: addr[nargs] then size[nargs] */
+    /* Inline storage, used through the pointers above (not cleared). */
+    coh_cmd *deps_inline[COH_INLINE_DEPS];
+    coh_root *roots_inline[2];
+    coh_fix fix_inline[COH_INLINE_FIX];
+    mt_coh_seg segs_inline[2];
     uint64_t argv_inline[8];
+    /* The operation: cleared for commands, written whole by migrations. */
+    mt_coh_op op;
 };
 
+int coh_pool_create(mt_coh *c);
+void coh_pool_close(mt_coh *c); /* the context is going; commands still out free themselves */
 coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng);
 void coh_cmd_ref(coh_cmd *cmd);
 void coh_cmd_unref(coh_cmd *cmd);
@@ -288,6 +295,8 @@ static inline int coh_cmd_status(const coh_cmd *cmd)
 /* cmd waits for dep (a NULL or completed dep adds nothing; a failed one
  * sets dep_error). 0 or -ENOMEM. */
 int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
+/* cmds[i] waits for deps[i], i < n (NULL deps skipped). */
+int coh_cmd_depend_n(mt_coh *c, coh_cmd *const *cmds, coh_cmd *const *deps, int n);
 /* cmd runs after dep, whatever its outcome (queue order). */
 int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
 enum { COH_DEP_DATA = 0, COH_DEP_ORDER = 1, COH_DEP_WAIT = 2 /* the application's wait list */ };
@@ -395,7 +404,7 @@ struct mt_coh {
     /* Scheduling. */
     pthread_mutex_t sched_lock;
     uint32_t batch_count;
-    uint64_t batch_bytes;
+    int batch_big;             /* a ready command moves >= 1 MiB */
     /* Failures waiting for the planner. */
     pthread_mutex_t fix_lock;
     coh_cmd *fix_head;
@@ -407,9 +416,11 @@ struct mt_coh {
     uint64_t clock;            /* LRU clock */
     uint64_t next_uid;
     _Atomic uint64_t live_cmds;
-    /* Counters. */
-    _Atomic uint64_t st_enqueues, st_rejected, st_migrations, st_h2d, st_d2h, st_d2d,
-        st_relay, st_evictions, st_dirty, st_failed;
+    coh_pool *pool;            /* command memory */
+    /* Counters: the planner's under its lock, the engines' atomic. */
+    uint64_t st_enqueues, st_rejected, st_migrations, st_h2d, st_d2h, st_d2d, st_relay,
+        st_evictions, st_dirty;
+    _Atomic uint64_t st_failed;
 };
 
 static inline coh_loc *coh_loc_of(mt_coh *c, uint32_t loc)
@@ -456,9 +467,23 @@ int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, 
 /* Where a piece valid at `m` is fetched from for `to`; *relay = 1 when it
  * goes through host memory. */
 uint32_t coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay);
-/* Finishes the migrations being built (tracked pipelining flushes early). */
-typedef struct coh_builder coh_builder;
-int coh_fetch_begin(mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main, coh_builder **out);
+/* Migrations being built: one per source location, issued at a flush
+ * (tracked pipelining flushes early). Lives on the planner's stack. */
+#define COH_MAX_SOURCES 8
+typedef struct coh_builder {
+    mt_coh *c;
+    coh_root *r;
+    uint32_t to;
+    coh_cmd *main;
+    struct {
+        uint32_t src;   /* source location */
+        int relay;      /* through host memory */
+        coh_cmd *cmd;   /* segments collected so far */
+    } m[COH_MAX_SOURCES];
+    uint32_t n;
+    uint64_t bytes;     /* collected, not yet issued */
+} coh_builder;
+void coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main);
 int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd);
 int coh_fetch_flush(coh_builder *b, int force);
 void coh_fetch_end(coh_builder *b);

@@ -47,11 +47,11 @@ void coh_loc_destroy(coh_loc *l)
 /* Doubles the ring, keeping the flags of (wm, next]. Caller holds lock. */
 static int grow(coh_loc *l)
 {
-    uint64_t cap = l->cap * 2;
+    uint64_t cap = l->cap * 2, next = atomic_load_explicit(&l->next, memory_order_relaxed);
     uint8_t *d = calloc(cap, 1);
     if (!d)
         return -ENOMEM;
-    for (uint64_t s = l->wm + 1; s <= l->next; s++)
+    for (uint64_t s = atomic_load_explicit(&l->wm, memory_order_relaxed) + 1; s <= next; s++)
         d[s & (cap - 1)] = l->done[s & (l->cap - 1)];
     free(l->done);
     l->done = d;
@@ -61,25 +61,35 @@ static int grow(coh_loc *l)
 
 uint64_t coh_loc_take(coh_loc *l)
 {
-    pthread_mutex_lock(&l->lock);
-    uint64_t s = 0;
-    if (l->next + 1 - l->wm <= l->cap || grow(l) == 0)
-        s = ++l->next;
-    pthread_mutex_unlock(&l->lock);
-    return s;
+    /* Only the planner hands out numbers (under the context's lock), so
+     * `next` has one writer: no lock unless the ring must grow, which also
+     * is the planner's alone (completions read cap and done under lock). A
+     * stale, smaller wm only makes the ring grow early. */
+    uint64_t next = atomic_load_explicit(&l->next, memory_order_relaxed) + 1;
+    if (next - atomic_load_explicit(&l->wm, memory_order_relaxed) > l->cap) {
+        pthread_mutex_lock(&l->lock);
+        int rc = next - atomic_load_explicit(&l->wm, memory_order_relaxed) > l->cap ? grow(l) : 0;
+        pthread_mutex_unlock(&l->lock);
+        if (rc)
+            return 0;
+    }
+    /* release: a completion that sees the number sees the ring it fits in. */
+    atomic_store_explicit(&l->next, next, memory_order_release);
+    return next;
 }
 
 void coh_loc_done(coh_loc *l, uint64_t s)
 {
     pthread_mutex_lock(&l->lock);
     l->done[s & (l->cap - 1)] = 1;
-    uint64_t wm = l->wm;
-    while (wm < l->next && l->done[(wm + 1) & (l->cap - 1)]) {
+    uint64_t wm = atomic_load_explicit(&l->wm, memory_order_relaxed);
+    uint64_t old = wm, next = atomic_load_explicit(&l->next, memory_order_acquire);
+    while (wm < next && l->done[(wm + 1) & (l->cap - 1)]) {
         wm++;
         l->done[wm & (l->cap - 1)] = 0;
     }
-    int moved = wm != l->wm;
-    l->wm = wm;
+    int moved = wm != old;
+    atomic_store_explicit(&l->wm, wm, memory_order_relaxed);
     pthread_mutex_unlock(&l->lock);
     /* Outside the lock: the timeline runs release callbacks. Watermarks only
      * grow and signal ignores a lower value, so racing signals are fine. */

@@ -204,7 +204,7 @@ int coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinne
         if (!v)
             return MT_EDEVMEM;
         atomic_fetch_add_explicit(&d->evictions, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->st_evictions, 1, memory_order_relaxed);
+        c->st_evictions += 1;
         coh_inst_drop(c, v);
     }
     if (rc)

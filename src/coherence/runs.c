@@ -107,6 +107,12 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
         r->v[0].mask = (r->v[0].mask & and_mask) | or_mask;
         return;
     }
+    /* Nothing changes (a read of a range valid there already): no split. */
+    int same = 1;
+    for (uint32_t x = coh_runs_find(r, a); x < r->n && r->v[x].start < b && same; x++)
+        same = ((r->v[x].mask & and_mask) | or_mask) == r->v[x].mask;
+    if (same)
+        return;
     uint32_t i = a > 0 ? split_at(r, a) : 0;
     uint32_t j = b < r->size ? split_at(r, b) : r->n; /* first run not updated */
     for (uint32_t k = i; k < j; k++)

@@ -17,37 +17,114 @@
 #include "../timeline/sleep.h"
 #include "internal.h"
 
+/* Waiting for an event: a command carries no mutex or condition variable of
+ * its own (one per command would cost two initialisations per enqueue);
+ * waiters park on one of 64 process-wide buckets chosen by the command's
+ * address. A completion broadcasts its bucket only when the command has
+ * waiters; waking other buckets' waiters is harmless (they re-check). */
+#define NPARK 64
+static struct park {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+} park[NPARK];
+static pthread_once_t park_once = PTHREAD_ONCE_INIT;
+
+static void park_init(void)
+{
+    for (int i = 0; i < NPARK; i++) {
+        pthread_mutex_init(&park[i].m, NULL);
+        if (mt_cond_init_monotonic(&park[i].cv))
+            pthread_cond_init(&park[i].cv, NULL);
+    }
+}
+
+static struct park *park_of(const coh_cmd *cmd)
+{
+    return &park[((uintptr_t)cmd >> 7) % NPARK];
+}
+
+/* ---- the command pool ---------------------------------------------------------
+ * Commands are created by the planner and freed by whichever thread drops
+ * the last reference (usually an engine's), so malloc would hand memory
+ * across threads on every command. Freed commands go onto a lock-free stack
+ * (Treiber push: ABA-free); the planner, under the context's lock, takes
+ * the whole stack at once (an exchange: ABA-free too) when its own list is
+ * empty. The pool outlives the context while commands the application still
+ * holds are out: it is freed by the last of the context and its commands. */
+struct coh_pool {
+    _Atomic(coh_cmd *) head; /* freed commands */
+    _Atomic int64_t refs;    /* the context + every command allocated from it */
+    _Atomic int closed;      /* the context is gone: free, do not pool */
+    coh_cmd *local;          /* the planner's list (context lock) */
+};
+
+int coh_pool_create(mt_coh *c)
+{
+    c->pool = calloc(1, sizeof *c->pool);
+    if (!c->pool)
+        return -ENOMEM;
+    atomic_init(&c->pool->refs, 1);
+    return 0;
+}
+
+static void free_list(coh_cmd *x)
+{
+    while (x) {
+        coh_cmd *n = x->next;
+        free(x);
+        x = n;
+    }
+}
+
+static void pool_put(coh_pool *p)
+{
+    /* acq_rel: the last one sees every push before it. */
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    free_list(atomic_exchange_explicit(&p->head, NULL, memory_order_acquire));
+    free_list(p->local);
+    free(p);
+}
+
+void coh_pool_close(mt_coh *c)
+{
+    atomic_store_explicit(&c->pool->closed, 1, memory_order_release);
+    pool_put(c->pool);
+}
+
 coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
 {
-    coh_cmd *cmd = malloc(sizeof *cmd);
-    if (!cmd)
+    coh_pool *p = c->pool;
+    coh_cmd *cmd = p->local;
+    if (!cmd) {
+        /* acquire: pairs with the release of the pushes. */
+        cmd = p->local = atomic_exchange_explicit(&p->head, NULL, memory_order_acquire);
+    }
+    if (cmd)
+        p->local = cmd->next;
+    else if (!(cmd = malloc(sizeof *cmd)))
         return NULL;
-    memset(cmd, 0, offsetof(coh_cmd, op));
-    memset(&cmd->op, 0, sizeof cmd->op);
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    memset(cmd, 0, offsetof(coh_cmd, deps_inline));
+    if (kind != COH_KIND_MIGRATION) /* make_mig writes the whole op */
+        memset(&cmd->op, 0, sizeof cmd->op);
     atomic_init(&cmd->refs, 1);
     atomic_init(&cmd->status, COH_PENDING);
     atomic_init(&cmd->pending, 1);
     atomic_init(&cmd->dep_error, 0);
     atomic_init(&cmd->waiters, 0);
-    pthread_mutex_init(&cmd->wlock, NULL);
-    if (mt_cond_init_monotonic(&cmd->wcond)) {
-        pthread_mutex_destroy(&cmd->wlock);
-        free(cmd);
-        return NULL;
-    }
     cmd->ctx = c;
+    cmd->pool = p;
     cmd->kind = kind;
     cmd->eng = eng;
     cmd->deps = cmd->deps_inline;
-    cmd->capdeps = 4;
+    cmd->capdeps = COH_INLINE_DEPS;
     cmd->roots = cmd->roots_inline;
     cmd->caproots = 2;
     cmd->fix = cmd->fix_inline;
-    cmd->capfix = 1;
+    cmd->capfix = COH_INLINE_FIX;
     cmd->segs = cmd->segs_inline;
     cmd->capsegs = 2;
-    cmd->nsegs = 0;
-    cmd->argv = NULL;
     atomic_fetch_add_explicit(&c->live_cmds, 1, memory_order_relaxed);
     return cmd;
 }
@@ -84,9 +161,17 @@ void coh_cmd_unref(coh_cmd *cmd)
         free(cmd->segs);
     if (cmd->argv != cmd->argv_inline)
         free(cmd->argv);
-    pthread_mutex_destroy(&cmd->wlock);
-    pthread_cond_destroy(&cmd->wcond);
-    free(cmd);
+    coh_pool *p = cmd->pool;
+    if (atomic_load_explicit(&p->closed, memory_order_acquire)) {
+        free(cmd);
+    } else {
+        coh_cmd *h = atomic_load_explicit(&p->head, memory_order_relaxed);
+        do
+            cmd->next = h;
+        while (!atomic_compare_exchange_weak_explicit(&p->head, &h, cmd, memory_order_release,
+                                                      memory_order_relaxed));
+    }
+    pool_put(p);
 }
 
 static int grow_array(void **arr, uint32_t *cap, size_t elem, void *inline_storage, uint32_t n)
@@ -167,6 +252,61 @@ int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
     return 0;
 }
 
+/* Links are tagged: bit 0 set = order only (a failure does not propagate).
+ * A data dependency that already failed propagates its error only while
+ * its fixup is not applied: once the planner has cleared what it was to
+ * write, the instance is consistent again and later writes into it need not
+ * fail (the planner's lock orders fix_applied). Caller holds sched_lock. */
+static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
+{
+    int st = atomic_load_explicit(&dep->status, memory_order_relaxed);
+    if (st == COH_PENDING) {
+        if (dep->ndeps == dep->capdeps &&
+            grow_array((void **)&dep->deps, &dep->capdeps, sizeof *dep->deps, dep->deps_inline,
+                       dep->ndeps))
+            return -ENOMEM;
+        coh_cmd_ref(cmd); /* the link's reference */
+        dep->deps[dep->ndeps++] = (coh_cmd *)((uintptr_t)cmd | (uintptr_t)(kind == COH_DEP_ORDER));
+        atomic_fetch_add_explicit(&cmd->pending, 1, memory_order_relaxed);
+    } else if (st < 0 && kind != COH_DEP_ORDER && (kind == COH_DEP_WAIT || !dep->fix_applied)) {
+        int zero = 0;
+        atomic_compare_exchange_strong_explicit(&cmd->dep_error, &zero, st, memory_order_relaxed,
+                                                memory_order_relaxed);
+    }
+    return 0;
+}
+
+int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
+{
+    if (!dep || dep == cmd)
+        return 0;
+    /* A completed dependency stays completed: no lock needed to see that
+     * (acquire pairs with the release store of the status). */
+    if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
+        return 0;
+    pthread_mutex_lock(&c->sched_lock);
+    int rc = link_locked(cmd, dep, kind);
+    pthread_mutex_unlock(&c->sched_lock);
+    return rc;
+}
+
+int coh_cmd_depend_n(mt_coh *c, coh_cmd *const *cmds, coh_cmd *const *deps, int n)
+{
+    /* Completed dependencies need no lock; the rest share one acquisition. */
+    int todo[8], k = 0, rc = 0;
+    for (int i = 0; i < n && i < 8; i++)
+        if (deps[i] && deps[i] != cmds[i] &&
+            atomic_load_explicit(&deps[i]->status, memory_order_acquire) != 0)
+            todo[k++] = i;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&c->sched_lock);
+    for (int j = 0; j < k && !rc; j++)
+        rc = link_locked(cmds[todo[j]], deps[todo[j]], COH_DEP_DATA);
+    pthread_mutex_unlock(&c->sched_lock);
+    return rc;
+}
+
 int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
 {
     return coh_cmd_depend_ex(c, cmd, dep, COH_DEP_DATA);
@@ -175,37 +315,6 @@ int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
 int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
 {
     return coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
-}
-
-/* Links are tagged: bit 0 set = order only (a failure does not propagate).
- * A data dependency that already failed propagates its error only while
- * its fixup is not applied: once the planner has cleared what it was to
- * write, the instance is consistent again and later writes into it need not
- * fail (the planner's lock orders fix_applied). */
-int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
-{
-    int order_only = kind == COH_DEP_ORDER;
-    if (!dep || dep == cmd)
-        return 0;
-    int rc = 0;
-    pthread_mutex_lock(&c->sched_lock);
-    int st = atomic_load_explicit(&dep->status, memory_order_relaxed);
-    if (st == COH_PENDING) {
-        if (dep->ndeps == dep->capdeps)
-            rc = grow_array((void **)&dep->deps, &dep->capdeps, sizeof *dep->deps, dep->deps_inline,
-                            dep->ndeps);
-        if (!rc) {
-            coh_cmd_ref(cmd); /* the link's reference */
-            dep->deps[dep->ndeps++] = (coh_cmd *)((uintptr_t)cmd | (uintptr_t)!!order_only);
-            atomic_fetch_add_explicit(&cmd->pending, 1, memory_order_relaxed);
-        }
-    } else if (st < 0 && !order_only && (kind == COH_DEP_WAIT || !dep->fix_applied)) {
-        int zero = 0;
-        atomic_compare_exchange_strong_explicit(&cmd->dep_error, &zero, st, memory_order_relaxed,
-                                                memory_order_relaxed);
-    }
-    pthread_mutex_unlock(&c->sched_lock);
-    return rc;
 }
 
 /* A worklist of commands to complete with a status. */
@@ -289,9 +398,10 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
      * re-check of the status (a Dekker pair, as in the timeline). */
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&cmd->waiters, memory_order_seq_cst)) {
-        pthread_mutex_lock(&cmd->wlock);
-        pthread_cond_broadcast(&cmd->wcond);
-        pthread_mutex_unlock(&cmd->wlock);
+        struct park *pk = park_of(cmd);
+        pthread_mutex_lock(&pk->m);
+        pthread_cond_broadcast(&pk->cv);
+        pthread_mutex_unlock(&pk->m);
     }
     for (uint32_t i = 0; i < n; i++) {
         coh_cmd *d = (coh_cmd *)((uintptr_t)deps[i] & ~(uintptr_t)1);
@@ -346,7 +456,8 @@ void coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
         e->bhead = cmd;
     e->btail = cmd;
     c->batch_count++;
-    c->batch_bytes += cmd->op.bytes;
+    if (cmd->op.bytes >= (1u << 20)) /* a large copy starts at once */
+        c->batch_big = 1;
 }
 
 /* ---- events ------------------------------------------------------------------- */
@@ -399,13 +510,15 @@ int mt_coh_event_wait(mt_coh_event *ev, int64_t timeout_ns)
     struct timespec dl;
     if (timeout_ns > 0)
         mt_deadline_after(&dl, timeout_ns);
-    pthread_mutex_lock(&cmd->wlock);
+    pthread_once(&park_once, park_init);
+    struct park *pk = park_of(cmd);
+    pthread_mutex_lock(&pk->m);
     atomic_fetch_add_explicit(&cmd->waiters, 1, memory_order_seq_cst);
     while (atomic_load_explicit(&cmd->status, memory_order_seq_cst) == COH_PENDING)
-        if (mt_cond_wait_until(&cmd->wcond, &cmd->wlock, timeout_ns > 0 ? &dl : NULL))
+        if (mt_cond_wait_until(&pk->cv, &pk->m, timeout_ns > 0 ? &dl : NULL))
             break;
     atomic_fetch_sub_explicit(&cmd->waiters, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&cmd->wlock);
+    pthread_mutex_unlock(&pk->m);
     st = coh_cmd_status(cmd);
     return st == COH_PENDING ? MT_ETIMEDOUT : st;
 }

@@ -21,24 +21,6 @@
 
 #include "internal.h"
 
-#define MAX_SOURCES 8
-
-typedef struct pending_mig {
-    uint32_t src;   /* source location */
-    int relay;      /* through host memory */
-    coh_cmd *cmd;   /* segments collected so far */
-} pending_mig;
-
-struct coh_builder {
-    mt_coh *c;
-    coh_root *r;
-    uint32_t to;
-    coh_cmd *main;
-    pending_mig m[MAX_SOURCES];
-    uint32_t n;
-    uint64_t bytes; /* collected, not yet issued */
-};
-
 static inline uint32_t lowest(uint64_t m)
 {
     return (uint32_t)__builtin_ctzll(m);
@@ -130,16 +112,15 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
     int rc = coh_cmd_add_root(cmd, r);
     if (!rc)
         rc = coh_cmd_add_fix(cmd, &f);
+    /* RAW on the source, writes into the target in order, and the command
+     * that needs the data waits for this copy. */
+    coh_cmd *who[3] = {cmd, cmd, main}, *what[3] = {src->last_write, dst->last_write, cmd};
     if (!rc)
-        rc = coh_cmd_depend(c, cmd, src->last_write);
-    if (!rc)
-        rc = coh_cmd_depend(c, cmd, dst->last_write);
+        rc = coh_cmd_depend_n(c, who, what, main ? 3 : 2);
     if (!rc)
         rc = coh_cmd_use_loc(c, cmd, from, &s1);
     if (!rc)
         rc = coh_cmd_use_loc(c, cmd, to, &s2);
-    if (!rc && main)
-        rc = coh_cmd_depend(c, main, cmd);
     /* Out of memory half way is reported to the caller; the command still
      * runs (it can only lack a dependency whose append failed, and then the
      * enqueue fails too). */
@@ -149,11 +130,11 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
     coh_cmd_unref(dst->last_write);
     dst->last_write = cmd;
     coh_inst_touch(c, src);
-    atomic_fetch_add_explicit(&c->st_migrations, 1, memory_order_relaxed);
-    _Atomic uint64_t *ctr = cmd->op.kind == MT_COH_OP_UPLOAD     ? &c->st_h2d
+    c->st_migrations += 1;
+    uint64_t *ctr = cmd->op.kind == MT_COH_OP_UPLOAD     ? &c->st_h2d
                             : cmd->op.kind == MT_COH_OP_DOWNLOAD ? &c->st_d2h
                                                                  : &c->st_d2d;
-    atomic_fetch_add_explicit(ctr, bytes, memory_order_relaxed);
+    *ctr += bytes;
     if (main) {
         main->migrations++;
         if (to == main->to_loc)
@@ -166,32 +147,29 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
     return rc;
 }
 
-int coh_fetch_begin(mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main, coh_builder **out)
+void coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main)
 {
-    coh_builder *b = calloc(1, sizeof *b);
-    if (!b)
-        return -ENOMEM;
     b->c = c;
     b->r = r;
     b->to = to;
     b->main = main;
-    *out = b;
-    return 0;
+    b->n = 0;
+    b->bytes = 0;
 }
 
-static int flush_one(coh_builder *b, pending_mig *p)
+static int flush_one(coh_builder *b, uint32_t which)
 {
     mt_coh *c = b->c;
     coh_root *r = b->r;
     int rc = 0;
-    if (!p->relay)
-        return issue(c, r, p->cmd, b->main);
+    if (!b->m[which].relay)
+        return issue(c, r, b->m[which].cmd, b->main);
     /* Two hops through the root's host memory; the host copy becomes valid. */
-    coh_cmd *down = p->cmd; /* made by make_mig as a download to host memory */
+    coh_cmd *down = b->m[which].cmd; /* made by make_mig as a download to host memory */
     uint64_t relayed = 0;
     for (uint32_t i = 0; i < down->nsegs; i++)
         relayed += down->segs[i].len;
-    atomic_fetch_add_explicit(&c->st_relay, relayed, memory_order_relaxed);
+    c->st_relay += relayed;
     coh_cmd *up = make_mig(c, r, MT_COH_HOST, b->to);
     if (!up) {
         rc = -ENOMEM;
@@ -226,7 +204,7 @@ int coh_fetch_flush(coh_builder *b, int force)
     }
     int rc = 0;
     for (uint32_t i = 0; i < b->n; i++) {
-        int r2 = flush_one(b, &b->m[i]);
+        int r2 = flush_one(b, i);
         rc = rc ? rc : r2;
     }
     b->n = 0;
@@ -241,26 +219,26 @@ static int add_piece(coh_builder *b, uint64_t a, uint64_t e, uint64_t m)
 {
     int relay;
     uint32_t from = coh_choose_source(b->c, b->to, m, &relay);
-    pending_mig *p = NULL;
-    for (uint32_t i = 0; i < b->n; i++)
-        if (b->m[i].src == from) {
-            p = &b->m[i];
-            break;
-        }
-    if (!p) {
-        if (b->n == MAX_SOURCES) {
+    uint32_t i = 0;
+    while (i < b->n && b->m[i].src != from)
+        i++;
+    if (i == b->n) {
+        if (b->n == COH_MAX_SOURCES) {
             int rc = coh_fetch_flush(b, 1);
             if (rc)
                 return rc;
+            i = 0;
         }
         coh_cmd *cmd = make_mig(b->c, b->r, from, relay ? MT_COH_HOST : b->to);
         if (!cmd)
             return -ENOMEM;
-        p = &b->m[b->n++];
-        *p = (pending_mig){from, relay, cmd};
+        b->m[i].src = from;
+        b->m[i].relay = relay;
+        b->m[i].cmd = cmd;
+        b->n = i + 1;
     }
     b->bytes += e - a;
-    return coh_cmd_add_seg(p->cmd, a, a, e - a);
+    return coh_cmd_add_seg(b->m[i].cmd, a, a, e - a);
 }
 
 int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd)
@@ -284,7 +262,7 @@ void coh_fetch_end(coh_builder *b)
 {
     for (uint32_t i = 0; i < b->n; i++)
         coh_cmd_unref(b->m[i].cmd); /* never issued (error path) */
-    free(b);
+    b->n = 0;
 }
 
 int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main)
@@ -293,12 +271,10 @@ int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, 
     const coh_runs *rs = &r->runs;
     if (rs->n == 1 && (rs->v[0].mask & COH_BIT(to)))
         return 0;
-    coh_builder *bld;
-    int rc = coh_fetch_begin(c, r, to, main, &bld);
-    if (rc)
-        return rc;
-    rc = coh_fetch_add(bld, a, b);
-    int rc2 = coh_fetch_flush(bld, 1);
-    coh_fetch_end(bld);
+    coh_builder bld;
+    coh_fetch_begin(&bld, c, r, to, main);
+    int rc = coh_fetch_add(&bld, a, b);
+    int rc2 = coh_fetch_flush(&bld, 1);
+    coh_fetch_end(&bld);
     return rc ? rc : rc2;
 }

@@ -150,6 +150,7 @@ typedef struct pin {
     void *base;
     size_t len;
     CUdeviceptr dptr;
+    int owned; /* 0: registered by another device of the same context */
 } pin;
 
 /* Calls from threads that are not the device's engines keep their own
@@ -419,7 +420,13 @@ static int do_pin(cu_dev *g, void *ptr, uint64_t len, pin **out)
     CUcontext prev = enter(g);
     CUresult r = g->cu->MemHostRegister((void *)a, b - a,
                                         CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
-    if (r == CUDA_SUCCESS && g->cu->MemHostGetDevicePointer(&p->dptr, (void *)a, 0) != CUDA_SUCCESS) {
+    p->owned = r == CUDA_SUCCESS;
+    /* 712, HOST_MEMORY_ALREADY_REGISTERED: another device on this GPU's
+     * context pinned it already; use its mapping (PORTABLE: every context). */
+    if ((r == CUDA_SUCCESS || r == 712) &&
+        g->cu->MemHostGetDevicePointer(&p->dptr, (void *)a, 0) == CUDA_SUCCESS)
+        r = CUDA_SUCCESS;
+    else if (r == CUDA_SUCCESS) {
         g->cu->MemHostUnregister((void *)a);
         r = 1;
     }
@@ -438,9 +445,11 @@ static void do_unpin(cu_dev *g, pin *p)
 {
     if (!p)
         return;
-    CUcontext prev = enter(g);
-    g->cu->MemHostUnregister(p->base);
-    leave(g, prev);
+    if (p->owned) {
+        CUcontext prev = enter(g);
+        g->cu->MemHostUnregister(p->base);
+        leave(g, prev);
+    }
     free(p);
 }
 

@@ -468,7 +468,8 @@ static void command(prog *p)
     static uint32_t last = 1;
     uint32_t d = rnd(p, 2) && last <= p->ndev ? last : 1 + (uint32_t)rnd(p, p->ndev);
     last = d;
-    uint32_t n = 1 + (uint32_t)rnd(p, 3);
+    /* Mostly 1-3 arguments; sometimes up to 8, several on one buffer. */
+    uint32_t n = rnd(p, 8) ? 1 + (uint32_t)rnd(p, 3) : 4 + (uint32_t)rnd(p, TK_MAX - 3);
     mt_coh_arg args[TK_MAX];
     mroot *roots[TK_MAX];
     tk_cmd *k = calloc(1, sizeof *k);

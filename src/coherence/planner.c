@@ -185,9 +185,14 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
             if (made)
                 cr->v[cr->n++] = x->root->inst[MT_COH_HOST];
         }
-        /* Each update splits at most two runs; relays add their own room. */
+        /* Room in the runs for every argument on this root: each splits
+         * at most two runs per needed range (two) and two for its write;
+         * relays and tracked collections reserve their own. */
+        uint32_t on_root = 0;
+        for (uint32_t k = 0; k < n; k++)
+            on_root += res[k].root == x->root;
         if (!rc)
-            rc = coh_runs_reserve(&x->root->runs, 8);
+            rc = coh_runs_reserve(&x->root->runs, 6 * on_root + 2);
         if (rc)
             return rc;
     }

@@ -243,7 +243,8 @@ static int wait_rel(mt_coh_event *ev)
 }
 
 /* Makes buffer b coherent at queue q's device: returns ns, or -1. */
-static double migrate(mt_coh_queue *q, mt_coh_buf b, uint64_t size, mt_coh_event_info *info)
+static double migrate(mt_coh_queue *q, mt_coh_buf b, uint64_t size, mt_coh_event_info *info,
+                      double *enq)
 {
     mt_coh_arg a = {.buf = b, .size = size, .access = MT_COH_READ};
     mt_coh_command cmd = {.args = &a, .nargs = 1};
@@ -251,6 +252,8 @@ static double migrate(mt_coh_queue *q, mt_coh_buf b, uint64_t size, mt_coh_event
     uint64_t t0 = mt_bench_now_ns();
     if (mt_coh_enqueue(q, &cmd, &ev))
         return -1;
+    if (enq) /* collection and planning done, copies under way */
+        *enq = (double)(mt_bench_now_ns() - t0);
     if (mt_coh_event_wait(ev, -1)) {
         mt_coh_event_release(ev);
         return -1;
@@ -313,12 +316,14 @@ typedef struct upload_cfg {
     uint64_t size;
     int cuda;
     int reps;
+    mt_coh_opts opts;     /* a variant's options (0: defaults) */
+    int targets;          /* report targets (the default configuration) */
 } upload_cfg;
 
 static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
 {
     mt_coh *c;
-    if (mt_coh_create(NULL, &c))
+    if (mt_coh_create(&cfg->opts, &c))
         return;
     uint32_t dev = 0, n = 0;
     if (cfg->cuda) {
@@ -358,7 +363,7 @@ static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
     uint64_t rng = 7;
     /* First upload (the instance is new), then the full copy reference. */
     double tf[3];
-    migrate(q, b, cfg->size, NULL);
+    migrate(q, b, cfg->size, NULL, NULL);
     fullcopy fc = {pp.htod, mem, cfg->size};
     for (int i = 0; i < 3; i++)
         tf[i] = full_copy(q, copy, &fc);
@@ -368,13 +373,13 @@ static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
                   (double)cfg->size / (1 << 20), full / 1e6, (double)cfg->size / full);
     const double fracs[] = {0.01, 0.10, 0.50};
     for (int fi = 0; fi < 3; fi++) {
-        double frac = fracs[fi], t[8], tp[8];
+        double frac = fracs[fi], t[8], tp[8], te[8];
         uint32_t migs = 0;
         int reps = cfg->reps;
         for (int r = 0; r < reps; r++) {
             pp.npages = dirty(mem, cfg->size, frac, &rng, pages);
             mt_coh_event_info info;
-            t[r] = migrate(q, b, cfg->size, &info);
+            t[r] = migrate(q, b, cfg->size, &info, &te[r]);
             migs = info.migrations;
             if (info.bytes_in != pp.npages * 4096)
                 mt_bench_note(ctx, "%s: moved %llu bytes for %zu dirty pages", cfg->prefix,
@@ -397,15 +402,17 @@ static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
         double limit = frac < 0.05 ? 1.3 : 1.2;
         char target[32];
         snprintf(target, sizeof target, "<= %.1fx ideal", limit);
+        int tg = cfg->cuda && cfg->targets;
         mt_bench_row r1 = {name, "ms", m / 1e6, "ms", "dirty x full copy", ideal / 1e6, m / ideal,
-                           cfg->cuda ? target : NULL, cfg->cuda ? m / ideal <= limit : -1};
+                           tg ? target : NULL, tg ? m / ideal <= limit : -1};
         mt_bench_emit(ctx, &r1);
+        mt_bench_emit_value(ctx, name, "enqueue_ms", mt_bench_median(te, reps) / 1e6, "ms");
         mt_bench_emit_value(ctx, name, "GB_per_s", frac * (double)cfg->size / m, "GB/s");
         mt_bench_emit_value(ctx, name, "migrations", migs, "cmds");
         if (cfg->cuda && !isnan(tp[0])) {
             double mp = mt_bench_median(tp, reps);
             mt_bench_row r2 = {name, "speedup", mp / m, "x", "cuMemcpyAsync per page", mp / 1e6,
-                               mp / m, ">= 30x", mp / m >= 30.0};
+                               mp / m, tg ? ">= 30x" : NULL, tg ? mp / m >= 30.0 : -1};
             mt_bench_emit(ctx, &r2);
         }
     }
@@ -421,9 +428,31 @@ int mt_bench_suite_coherence(mt_bench_ctx *ctx)
 {
     int quick = mt_bench_quick(ctx);
     bench_decision(ctx);
-    upload_cfg host = {"upload-host", quick ? 32u << 20 : 256u << 20, 0, quick ? 2 : 5};
+    upload_cfg host = {"upload-host", quick ? 32u << 20 : 256u << 20, 0, quick ? 2 : 5, {0}, 0};
     bench_upload(ctx, &host);
-    upload_cfg gpu = {"upload", quick ? 64u << 20 : 1u << 30, 1, quick ? 2 : 5};
+    upload_cfg gpu = {"upload", quick ? 64u << 20 : 1u << 30, 1, quick ? 2 : 5, {0}, 1};
     bench_upload(ctx, &gpu);
+    /* MT_BENCH_COH_VARIANTS=1: the GPU upload with other collection thread
+     * counts and piece sizes, to see what the defaults are worth. */
+    const char *v = getenv("MT_BENCH_COH_VARIANTS");
+    if (v && *v == '1') {
+        static const struct {
+            const char *name;
+            uint32_t threads;
+            uint64_t pipeline;
+        } var[] = {{"upload[threads=1]", 1, 0},
+                   {"upload[threads=4]", 4, 0},
+                   {"upload[piece=8M]", 0, 8u << 20},
+                   {"upload[piece=128M]", 0, 128u << 20}};
+        for (size_t i = 0; i < sizeof var / sizeof var[0]; i++) {
+            upload_cfg x = gpu;
+            x.prefix = var[i].name;
+            x.reps = 3;
+            x.targets = 0;
+            x.opts.collect_threads = var[i].threads;
+            x.opts.pipeline_bytes = var[i].pipeline;
+            bench_upload(ctx, &x);
+        }
+    }
     return 0;
 }

@@ -79,15 +79,16 @@ typedef struct mt_coh_opts {
      * beyond each end of the bytes a command needs. */
     uint64_t granularity;
     uint32_t flags; /* MT_COH_* */
-    /* Threads that collect tracked host writes of large buffers in parallel
-     * (the calling thread helps); 0 = up to 8, one less than the CPUs. */
+    /* Threads that collect tracked host writes of large buffers, the
+     * enqueuing thread included (1: it alone); 0 = as many as CPUs, up to 9. */
     uint32_t collect_threads;
     /* A tracked host buffer is watched as ranges of this many bytes (a
      * multiple of the page size), collected in parallel; 0 = 16 MiB. */
     uint64_t track_chunk;
     /* Uploads of tracked buffers are issued in pieces of about this many
      * bytes as their pages are collected, so the copy starts before the
-     * collection ends; 0 = 32 MiB. */
+     * collection ends (a piece of an eighth of it goes early when the copy
+     * engine has nothing to do); 0 = 32 MiB. */
     uint64_t pipeline_bytes;
     mt_track_backend track_backend; /* for tracked buffers; 0 = auto (uffd where possible) */
     /* Ready commands are handed to the engines in batches of this many (a

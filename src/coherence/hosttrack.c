@@ -151,11 +151,12 @@ static void *worker(void *arg)
 
 int coh_workers_start(mt_coh *c)
 {
-    uint32_t n = c->o.collect_threads;
+    uint32_t n = c->o.collect_threads; /* the planner is one of them */
     if (!n) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n = cpus > 9 ? 8 : cpus > 1 ? (uint32_t)cpus - 1 : 0;
+        n = cpus > 9 ? 9 : cpus > 1 ? (uint32_t)cpus : 1;
     }
+    n--;
     if (!n)
         return 0;
     coh_workers *w = calloc(1, sizeof *w);

@@ -196,10 +196,12 @@ int coh_fetch_flush(coh_builder *b, int force)
     if (!b->n)
         return 0;
     if (!force && b->bytes < b->c->o.pipeline_bytes) {
-        /* Below the batch size, issue early only while the target's copy
-         * engine has nothing to do: keep it fed, batch otherwise. */
+        /* Below the piece size, issue early only while the target's copy
+         * engine has nothing to do, and not for crumbs: each piece costs a
+         * hand-over and a launch. */
         coh_engine *e = b->to == MT_COH_HOST ? NULL : &b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY];
-        if (!e || atomic_load_explicit(&e->busy, memory_order_relaxed) || e->bhead)
+        if (!e || b->bytes < b->c->o.pipeline_bytes / 8 ||
+            atomic_load_explicit(&e->busy, memory_order_relaxed) || e->bhead)
             return 0;
     }
     int rc = 0;

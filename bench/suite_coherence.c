@@ -197,9 +197,9 @@ static void bench_decision(mt_bench_ctx *ctx)
         mt_bench_note(ctx, "enqueue/decision: setup failed");
         return;
     }
-    mt_bench_row r1 = {"enqueue/decision", "ns_per_arg", rng.ns_per_arg, "ns", "whole-buffer (PoCL)",
-                       whole.ns_per_arg, rng.ns_per_arg / whole.ns_per_arg, "<= 150 ns",
-                       rng.ns_per_arg <= 150.0};
+    mt_bench_row r1 = {"enqueue/decision", "ns_per_arg", rng.ns_per_arg, "ns",
+                       "whole-buffer (PoCL)", whole.ns_per_arg, rng.ns_per_arg / whole.ns_per_arg,
+                       "<= 150 ns", rng.ns_per_arg <= 150.0};
     mt_bench_emit(ctx, &r1);
     mt_bench_row r2 = {"enqueue/decision", "bytes_per_cmd", rng.bytes_per_cmd, "B",
                        "whole-buffer (PoCL)", whole.bytes_per_cmd,
@@ -351,7 +351,8 @@ static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
         memcpy(&pp.htod, &f, sizeof f);
     }
     if (mt_coh_client_create(c, &cl) || mt_coh_queue_create(cl, dev, &q) ||
-        mt_coh_buffer_create(cl, cfg->size, &o, &b) || mt_coh_buffer_create(cl, cfg->size, NULL, &copy) ||
+        mt_coh_buffer_create(cl, cfg->size, &o, &b) ||
+        mt_coh_buffer_create(cl, cfg->size, NULL, &copy) ||
         mt_coh_buffer_info_get(cl, b, &bi)) {
         mt_bench_note(ctx, "%s: setup failed", cfg->prefix);
         mt_coh_destroy(c);
@@ -369,7 +370,8 @@ static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
         tf[i] = full_copy(q, copy, &fc);
     double full = mt_bench_median(tf, 3);
     mt_bench_emit_value(ctx, cfg->prefix, "full_copy_ms", full / 1e6, "ms");
-    mt_bench_note(ctx, "%s: %s, %.0f MiB tracked, full copy %.2f ms (%.1f GB/s)", cfg->prefix, di.name,
+    mt_bench_note(ctx, "%s: %s, %.0f MiB tracked, full copy %.2f ms (%.1f GB/s)", cfg->prefix,
+                  di.name,
                   (double)cfg->size / (1 << 20), full / 1e6, (double)cfg->size / full);
     const double fracs[] = {0.01, 0.10, 0.50};
     for (int fi = 0; fi < 3; fi++) {
@@ -418,7 +420,8 @@ static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
     }
     mt_coh_stats st;
     mt_coh_stats_get(c, &st);
-    mt_bench_note(ctx, "%s: %llu dirty bytes collected", cfg->prefix, (unsigned long long)st.host_dirty_bytes);
+    mt_bench_note(ctx, "%s: %llu dirty bytes collected", cfg->prefix,
+                  (unsigned long long)st.host_dirty_bytes);
     free(pages);
     mt_coh_client_destroy(cl);
     mt_coh_destroy(c);

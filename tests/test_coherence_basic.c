@@ -231,7 +231,8 @@ static void test_queue_order(void)
     uint64_t want[50];
     for (int i = 0; i < 50; i++) {
         uint32_t d = 1 + (uint32_t)i % 4;
-        k[i] = (tk_cmd){.nargs = 1, .access = {MT_COH_RW}, .pattern = {0x0100000000000001ull * (uint64_t)(i + 1)}};
+        k[i] = (tk_cmd){.nargs = 1, .access = {MT_COH_RW},
+                        .pattern = {0x0100000000000001ull * (uint64_t)(i + 1)}};
         want[i] = tk_hash(ref, 4096);
         tk_fill(ref, 4096, k[i].pattern[0]);
         mt_coh_arg a = {.buf = b, .size = 4096, .access = MT_COH_RW};

@@ -25,7 +25,8 @@ static mt_coh_client *cl;
 static uint32_t host, sim, g1, g2;
 static mt_coh_queue *q[8];
 
-static uint64_t runq(uint32_t d, tk_cmd *k, const mt_coh_arg *a, uint32_t n, mt_coh_event_info *info)
+static uint64_t runq(uint32_t d, tk_cmd *k, const mt_coh_arg *a, uint32_t n,
+                     mt_coh_event_info *info)
 {
     k->nargs = n;
     for (uint32_t i = 0; i < n; i++)

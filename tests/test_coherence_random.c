@@ -350,7 +350,8 @@ static void create_root(prog *p)
     int kind = (int)rnd(p, 4);
     if (kind == 1 || kind == 3) { /* USE_HOST_PTR, maybe tracked */
         r->hostlen = (size + 4095) & ~(size_t)4095;
-        r->hostptr = mmap(NULL, r->hostlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        r->hostptr =
+            mmap(NULL, r->hostlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         MT_CHECK(r->hostptr != MAP_FAILED);
         for (uint64_t i = 0; i < size; i++)
             r->hostptr[i] = r->content[i] = (uint8_t)rnd(p, 256);
@@ -506,7 +507,8 @@ static void command(prog *p)
     }
     mt_coh_stats st0, st1;
     MT_CHECK_OK(mt_coh_stats_get(p->c, &st0));
-    mt_coh_command cmd = {.fn = tk_run, .user = k, .args = args, .nargs = n, .wait = deps, .nwait = nd};
+    mt_coh_command cmd = {.fn = tk_run, .user = k, .args = args, .nargs = n,
+                          .wait = deps, .nwait = nd};
     int rc = mt_coh_enqueue(rnd(p, 2) ? p->q2[d] : p->q[d], &cmd, &x.ev);
     if (rc == MT_EDEVMEM && p->small) {
         /* No room: refused. Content and validity are as before (the checks

@@ -46,8 +46,8 @@ static void teardown(env *e)
 }
 
 /* Reads [off, off+size) on q; returns bytes moved in, checks what it saw. */
-static uint64_t readq(mt_coh_queue *q, mt_coh_buf b, uint64_t off, uint64_t size, const uint8_t *want,
-                      uint32_t *migrations)
+static uint64_t readq(mt_coh_queue *q, mt_coh_buf b, uint64_t off, uint64_t size,
+                      const uint8_t *want, uint32_t *migrations)
 {
     tk_cmd k = {.nargs = 1, .access = {MT_COH_READ}};
     mt_coh_arg a = {.buf = b, .offset = off, .size = size, .access = MT_COH_READ};
@@ -73,7 +73,8 @@ static void test_dirty_pages(mt_track_backend be)
     uint8_t *ref = malloc(n);
     for (size_t i = 0; i < n; i++)
         mem[i] = ref[i] = (uint8_t)(i * 5);
-    mt_coh_buffer_opts o = {.flags = MT_COH_BUF_USE_HOST_PTR | MT_COH_BUF_TRACK_HOST, .host_ptr = mem};
+    mt_coh_buffer_opts o = {.flags = MT_COH_BUF_USE_HOST_PTR | MT_COH_BUF_TRACK_HOST,
+                            .host_ptr = mem};
     mt_coh_buf b;
     MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &o, &b));
     MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, ref, NULL), n);

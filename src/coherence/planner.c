@@ -135,8 +135,8 @@ static int needs_host(mt_coh *c, const coh_res *x, uint32_t target)
         return 0;
     const coh_runs *rs = &x->root->runs;
     for (int i = 0; i < x->nneed; i++)
-        for (uint32_t k = coh_runs_find(rs, x->need[i].a); k < rs->n && rs->v[k].start < x->need[i].b;
-             k++) {
+        for (uint32_t k = coh_runs_find(rs, x->need[i].a);
+             k < rs->n && rs->v[k].start < x->need[i].b; k++) {
             uint64_t m = rs->v[k].mask;
             int relay;
             if (!(m & COH_BIT(target)) && m &&

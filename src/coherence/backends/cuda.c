@@ -255,8 +255,8 @@ static table *get_table(cu_dev *g, size_t tiles)
     while (cap < tiles)
         cap *= 2;
     void *h = NULL;
-    if (g->cu->MemHostAlloc(&h, cap * sizeof(tile), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) !=
-            CUDA_SUCCESS ||
+    unsigned fl = CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE;
+    if (g->cu->MemHostAlloc(&h, cap * sizeof(tile), fl) != CUDA_SUCCESS ||
         g->cu->MemHostGetDevicePointer(&t->dptr, h, 0) != CUDA_SUCCESS) {
         if (h)
             g->cu->MemFreeHost(h);
@@ -314,34 +314,33 @@ static int copy_op(cu_dev *g, mt_coh_op *op, table **tab)
 {
     CUstream s = g->st[MT_COH_ENGINE_COPY];
     const pin *hp = op->host_token;
+    /* The host side as a device address (mapped, pinned memory). */
+    CUdeviceptr hd = hp ? hp->dptr + (CUdeviceptr)((char *)op->host - (char *)hp->base) : 0;
+    char *h = op->host;
+    const mt_coh_seg *sg = op->segs;
     CUresult r = CUDA_SUCCESS;
     switch (op->kind) {
     case MT_COH_OP_UPLOAD:
         if (hp && use_kernel(g, op))
-            return launch_copy(g, s, op, hp->dptr + (CUdeviceptr)((char *)op->host - (char *)hp->base),
-                               op->dev_addr, tab);
+            return launch_copy(g, s, op, hd, op->dev_addr, tab);
         for (uint32_t i = 0; i < op->nsegs && r == CUDA_SUCCESS; i++)
-            r = g->cu->MemcpyHtoDAsync(op->dev_addr + op->segs[i].dst, (char *)op->host + op->segs[i].src,
-                                       op->segs[i].len, s);
+            r = g->cu->MemcpyHtoDAsync(op->dev_addr + sg[i].dst, h + sg[i].src, sg[i].len, s);
         return err_of(r);
     case MT_COH_OP_DOWNLOAD:
         if (hp && use_kernel(g, op))
-            return launch_copy(g, s, op, op->dev_addr,
-                               hp->dptr + (CUdeviceptr)((char *)op->host - (char *)hp->base), tab);
+            return launch_copy(g, s, op, op->dev_addr, hd, tab);
         for (uint32_t i = 0; i < op->nsegs && r == CUDA_SUCCESS; i++)
-            r = g->cu->MemcpyDtoHAsync((char *)op->host + op->segs[i].dst, op->dev_addr + op->segs[i].src,
-                                       op->segs[i].len, s);
+            r = g->cu->MemcpyDtoHAsync(h + sg[i].dst, op->dev_addr + sg[i].src, sg[i].len, s);
         return err_of(r);
     case MT_COH_OP_PEER: {
         cu_dev *o = op->peer;
         if (o->ctx == g->ctx && use_kernel(g, op))
             return launch_copy(g, s, op, op->peer_addr, op->dev_addr, tab);
-        for (uint32_t i = 0; i < op->nsegs && r == CUDA_SUCCESS; i++)
-            r = o->ctx == g->ctx
-                    ? g->cu->MemcpyDtoDAsync(op->dev_addr + op->segs[i].dst,
-                                             op->peer_addr + op->segs[i].src, op->segs[i].len, s)
-                    : g->cu->MemcpyPeerAsync(op->dev_addr + op->segs[i].dst, g->ctx,
-                                             op->peer_addr + op->segs[i].src, o->ctx, op->segs[i].len, s);
+        for (uint32_t i = 0; i < op->nsegs && r == CUDA_SUCCESS; i++) {
+            CUdeviceptr d = op->dev_addr + sg[i].dst, src = op->peer_addr + sg[i].src;
+            r = o->ctx == g->ctx ? g->cu->MemcpyDtoDAsync(d, src, sg[i].len, s)
+                                 : g->cu->MemcpyPeerAsync(d, g->ctx, src, o->ctx, sg[i].len, s);
+        }
         return err_of(r);
     }
     default:

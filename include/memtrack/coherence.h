@@ -308,7 +308,8 @@ typedef struct mt_coh_buffer_opts {
     void *host_ptr;  /* with USE_HOST_PTR or COPY_HOST_PTR; may point into SVM */
     /* Called once memtrack no longer uses any memory of the buffer (after it
      * was freed and its last command completed): host_ptr may then be freed.
-     * From any thread. */
+     * From any thread, possibly with the context's lock held: it must not
+     * call mt_coh_* functions. */
     void (*released)(void *user);
     void *released_user;
 } mt_coh_buffer_opts;
@@ -426,8 +427,12 @@ MT_API int mt_coh_event_wait(mt_coh_event *ev, int64_t timeout_ns);
 /* 1 while pending, 0 when done, or the command's error. Lock-free. */
 MT_API int mt_coh_event_status(const mt_coh_event *ev);
 
+/* Takes one more reference to an event (each one is dropped with
+ * mt_coh_event_release). NULL is a no-op. Any thread. */
 MT_API void mt_coh_event_retain(mt_coh_event *ev);
-/* Drops a reference; NULL is a no-op. */
+
+/* Drops a reference; the event is freed with the last one (it stays valid
+ * after mt_coh_destroy until then). NULL is a no-op. Any thread. */
 MT_API void mt_coh_event_release(mt_coh_event *ev);
 
 typedef struct mt_coh_event_info {

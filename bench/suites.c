@@ -10,5 +10,7 @@ const mt_bench_suite mt_bench_suites[] = {
     {"capture", "the Vulkan layer on memtrack-sample: every workload in every mode", mt_bench_suite_capture},
     {"stream", "command ring to the simulated device: throughput, elision, wake-ups, fence latency",
      mt_bench_suite_stream},
+    {"coherence", "enqueue-time planner vs whole-buffer versions; dirty-page uploads (GPU)",
+     mt_bench_suite_coherence},
     {NULL, NULL, NULL},
 };

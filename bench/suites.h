@@ -7,5 +7,6 @@ int mt_bench_suite_diff(mt_bench_ctx *ctx);
 int mt_bench_suite_alloc(mt_bench_ctx *ctx);
 int mt_bench_suite_capture(mt_bench_ctx *ctx);
 int mt_bench_suite_stream(mt_bench_ctx *ctx);
+int mt_bench_suite_coherence(mt_bench_ctx *ctx);
 
 #endif

@@ -40,7 +40,12 @@ enum mt_error {
     MT_EUNSUPPORTED = -4102, /* the platform or kernel cannot do this */
     MT_ECANCELED = -4103,  /* a wait was cancelled by another thread */
     MT_ETIMEDOUT = -4104,  /* a wait reached its deadline */
-    MT_ERROR_LAST = -4104
+    MT_ERROR_LAST = -4104,
+    /* coherence (-4110..-4119) */
+    MT_ENOBUF = -4110,    /* buffer handle freed, never valid, or another client's */
+    MT_EDEVMEM = -4111,   /* device memory full, even after evicting what is valid elsewhere */
+    MT_ELOSTDATA = -4112, /* the range's only valid copy was lost with its device */
+    MT_EMAPPED = -4113,   /* the range is mapped for the host */
 };
 
 /* Returns the library's run-time version as MAJOR*10000 + MINOR*100 + PATCH.

@@ -17,6 +17,10 @@ static const char *mt_own_error(int code)
     case MT_EUNSUPPORTED: return "not supported on this platform or kernel";
     case MT_ECANCELED: return "wait cancelled";
     case MT_ETIMEDOUT: return "wait timed out";
+    case MT_ENOBUF: return "no such buffer (freed, invalid, or owned by another client)";
+    case MT_EDEVMEM: return "device memory full: nothing evictable";
+    case MT_ELOSTDATA: return "buffer content lost with its device";
+    case MT_EMAPPED: return "buffer range is mapped for the host";
     default: return NULL;
     }
 }

@@ -1,0 +1,235 @@
+/* Engines: each device runs a compute engine (commands) and a copy engine
+ * (the hidden migration queue), each a FIFO of ready commands served by a
+ * submitter thread, plus a completer thread for asynchronous backends.
+ *
+ * The submitter takes ready commands in order and submits them; a backend
+ * that finishes synchronously completes the command there. An asynchronous
+ * one returns "in flight": the command goes to the in-flight FIFO, and the
+ * completer waits for the oldest (backends complete in submission order per
+ * engine, like a GPU stream), so the submitter keeps the device fed while
+ * the completer waits.
+ *
+ * Hand-over from the planner is batched: ready commands collect in the
+ * engine's batch under the planner's lock and are handed over at a doorbell
+ * (every 32 commands, a large transfer, a flush, a wait), so a steady stream
+ * of enqueues does not wake a thread per command. Commands that become
+ * ready when a dependency completes are handed over at once. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Lazily attaches the root's host memory to this device (pinning), once.
+ * Only this device's copy engine thread attaches for this device, so the
+ * state needs no lock; release/acquire order the token for the release
+ * path, which runs after the last transfer completed. */
+static void host_attach(coh_device *d, coh_cmd *cmd)
+{
+    if (!d->be->host_attach || !cmd->hostatt)
+        return;
+    coh_hostatt *ha = &cmd->hostatt[d->id];
+    int st = atomic_load_explicit(&ha->state, memory_order_acquire);
+    if (st == 0) {
+        void *tok = NULL;
+        int rc = d->be->host_attach(d->h, cmd->op.host, cmd->host_len, &tok);
+        ha->token = rc == 0 ? tok : NULL;
+        st = rc == 0 && tok ? 1 : -1;
+        atomic_store_explicit(&ha->state, st, memory_order_release);
+    }
+    cmd->op.host_token = st == 1 ? ha->token : NULL;
+}
+
+static int submit(coh_engine *e, coh_cmd *cmd)
+{
+    coh_device *d = e->dev;
+    int lost = atomic_load_explicit(&d->lost, memory_order_acquire);
+    if (lost)
+        return lost;
+    if (cmd->op.kind == MT_COH_OP_PEER && cmd->from_loc) {
+        coh_device *s = d->ctx->dev[cmd->from_loc];
+        int sl = atomic_load_explicit(&s->lost, memory_order_acquire);
+        if (sl)
+            return sl;
+    }
+    if (cmd->op.kind == MT_COH_OP_UPLOAD || cmd->op.kind == MT_COH_OP_DOWNLOAD)
+        host_attach(d, cmd);
+    cmd->op.exec.backend = d->be->name;
+    return d->be->submit(d->h, e->kind, &cmd->op);
+}
+
+static void finish(coh_engine *e, coh_cmd *cmd, int rc)
+{
+    if (rc == MT_EDEVLOST && cmd->op.kind != MT_COH_OP_PEER)
+        coh_dev_mark_lost(e->dev, rc);
+    atomic_fetch_sub_explicit(&e->busy, 1, memory_order_relaxed);
+    coh_cmd_complete(cmd, rc);
+}
+
+static void *submitter(void *arg)
+{
+    coh_engine *e = arg;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        while (!e->head && !e->stop) {
+            e->sleeping = 1;
+            pthread_cond_wait(&e->cond, &e->lock);
+            e->sleeping = 0;
+        }
+        if (!e->head)
+            break;
+        coh_cmd *cmd = e->head;
+        e->head = cmd->next;
+        if (!e->head)
+            e->tail = NULL;
+        int stop = e->stop;
+        pthread_mutex_unlock(&e->lock);
+        int rc = stop ? MT_ECANCELED : submit(e, cmd);
+        if (rc == 1) {
+            pthread_mutex_lock(&e->lock);
+            cmd->next = NULL;
+            if (e->itail)
+                e->itail->next = cmd;
+            else
+                e->ihead = cmd;
+            e->itail = cmd;
+            if (e->isleeping)
+                pthread_cond_signal(&e->icond);
+            continue; /* lock held */
+        }
+        finish(e, cmd, rc);
+        pthread_mutex_lock(&e->lock);
+    }
+    e->stopped = 1;
+    pthread_cond_broadcast(&e->icond);
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+static void *completer(void *arg)
+{
+    coh_engine *e = arg;
+    coh_device *d = e->dev;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        while (!e->ihead && !e->stopped) {
+            e->isleeping = 1;
+            pthread_cond_wait(&e->icond, &e->lock);
+            e->isleeping = 0;
+        }
+        if (!e->ihead)
+            break; /* the submitter stopped and nothing is in flight */
+        coh_cmd *cmd = e->ihead;
+        pthread_mutex_unlock(&e->lock);
+        int rc = d->be->wait(d->h, e->kind, &cmd->op);
+        pthread_mutex_lock(&e->lock);
+        e->ihead = cmd->next;
+        if (!e->ihead)
+            e->itail = NULL;
+        pthread_mutex_unlock(&e->lock);
+        finish(e, cmd, rc);
+        pthread_mutex_lock(&e->lock);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+int coh_engine_start(coh_engine *e, coh_device *d, int kind)
+{
+    memset(e, 0, sizeof *e);
+    e->dev = d;
+    e->kind = kind;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    pthread_cond_init(&e->icond, NULL);
+    atomic_init(&e->busy, 0);
+    int rc = pthread_create(&e->sub, NULL, submitter, e);
+    if (rc)
+        return -rc;
+    e->has_sub = 1;
+    if (d->be->caps & MT_COH_CAP_ASYNC) {
+        rc = pthread_create(&e->comp, NULL, completer, e);
+        if (rc) {
+            coh_engine_stop(e);
+            return -rc;
+        }
+        e->has_comp = 1;
+    }
+    return 0;
+}
+
+void coh_engine_stop(coh_engine *e)
+{
+    pthread_mutex_lock(&e->lock);
+    e->stop = 1;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    if (e->has_sub)
+        pthread_join(e->sub, NULL);
+    e->has_sub = 0;
+    if (e->has_comp)
+        pthread_join(e->comp, NULL);
+    e->has_comp = 0;
+    pthread_mutex_lock(&e->lock);
+    e->stopped = 1;
+    pthread_mutex_unlock(&e->lock);
+}
+
+void coh_engine_push(coh_engine *e, coh_cmd *cmd)
+{
+    pthread_mutex_lock(&e->lock);
+    if (e->stopped) {
+        pthread_mutex_unlock(&e->lock);
+        coh_cmd_complete(cmd, MT_ECANCELED);
+        return;
+    }
+    atomic_fetch_add_explicit(&e->busy, 1, memory_order_relaxed);
+    cmd->next = NULL;
+    if (e->tail)
+        e->tail->next = cmd;
+    else
+        e->head = cmd;
+    e->tail = cmd;
+    if (e->sleeping)
+        pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void coh_engine_doorbell(coh_engine *e)
+{
+    if (!e->bhead)
+        return;
+    coh_cmd *h = e->bhead, *t = e->btail;
+    uint32_t n = 0;
+    for (coh_cmd *x = h; x; x = x->next)
+        n++;
+    e->bhead = e->btail = NULL;
+    pthread_mutex_lock(&e->lock);
+    if (e->stopped || e->stop) {
+        pthread_mutex_unlock(&e->lock);
+        while (h) {
+            coh_cmd *nx = h->next;
+            coh_cmd_complete(h, MT_ECANCELED);
+            h = nx;
+        }
+        return;
+    }
+    atomic_fetch_add_explicit(&e->busy, n, memory_order_relaxed);
+    if (e->tail)
+        e->tail->next = h;
+    else
+        e->head = h;
+    e->tail = t;
+    if (e->sleeping)
+        pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void coh_doorbell_all(mt_coh *c)
+{
+    for (uint32_t i = 1; i <= c->ndev; i++)
+        for (int k = 0; k < 2; k++)
+            coh_engine_doorbell(&c->dev[i]->eng[k]);
+    c->batch_count = 0;
+    c->batch_big = 0;
+}

@@ -1,0 +1,449 @@
+/* Tracked host memory: the host writes a buffer's host memory directly and
+ * memtrack `track` reports the pages written, so the next upload copies
+ * those pages only.
+ *
+ * The memory is watched as ranges of track_chunk bytes. Before the planner
+ * reads or changes the validity of a range of a tracked root it collects the
+ * chunks that cover it: written pages become "valid at the host only" (they
+ * are newer than anything planned before). For an upload the collection is
+ * pipelined: chunk by chunk the written pages are applied, their fetch is
+ * planned and, once enough bytes are gathered (or the copy engine is idle),
+ * issued, so the device copies early chunks while later ones are read.
+ * Large buffers are collected by a pool of threads in parallel (the planner
+ * takes chunks too); the planner consumes chunks in address order.
+ *
+ * memtrack's own downloads into the memory (a map, a relay) also show up as
+ * written pages. When such a download completes, its engine thread collects
+ * the chunks it touched under the root's track lock, drops the pages the
+ * download wrote and keeps the others in a stash the planner applies at its
+ * next collection: no host write is lost, and no download comes back as one. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+typedef struct chunk_res {
+    coh_range *v;
+    size_t n, cap;
+    int all;              /* out of memory while collecting: the whole chunk is dirty */
+    _Atomic int done;
+} chunk_res;
+
+struct coh_track {
+    pthread_mutex_t lock; /* collections and the stash */
+    int dead;             /* the root was released: its ranges are gone */
+    uint64_t chunk;
+    uint32_t nchunks;
+    mt_range_id *ids;
+    chunk_res *res;
+    coh_range *stash;
+    size_t nstash, capstash;
+    uint64_t page;
+};
+
+/* A collection job the worker threads help with. */
+typedef struct coh_job {
+    mt_coh *c;
+    coh_root *r;
+    uint32_t k1;          /* last chunk */
+    _Atomic uint32_t next;/* next chunk to claim */
+} coh_job;
+
+struct coh_workers {
+    pthread_t *th;
+    uint32_t n;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;      /* workers: a job or stop */
+    pthread_cond_t done_cond; /* planner: a chunk done, or workers left */
+    coh_job *job;
+    uint64_t gen;
+    uint32_t active;
+    int stop;
+};
+
+static int push_range(coh_range **v, size_t *n, size_t *cap, uint64_t a, uint64_t b)
+{
+    if (*n && (*v)[*n - 1].b >= a) { /* touching or overlapping the last one */
+        if (b > (*v)[*n - 1].b)
+            (*v)[*n - 1].b = b;
+        return 0;
+    }
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        coh_range *p = realloc(*v, nc * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        *v = p;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = (coh_range){a, b};
+    return 0;
+}
+
+/* Collects chunk k of r into `out` (root offsets, widened to granules).
+ * Returns 0, or -ENOMEM after which the whole chunk must count as dirty. */
+static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, coh_range **v, size_t *n, size_t *cap)
+{
+    coh_track *tr = r->track;
+    uint64_t base = (uint64_t)k * tr->chunk, g = c->gran > c->page ? c->gran : c->page;
+    mt_dirty_run runs[256];
+    int rc = 0;
+    for (;;) {
+        long got = mt_tracker_collect(c->tracker, tr->ids[k], runs, 256);
+        if (got < 0)
+            return 0; /* the range is gone (released): nothing to report */
+        for (long i = 0; i < got; i++) {
+            uint64_t a = (base + runs[i].offset) & ~(g - 1);
+            uint64_t b = (base + runs[i].offset + runs[i].length + g - 1) & ~(g - 1);
+            if (b > r->size)
+                b = r->size;
+            if (!rc)
+                rc = push_range(v, n, cap, a, b);
+        }
+        if (got < 256)
+            return rc;
+    }
+}
+
+static void collect_into(mt_coh *c, coh_root *r, uint32_t k)
+{
+    chunk_res *cr = &r->track->res[k];
+    cr->n = 0;
+    cr->all = collect_chunk(c, r, k, &cr->v, &cr->n, &cr->cap) != 0;
+    /* release: the planner reading `done` sees the results. */
+    atomic_store_explicit(&cr->done, 1, memory_order_release);
+}
+
+/* ---- workers ------------------------------------------------------------------------- */
+
+static void *worker(void *arg)
+{
+    mt_coh *c = arg;
+    coh_workers *w = c->workers;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->stop && (!w->job || w->gen == seen))
+            pthread_cond_wait(&w->cond, &w->lock);
+        if (w->stop)
+            break;
+        seen = w->gen;
+        coh_job *job = w->job;
+        w->active++;
+        pthread_mutex_unlock(&w->lock);
+        uint32_t k;
+        while ((k = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) <= job->k1) {
+            collect_into(job->c, job->r, k);
+            pthread_mutex_lock(&w->lock);
+            pthread_cond_broadcast(&w->done_cond);
+            pthread_mutex_unlock(&w->lock);
+        }
+        pthread_mutex_lock(&w->lock);
+        if (--w->active == 0)
+            pthread_cond_broadcast(&w->done_cond);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+int coh_workers_start(mt_coh *c)
+{
+    uint32_t n = c->o.collect_threads; /* the planner is one of them */
+    if (!n) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cpus > 9 ? 9 : cpus > 1 ? (uint32_t)cpus : 1;
+    }
+    n--;
+    if (!n)
+        return 0;
+    coh_workers *w = calloc(1, sizeof *w);
+    if (!w || !(w->th = calloc(n, sizeof *w->th))) {
+        free(w);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    pthread_cond_init(&w->done_cond, NULL);
+    c->workers = w;
+    for (uint32_t i = 0; i < n; i++) {
+        if (pthread_create(&w->th[i], NULL, worker, c))
+            break;
+        w->n++;
+    }
+    return 0;
+}
+
+void coh_workers_stop(mt_coh *c)
+{
+    coh_workers *w = c->workers;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    for (uint32_t i = 0; i < w->n; i++)
+        pthread_join(w->th[i], NULL);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->cond);
+    pthread_cond_destroy(&w->done_cond);
+    free(w->th);
+    free(w);
+    c->workers = NULL;
+}
+
+/* Waits until chunk k is collected, collecting unclaimed chunks meanwhile. */
+static void await_chunk(mt_coh *c, coh_root *r, coh_job *job, uint32_t k)
+{
+    chunk_res *cr = &r->track->res[k];
+    while (!atomic_load_explicit(&cr->done, memory_order_acquire)) {
+        uint32_t j = job ? atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed) : k;
+        if (j <= (job ? job->k1 : k)) {
+            collect_into(c, r, j);
+            continue;
+        }
+        coh_workers *w = c->workers;
+        pthread_mutex_lock(&w->lock);
+        while (!atomic_load_explicit(&cr->done, memory_order_acquire))
+            pthread_cond_wait(&w->done_cond, &w->lock);
+        pthread_mutex_unlock(&w->lock);
+    }
+}
+
+/* ---- create, destroy ------------------------------------------------------------------ */
+
+int coh_track_create(mt_coh *c, coh_root *r)
+{
+    if (!c->tracker) {
+        mt_tracker_opts to = {.backend = c->o.track_backend, .max_ranges = 16384};
+        int rc = mt_tracker_create(&to, &c->tracker);
+        if (rc)
+            return rc;
+    }
+    coh_track *tr = calloc(1, sizeof *tr);
+    if (!tr)
+        return -ENOMEM;
+    long ps = sysconf(_SC_PAGESIZE);
+    tr->page = (uint64_t)ps;
+    tr->chunk = c->o.track_chunk;
+    tr->nchunks = (uint32_t)((r->size + tr->chunk - 1) / tr->chunk);
+    tr->ids = calloc(tr->nchunks, sizeof *tr->ids);
+    tr->res = calloc(tr->nchunks, sizeof *tr->res);
+    pthread_mutex_init(&tr->lock, NULL);
+    r->track = tr;
+    if (!tr->ids || !tr->res)
+        return -ENOMEM; /* the caller kills r, which frees tr */
+    char *base = (char *)(uintptr_t)r->inst[0]->addr;
+    mt_range_opts ro = {.backend = c->o.track_backend};
+    for (uint32_t k = 0; k < tr->nchunks; k++) {
+        uint64_t off = (uint64_t)k * tr->chunk;
+        uint64_t len = r->size - off < tr->chunk ? r->size - off : tr->chunk;
+        int rc = mt_tracker_add(c->tracker, base + off, len, &ro, &tr->ids[k]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void coh_track_destroy(mt_coh *c, coh_root *r)
+{
+    coh_track *tr = r->track;
+    if (!tr)
+        return;
+    if (c) { /* killing the root: stop tracking; engines may still absorb */
+        pthread_mutex_lock(&tr->lock);
+        for (uint32_t k = 0; k < tr->nchunks && tr->ids; k++)
+            if (tr->ids[k])
+                mt_tracker_remove(c->tracker, tr->ids[k]);
+        tr->dead = 1;
+        pthread_mutex_unlock(&tr->lock);
+        return;
+    }
+    /* The root's last reference: nothing uses tr any more. */
+    for (uint32_t k = 0; k < tr->nchunks && tr->res; k++)
+        free(tr->res[k].v);
+    free(tr->res);
+    free(tr->ids);
+    free(tr->stash);
+    pthread_mutex_destroy(&tr->lock);
+    free(tr);
+    r->track = NULL;
+}
+
+/* ---- sync (planner) -------------------------------------------------------------------- */
+
+/* Applies host writes: the ranges become valid at the host only. */
+static void apply(mt_coh *c, coh_root *r, const coh_range *v, size_t n, uint64_t ca, uint64_t cb)
+{
+    if (!n)
+        return;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += v[i].b - v[i].a;
+    c->st_dirty += bytes;
+    r->version++;
+    if (coh_runs_set_many(&r->runs, v, n, COH_BIT(MT_COH_HOST)) == 0)
+        return;
+    /* No memory for the precise update: the whole span is host-only (room
+     * for this was reserved before collecting). */
+    coh_runs_update(&r->runs, v[0].a > ca ? v[0].a : ca, v[n - 1].b < cb ? v[n - 1].b : cb, 0,
+                    COH_BIT(MT_COH_HOST));
+}
+
+static int range_cmp(const void *x, const void *y)
+{
+    const coh_range *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
+                   const coh_range *need, int nneed)
+{
+    coh_track *tr = r->track;
+    if (a >= b)
+        return 0;
+    uint32_t k0 = (uint32_t)(a / tr->chunk), k1 = (uint32_t)((b - 1) / tr->chunk);
+    int rc = coh_runs_reserve(&r->runs, 2 * (k1 - k0 + 1) + 8);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&tr->lock);
+    /* Writes stashed by downloads' absorption first (older than any collected now). */
+    if (tr->nstash) {
+        qsort(tr->stash, tr->nstash, sizeof *tr->stash, range_cmp);
+        size_t w = 0;
+        for (size_t i = 1; i < tr->nstash; i++) {
+            if (tr->stash[i].a <= tr->stash[w].b) {
+                if (tr->stash[i].b > tr->stash[w].b)
+                    tr->stash[w].b = tr->stash[i].b;
+            } else
+                tr->stash[++w] = tr->stash[i];
+        }
+        apply(c, r, tr->stash, w + 1, 0, r->size);
+        tr->nstash = 0;
+    }
+    for (uint32_t k = k0; k <= k1; k++)
+        atomic_store_explicit(&tr->res[k].done, 0, memory_order_relaxed);
+    coh_job job = {.c = c, .r = r, .k1 = k1};
+    atomic_init(&job.next, k0);
+    coh_workers *w = c->workers;
+    int parallel = w && w->n && k1 > k0;
+    if (parallel) {
+        pthread_mutex_lock(&w->lock);
+        w->job = &job;
+        w->gen++;
+        pthread_cond_broadcast(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+    }
+    coh_builder bstore, *bld = NULL;
+    if (to != COH_NO_FETCH) {
+        bld = &bstore;
+        coh_fetch_begin(bld, c, r, to, main);
+    }
+    for (uint32_t k = k0; k <= k1; k++) {
+        await_chunk(c, r, parallel ? &job : NULL, k);
+        chunk_res *cr = &tr->res[k];
+        uint64_t ca = (uint64_t)k * tr->chunk;
+        uint64_t cb = r->size - ca < tr->chunk ? r->size : ca + tr->chunk;
+        if (cr->all) {
+            coh_range whole = {ca, cb};
+            apply(c, r, &whole, 1, ca, cb);
+        } else
+            apply(c, r, cr->v, cr->n, ca, cb);
+        if (!bld || rc)
+            continue;
+        /* Plan this chunk's part of the needed ranges, mark it valid at the
+         * target (these runs are final for this enqueue), maybe issue. */
+        for (int i = 0; i < nneed && !rc; i++) {
+            uint64_t s = need[i].a > ca ? need[i].a : ca;
+            uint64_t e = need[i].b < cb ? need[i].b : cb;
+            if (s >= e)
+                continue;
+            rc = coh_fetch_add(bld, s, e);
+            if (!rc && coh_runs_reserve(&r->runs, 2) == 0)
+                coh_runs_update(&r->runs, s, e, ~0ull, COH_BIT(to));
+        }
+        if (!rc)
+            rc = coh_fetch_flush(bld, 0);
+    }
+    if (bld) {
+        if (!rc)
+            rc = coh_fetch_flush(bld, 1);
+        coh_fetch_end(bld);
+    }
+    if (parallel) {
+        pthread_mutex_lock(&w->lock);
+        w->job = NULL;
+        while (w->active)
+            pthread_cond_wait(&w->done_cond, &w->lock);
+        pthread_mutex_unlock(&w->lock);
+    }
+    pthread_mutex_unlock(&tr->lock);
+    return rc;
+}
+
+/* ---- absorbing memtrack's own downloads (engine threads) -------------------------------- */
+
+/* Collects chunk k and stashes its written pages that no segment covers
+ * (segments are in address order, as the planner makes them; were they not,
+ * pages would only be kept that need not be: an extra upload, no loss). */
+static void absorb_chunk(mt_coh *c, coh_root *r, uint32_t k, const mt_coh_seg *segs, uint32_t n)
+{
+    coh_track *tr = r->track;
+    uint64_t pg = tr->page;
+    coh_range *v = NULL;
+    size_t nv = 0, cap = 0;
+    if (collect_chunk(c, r, k, &v, &nv, &cap)) {
+        /* No memory to tell them apart: the whole chunk counts as host
+         * writes (an upload too many, nothing lost). */
+        uint64_t ca = (uint64_t)k * tr->chunk;
+        push_range(&tr->stash, &tr->nstash, &tr->capstash, ca,
+                   r->size - ca < tr->chunk ? r->size : ca + tr->chunk);
+        free(v);
+        return;
+    }
+    uint32_t j = 0;
+    for (size_t q = 0; q < nv; q++) {
+        uint64_t a = v[q].a, b = v[q].b;
+        while (a < b) {
+            /* The first segment whose pages end after a. */
+            while (j < n && ((segs[j].dst + segs[j].len + pg - 1) & ~(pg - 1)) <= a)
+                j++;
+            uint64_t sa = j < n ? segs[j].dst & ~(pg - 1) : UINT64_MAX;
+            if (sa >= b) {
+                push_range(&tr->stash, &tr->nstash, &tr->capstash, a, b);
+                break;
+            }
+            if (sa > a)
+                push_range(&tr->stash, &tr->nstash, &tr->capstash, a, sa);
+            a = (segs[j].dst + segs[j].len + pg - 1) & ~(pg - 1);
+        }
+    }
+    free(v);
+}
+
+void coh_track_absorb(coh_root *r, const mt_coh_seg *segs, uint32_t n)
+{
+    coh_track *tr = r->track;
+    if (!tr || !n)
+        return;
+    pthread_mutex_lock(&tr->lock);
+    if (!tr->dead) {
+        int have = 0;
+        uint32_t last = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t s0 = (uint32_t)(segs[i].dst / tr->chunk);
+            uint32_t s1 = (uint32_t)((segs[i].dst + segs[i].len - 1) / tr->chunk);
+            for (uint32_t k = s0; k <= s1; k++) {
+                if (have && k <= last)
+                    continue;
+                have = 1;
+                last = k;
+                absorb_chunk(r->ctx, r, k, segs, n);
+            }
+        }
+    }
+    pthread_mutex_unlock(&tr->lock);
+}

@@ -1,0 +1,518 @@
+/* coherence internals shared by the files of src/coherence/.
+ *
+ * Objects and who guards them:
+ *  - mt_coh.lock (the planner's lock) guards everything the planner reads
+ *    and writes: handles, views, roots (validity runs, instances), clients,
+ *    queues, device instance lists, the dispatch batch.
+ *  - mt_coh.sched_lock guards each command's status transition and its list
+ *    of dependents (short sections; taken under the planner's lock or alone).
+ *  - coh_engine.lock guards an engine's ready and in-flight FIFOs.
+ *  - coh_loc.lock guards a location's sequence ring; coh_device.mem_lock its
+ *    allocator (release callbacks run on any thread).
+ * Lock order: lock -> {sched_lock, engine, loc, mem_lock, track_lock, fix_lock};
+ * no thread takes `lock` while holding another of these.
+ *
+ * Internal names carry the coh_ prefix; public ones mt_coh_. */
+#ifndef MT_COHERENCE_INTERNAL_H
+#define MT_COHERENCE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtrack/alloc.h"
+#include "memtrack/coherence.h"
+#include "memtrack/timeline.h"
+#include "memtrack/track.h"
+
+#define COH_NLOC (MT_COH_MAX_DEVICES + 1)
+#define COH_PENDING 1 /* a command's status until it completes */
+#define COH_BIT(loc) (1ull << (loc))
+
+typedef struct coh_cmd coh_cmd;
+typedef struct coh_root coh_root;
+typedef struct coh_inst coh_inst;
+typedef struct coh_view coh_view;
+typedef struct coh_svm coh_svm;
+typedef struct coh_device coh_device;
+typedef struct coh_engine coh_engine;
+typedef struct coh_loc coh_loc;
+typedef struct coh_track coh_track;
+typedef struct coh_map coh_map;
+typedef struct coh_workers coh_workers;
+typedef struct coh_pool coh_pool;
+
+/* ---- validity runs (runs.c) --------------------------------------------------
+ * The root buffer [0, size) cut into runs; run i covers [v[i].start,
+ * v[i+1].start) and `mask` is the set of locations holding the latest
+ * content of those bytes (a location's instance is "at the latest version"
+ * there). Neighbours always differ in mask; boundaries are granule multiples
+ * (or the buffer's end). mask 0: the content was lost. */
+typedef struct coh_run {
+    uint64_t start;
+    uint64_t mask;
+} coh_run;
+
+typedef struct coh_runs {
+    coh_run *v;
+    uint32_t n, cap;
+    uint64_t size;
+    coh_run one[2]; /* inline storage: most buffers have one or two runs */
+} coh_runs;
+
+typedef struct coh_range {
+    uint64_t a, b;
+} coh_range;
+
+void coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask);
+void coh_runs_free(coh_runs *r);
+static inline uint64_t coh_run_end(const coh_runs *r, uint32_t i)
+{
+    return i + 1 < r->n ? r->v[i + 1].start : r->size;
+}
+/* Index of the run containing off (< size). */
+uint32_t coh_runs_find(const coh_runs *r, uint64_t off);
+/* Room for `extra` more runs; 0 or -ENOMEM. Each single-range update below
+ * needs 2. */
+int coh_runs_reserve(coh_runs *r, uint32_t extra);
+/* mask := (mask & and) | or over [a, b). */
+void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask);
+/* mask := `mask` over every range of `rg` (sorted, disjoint, non-empty), in
+ * one pass. 0 or -ENOMEM (then nothing changed). */
+int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask);
+/* AND of the masks over [a, b), and OR. */
+void coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any);
+/* Bytes of [a, b) whose mask is 0. */
+uint64_t coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b);
+/* 1 when the runs are well formed (tests). */
+int coh_runs_check(const coh_runs *r);
+
+/* ---- locations: sequence numbers and deferred reclamation (loc.c) -----------
+ * Every command that uses an instance takes a sequence number on the
+ * instance's location (host memory or a device). Commands complete in any
+ * order; the location's timeline reaches s once every command up to s has,
+ * so "release this instance once its last user completed" is
+ * mt_timeline_defer(tl, inst->last_seq, ...). */
+struct coh_loc {
+    pthread_mutex_t lock;
+    _Atomic uint64_t next; /* last number handed out (written by the planner only) */
+    _Atomic uint64_t wm;   /* every number <= wm has completed (written under lock) */
+    uint8_t *done; /* ring of completion flags for (wm, next] */
+    uint64_t cap;  /* power of two */
+    mt_timeline *tl;
+};
+
+int coh_loc_create(coh_loc **out);
+void coh_loc_destroy(coh_loc *l);
+/* Hands out the next number (planner). 0 on -ENOMEM (then nothing changed). */
+uint64_t coh_loc_take(coh_loc *l);
+/* Marks s complete; advances the timeline and runs what became ready. */
+void coh_loc_done(coh_loc *l, uint64_t s);
+static inline uint64_t coh_loc_completed(const coh_loc *l)
+{
+    return mt_timeline_completed(l->tl);
+}
+
+/* ---- instances, roots, views ---------------------------------------------- */
+
+/* A copy of a root buffer at one location. */
+struct coh_inst {
+    uint64_t addr;       /* device address of byte 0 (a host pointer at location 0) */
+    uint64_t last_seq;   /* sequence number of its last user at its location */
+    uint64_t stamp;      /* LRU clock of its last use */
+    uint64_t uid;        /* unique: a failure fixup names the instance it concerns */
+    coh_cmd *last_write; /* the last command writing into it, while it may be pending */
+    coh_root *root;
+    uint32_t loc;
+    uint32_t dev_index;  /* in coh_device.insts */
+    mt_alloc_block block;/* device memory (devices) */
+    int owned;           /* location 0: memory memtrack mapped */
+    uint64_t len;        /* bytes reserved (>= root size) */
+};
+
+/* host_attach results for the root's host memory, one per device. */
+typedef struct coh_hostatt {
+    _Atomic int state; /* 0 untried, 1 attached, -1 failed */
+    void *token;
+} coh_hostatt;
+
+enum { COH_ROOT_BUFFER = 0, COH_ROOT_SVM = 1 };
+
+/* What holds a buffer's content: a buffer created without a parent, or the
+ * coherent buffer behind a coarse-grained SVM allocation. Handles reach it
+ * through views (the buffer's own handle, sub-buffers, buffers made on SVM
+ * pointers). */
+struct coh_root {
+    _Atomic int refs;   /* views + commands + fixups + pending releases */
+    mt_coh *ctx;
+    mt_coh_client *client;
+    int kind;
+    uint32_t flags;     /* MT_COH_BUF_* given at creation */
+    uint64_t size;
+    uint64_t version;   /* writes so far (informational) */
+    coh_runs runs;
+    coh_inst **inst;    /* [COH_NLOC], NULL = no instance; [0] is host memory */
+    coh_hostatt *hostatt; /* [COH_NLOC] once host memory exists */
+    coh_track *track;   /* tracked host writes, or NULL */
+    coh_map *maps;      /* active maps */
+    int views;          /* live views (under the planner's lock) */
+    int dead;           /* no view left: released */
+    uint32_t index;     /* in mt_coh.roots */
+    _Atomic int releases; /* deferred releases outstanding, +1 until dead */
+    void (*released)(void *user);
+    void *released_user;
+};
+
+enum { COH_VIEW_ROOT = 0, COH_VIEW_SUB = 1, COH_VIEW_FINE = 2 };
+
+/* What a handle names. */
+struct coh_view {
+    uint32_t slot;
+    uint32_t gen;
+    mt_coh_client *client;
+    int kind;
+    coh_root *root;     /* ROOT, SUB */
+    coh_svm *svm;       /* FINE */
+    uint64_t offset;    /* in the root (or the SVM allocation) */
+    uint64_t size;
+    uint32_t flags;     /* READ_ONLY / WRITE_ONLY */
+    coh_view *next, *prev; /* in the client's list */
+};
+
+struct coh_svm {
+    void *ptr;
+    uint64_t size;
+    int kind;           /* MT_COH_SVM_* */
+    coh_root *root;     /* COARSE: the coherent buffer */
+    uint64_t *dev_addr; /* FINE: [COH_NLOC] device address, 0 = not attached */
+    void **dev_token;
+    int views;          /* FINE: buffers made on it */
+    int freed;
+    uint64_t last_seq;  /* FINE: host sequence number of the last command using it */
+    mt_coh_client *client;
+    coh_svm *next;
+};
+
+struct coh_map {
+    void *ptr;
+    coh_root *root;
+    uint64_t a, b;      /* in the root */
+    int write;
+    coh_map *next;      /* in the root's list */
+    coh_map *cnext;     /* in the client's list */
+};
+
+struct mt_coh_client {
+    mt_coh *ctx;
+    coh_view *views;
+    coh_svm *svms;
+    mt_coh_queue *queues;
+    coh_map *maps;
+    mt_coh_client *next, *prev;
+};
+
+struct mt_coh_queue {
+    mt_coh_client *client;
+    coh_device *dev;
+    coh_cmd *last;      /* holds a reference */
+    mt_coh_queue *next;
+};
+
+/* ---- commands (sched.c) ------------------------------------------------------ */
+
+/* A failed command's effect on validity: the location's bit is cleared over
+ * the ranges it was to write (the segments' destinations, or [a, b)). */
+typedef struct coh_fix {
+    coh_root *root;
+    uint64_t uid;  /* the instance written; skipped if replaced since */
+    uint32_t loc;
+    int use_segs;
+    uint64_t a, b;
+} coh_fix;
+
+enum { COH_KIND_RUN = 0, COH_KIND_MIGRATION = 1, COH_KIND_MARKER = 2 };
+
+#define COH_INLINE_DEPS 4
+#define COH_INLINE_FIX 2
+
+struct coh_cmd {
+    /* Cleared at creation: everything up to deps_inline. */
+    _Atomic int refs;
+    _Atomic int status;        /* COH_PENDING, 0 or an error */
+    _Atomic uint32_t pending;  /* dependencies not complete, +1 while being built */
+    _Atomic int dep_error;     /* first error among its dependencies */
+    _Atomic int waiters;       /* threads parked waiting for it */
+    int kind;
+    mt_coh *ctx;
+    coh_pool *pool;            /* where it returns when freed */
+    coh_engine *eng;           /* NULL: no work of its own (marker) */
+    coh_cmd *next;             /* engine FIFO / batch / fixup list / pool */
+    /* Dependents, under sched_lock. */
+    coh_cmd **deps;
+    uint32_t ndeps, capdeps;
+    /* Sequence numbers taken at locations. */
+    uint32_t nloc;
+    uint32_t loc[2];
+    uint64_t seq[2];
+    /* Roots it references (released when done; kept for fixups on failure). */
+    coh_root **roots;
+    uint32_t nroots, caproots;
+    coh_fix *fix;
+    uint32_t nfix, capfix;
+    int fix_applied;           /* the planner applied its fixup (planner's lock) */
+    /* A download into tracked host memory: pages it wrote are not host writes. */
+    coh_root *absorb;
+    /* op.host is a root's host memory: attach it (pinning) on first use. */
+    coh_hostatt *hostatt;
+    uint64_t host_len;
+    /* What the planner decided. */
+    uint64_t bytes_in, bytes_relay;
+    uint32_t migrations;
+    uint32_t from_loc, to_loc; /* migrations: for the byte counters */
+    mt_coh_seg *segs;
+    uint32_t nsegs, capsegs;
+    uint64_t *argv;            /* RUN: addr[nargs] then size[nargs] */
+    /* Inline storage, used through the pointers above (not cleared). */
+    coh_cmd *deps_inline[COH_INLINE_DEPS];
+    coh_root *roots_inline[2];
+    coh_fix fix_inline[COH_INLINE_FIX];
+    mt_coh_seg segs_inline[2];
+    uint64_t argv_inline[8];
+    /* The operation: cleared for commands, written whole by migrations. */
+    mt_coh_op op;
+};
+
+int coh_pool_create(mt_coh *c);
+void coh_pool_close(mt_coh *c); /* the context is going; commands still out free themselves */
+coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng);
+void coh_cmd_ref(coh_cmd *cmd);
+void coh_cmd_unref(coh_cmd *cmd);
+static inline int coh_cmd_status(const coh_cmd *cmd)
+{
+    return atomic_load_explicit(&cmd->status, memory_order_acquire);
+}
+/* cmd waits for dep (a NULL or completed dep adds nothing; a failed one
+ * sets dep_error). 0 or -ENOMEM. */
+int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
+/* cmds[i] waits for deps[i], i < n (NULL deps skipped). */
+int coh_cmd_depend_n(mt_coh *c, coh_cmd *const *cmds, coh_cmd *const *deps, int n);
+/* cmd runs after dep, whatever its outcome (queue order). */
+int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
+enum { COH_DEP_DATA = 0, COH_DEP_ORDER = 1, COH_DEP_WAIT = 2 /* the application's wait list */ };
+int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
+/* The planner is done building cmd: it runs once its dependencies have
+ * completed. Ready commands go to the batch (planner's lock held). */
+void coh_cmd_arm(mt_coh *c, coh_cmd *cmd);
+/* Records that cmd uses an instance at loc: takes a sequence number there
+ * (one per location per command). 0 or -ENOMEM. */
+int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq);
+int coh_cmd_add_root(coh_cmd *cmd, coh_root *root);
+int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f);
+int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len);
+/* Completes cmd with status (engine threads, or the planner for markers). */
+void coh_cmd_complete(coh_cmd *cmd, int status);
+
+/* ---- engines (engine.c) --------------------------------------------------------
+ * Each device has two: compute (RUN) and copy (the hidden migration queue).
+ * A submitter thread takes ready commands in order and submits them; with an
+ * asynchronous backend a completer thread waits for them in order. */
+struct coh_engine {
+    coh_device *dev;
+    int kind;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;  /* submitter: work or stop */
+    pthread_cond_t icond; /* completer: in-flight work or stop */
+    coh_cmd *head, *tail;   /* ready */
+    coh_cmd *ihead, *itail; /* in flight */
+    int sleeping, isleeping, stop, stopped;
+    pthread_t sub, comp;
+    int has_sub, has_comp;
+    _Atomic uint32_t busy;  /* ready + in flight: "is the engine idle?" */
+    /* Batch (planner's lock): ready commands not yet handed over. */
+    coh_cmd *bhead, *btail;
+};
+
+int coh_engine_start(coh_engine *e, coh_device *d, int kind);
+/* Stops an engine: queued commands fail with MT_ECANCELED, in-flight ones
+ * are waited for (the backend's shutdown releases stuck waits). */
+void coh_engine_stop(coh_engine *e);
+/* Hands one ready command to the engine now (any thread). */
+void coh_engine_push(coh_engine *e, coh_cmd *cmd);
+/* Hands the engine's batch over (planner's lock held). */
+void coh_engine_doorbell(coh_engine *e);
+/* Every engine's batch (planner's lock held). */
+void coh_doorbell_all(mt_coh *c);
+
+/* ---- devices (device.c, memory.c) --------------------------------------------------- */
+
+#define COH_MAX_REGIONS 1024
+
+struct coh_device {
+    mt_coh *ctx;
+    uint32_t id;
+    const mt_coh_backend *be;
+    void *h;
+    char name[64];
+    coh_engine eng[2];
+    pthread_mutex_t mem_lock;
+    mt_alloc *alloc;          /* device memory, under mem_lock */
+    uint64_t region_base[COH_MAX_REGIONS];
+    uint64_t mem_reserved, mem_used;
+    int alloc_exhausted;      /* the backend refused a region (mem_lock) */
+    coh_inst **insts;         /* instances here (planner's lock) */
+    uint32_t ninsts, capinsts;
+    _Atomic int lost;         /* 0 or the loss code */
+    int loss_handled;         /* planner's lock */
+    uint64_t peer_mask;       /* devices it copies from directly (same backend) */
+    _Atomic uint64_t bytes_in, bytes_out, evictions;
+};
+
+/* Allocates `size` bytes of device memory (mem_lock). 0, -ENOSPC or -ENOMEM. */
+void coh_device_destroy(coh_device *d); /* stops its engines */
+void coh_device_free(coh_device *d);    /* then frees it */
+int coh_dev_alloc(coh_device *d, uint64_t size, mt_alloc_block *b, uint64_t *addr);
+void coh_dev_free(coh_device *d, const mt_alloc_block *b);
+/* Lost? Records the loss for the planner (any thread). */
+void coh_dev_mark_lost(coh_device *d, int code);
+
+/* ---- the context ------------------------------------------------------------------ */
+
+typedef struct coh_slot {
+    uint32_t gen;
+    uint32_t next_free;
+    coh_view *view;
+} coh_slot;
+
+struct mt_coh {
+    pthread_mutex_t lock;
+    mt_coh_opts o;
+    uint64_t gran;             /* granularity */
+    uint64_t page;             /* host page size */
+    int closing;
+    coh_device *dev[COH_NLOC]; /* [1..ndev] */
+    uint32_t ndev;
+    coh_loc *loc[COH_NLOC];    /* [0..ndev] */
+    uint64_t hostmem_mask;     /* host (bit 0) and host-memory devices */
+    /* Handles. */
+    coh_slot *slots;
+    uint32_t nslots, capslots, free_slot; /* free_slot: 1-based, 0 = none */
+    /* Live roots (for device loss and shutdown). */
+    coh_root **roots;
+    uint32_t nroots, caproots;
+    mt_coh_client *clients;
+    /* Scheduling. */
+    pthread_mutex_t sched_lock;
+    uint32_t batch_count;
+    int batch_big;             /* a ready command moves >= 1 MiB */
+    /* Failures waiting for the planner. */
+    pthread_mutex_t fix_lock;
+    coh_cmd *fix_head;
+    _Atomic int fix_pending;
+    _Atomic uint64_t lost_pending; /* devices lost, not yet handled */
+    /* Tracked host memory. */
+    mt_tracker *tracker;
+    coh_workers *workers;
+    uint64_t clock;            /* LRU clock */
+    uint64_t next_uid;
+    _Atomic uint64_t live_cmds;
+    coh_pool *pool;            /* command memory */
+    /* Counters: the planner's under its lock, the engines' atomic. */
+    uint64_t st_enqueues, st_rejected, st_migrations, st_h2d, st_d2h, st_d2d, st_relay,
+        st_evictions, st_dirty;
+    _Atomic uint64_t st_failed;
+};
+
+static inline coh_loc *coh_loc_of(mt_coh *c, uint32_t loc)
+{
+    return c->loc[loc];
+}
+
+/* handles and views (buffer.c) */
+coh_view *coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h);
+coh_svm *coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size);
+void coh_view_free(mt_coh *c, coh_view *v);
+void coh_svm_release(mt_coh *c, coh_svm *s);
+void coh_root_unref(coh_root *r);
+static inline void coh_root_ref(coh_root *r)
+{
+    atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+}
+/* Host memory for the root (maps, relays, host-less buffers). 0 or -ENOMEM. */
+int coh_root_host(mt_coh *c, coh_root *r);
+
+/* instances and eviction (memory.c) */
+/* Makes sure root has an instance at loc, evicting at that device if full.
+ * *created = 1 when this call made it. 0, MT_EDEVMEM or -ENOMEM. `pinned`
+ * lists roots the current enqueue needs (never evicted). */
+int coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinned,
+                    uint32_t npinned, int *created);
+/* Drops an instance: clears its location's bit and releases its memory once
+ * its last user completed. */
+void coh_inst_drop(mt_coh *c, coh_inst *in);
+/* Could `need` bytes of new instances fit at device loc, counting what
+ * eviction may free? No means the enqueue must fail before evicting. */
+int coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
+                      uint32_t npinned);
+void coh_inst_touch(mt_coh *c, coh_inst *in);
+
+/* planning (planner.c, transfer.c) */
+typedef struct coh_plan coh_plan;
+int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_t nargs,
+               mt_coh_kernel_fn fn, void *user, mt_coh_event *const *wait, uint32_t nwait,
+               int map, void **map_ptr, coh_cmd **out);
+/* Plans the copies that make [a, b) of root valid at `to` and adds them as
+ * dependencies of `main`. 0 or -ENOMEM. */
+int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main);
+/* Where a piece valid at `m` is fetched from for `to`; *relay = 1 when it
+ * goes through host memory. */
+uint32_t coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay);
+/* Migrations being built: one per source location, issued at a flush
+ * (tracked pipelining flushes early). Lives on the planner's stack. */
+#define COH_MAX_SOURCES 8
+typedef struct coh_builder {
+    mt_coh *c;
+    coh_root *r;
+    uint32_t to;
+    coh_cmd *main;
+    struct {
+        uint32_t src;   /* source location */
+        int relay;      /* through host memory */
+        coh_cmd *cmd;   /* segments collected so far */
+    } m[COH_MAX_SOURCES];
+    uint32_t n;
+    uint64_t bytes;     /* collected, not yet issued */
+} coh_builder;
+void coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main);
+int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd);
+int coh_fetch_flush(coh_builder *b, int force);
+void coh_fetch_end(coh_builder *b);
+
+/* failures and device loss (fixup.c) */
+void coh_fixup_push(mt_coh *c, coh_cmd *cmd);
+void coh_fixups_run(mt_coh *c);
+
+/* tracked host memory (hosttrack.c) */
+int coh_track_create(mt_coh *c, coh_root *r);
+void coh_track_destroy(mt_coh *c, coh_root *r);
+#define COH_NO_FETCH UINT32_MAX
+/* Collects host writes in [a, b) (whole chunks) and applies them; unless
+ * `to` is COH_NO_FETCH, also plans the fetch of the `need` ranges to `to`
+ * chunk by chunk (pipelined: copies start while later chunks are being
+ * collected). 0 or -ENOMEM. */
+int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
+                   const coh_range *need, int nneed);
+/* After a download into tracked host memory: its pages are not host writes. */
+void coh_track_absorb(coh_root *r, const mt_coh_seg *segs, uint32_t n);
+int coh_workers_start(mt_coh *c);
+void coh_workers_stop(mt_coh *c);
+
+/* backends (backends/) */
+extern const mt_coh_backend coh_host_backend;
+extern const mt_coh_backend coh_sim_backend;
+int coh_host_dev_create(uint64_t mem_size, void **out);
+int coh_sim_dev_create(const mt_sim_opts *o, void **out);
+mt_sim *coh_sim_dev_sim(void *dev);
+int coh_cuda_add(mt_coh *c, const mt_coh_cuda_opts *o, uint32_t *first, uint32_t *count);
+
+#endif

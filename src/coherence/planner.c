@@ -1,0 +1,491 @@
+/* The enqueue-time planner.
+ *
+ * An enqueue runs in three steps under the context's lock:
+ *  1. validate: every argument resolves to a live buffer (or SVM range) of
+ *     the queue's client, its range lies inside it, its access is allowed
+ *     (buffer flags, maps), the bytes it reads are not lost, the device is
+ *     alive. A bad argument returns an error here: nothing was changed and
+ *     nothing reaches a device.
+ *  2. reserve: instances at the target (allocating, evicting), host memory
+ *     where a copy will pass through it, room in the validity runs. On
+ *     failure what this step created is dropped again.
+ *  3. plan and commit: migrations for the stale pieces of each argument's
+ *     range, the validity update (read: the target joins the valid set;
+ *     write: it becomes the only one), dependencies (the instance's last
+ *     write, the queue's previous command, the wait list), sequence
+ *     numbers, and the command itself.
+ * Ranges are widened to the granularity, so a write of a partial granule
+ * fetches the granule's other bytes first (at most one granule per end). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct coh_res {
+    coh_root *root; /* NULL: fine-grained SVM */
+    coh_svm *svm;
+    uint64_t off, size; /* in the root (or the SVM allocation) */
+    uint64_t a, b;      /* off..off+size widened to granules */
+    uint32_t access;
+    int nneed;          /* ranges that must be valid at the target before it runs */
+    coh_range need[2];
+} coh_res;
+
+/* The ranges a command must find valid: all of [a, b) when it reads; when it
+ * only writes, just the widened edges it does not overwrite. */
+static void needed(coh_res *x, int whole_buffer)
+{
+    x->nneed = 0;
+    if (x->access & MT_COH_READ) {
+        x->need[x->nneed++] = (coh_range){x->a, x->b};
+        return;
+    }
+    uint64_t e = x->off + x->size;
+    if (whole_buffer && (x->off > 0 || e < x->root->size)) {
+        x->need[x->nneed++] = (coh_range){x->a, x->b}; /* PoCL: the whole buffer */
+        return;
+    }
+    if (x->a < x->off)
+        x->need[x->nneed++] = (coh_range){x->a, x->off};
+    if (e < x->b)
+        x->need[x->nneed++] = (coh_range){e, x->b};
+}
+
+static int check_maps(const coh_root *r, uint64_t a, uint64_t b, uint32_t access, int map)
+{
+    for (const coh_map *m = r->maps; m; m = m->next) {
+        if (m->b <= a || b <= m->a)
+            continue;
+        if (m->write || (access & MT_COH_WRITE))
+            return map ? -EBUSY : MT_EMAPPED;
+    }
+    return 0;
+}
+
+static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_arg *arg, int map,
+                   coh_res *x)
+{
+    memset(x, 0, sizeof *x);
+    uint64_t limit, base;
+    uint32_t flags = 0;
+    if (arg->buf) {
+        coh_view *v = coh_view_lookup(c, cl, arg->buf);
+        if (!v)
+            return MT_ENOBUF;
+        x->root = v->kind == COH_VIEW_FINE ? NULL : v->root;
+        x->svm = v->kind == COH_VIEW_FINE ? v->svm : NULL;
+        base = v->offset;
+        limit = v->size;
+        flags = v->flags;
+    } else if (arg->svm) {
+        coh_svm *s = coh_svm_find(cl, arg->svm, 1);
+        if (!s)
+            return MT_ENOBUF;
+        base = (uint64_t)((uintptr_t)arg->svm - (uintptr_t)s->ptr);
+        limit = s->size - base;
+        if (s->kind == MT_COH_SVM_FINE)
+            x->svm = s;
+        else
+            x->root = s->root;
+    } else
+        return MT_ENOBUF;
+    if (!arg->size || !arg->access || (arg->access & ~(uint32_t)MT_COH_RW))
+        return -EINVAL;
+    if (arg->offset > limit || arg->size > limit - arg->offset)
+        return -ERANGE;
+    if (!map && (((flags & MT_COH_BUF_READ_ONLY) && (arg->access & MT_COH_WRITE)) ||
+                 ((flags & MT_COH_BUF_WRITE_ONLY) && (arg->access & MT_COH_READ))))
+        return -EACCES;
+    x->off = base + arg->offset;
+    x->size = arg->size;
+    x->access = arg->access;
+    if (x->svm) {
+        if (target != MT_COH_HOST && !x->svm->dev_addr[target])
+            return -EOPNOTSUPP; /* the device cannot use host memory in place */
+        return 0;
+    }
+    coh_root *r = x->root;
+    if (c->o.flags & MT_COH_WHOLE_BUFFER) {
+        x->a = 0;
+        x->b = r->size;
+    } else {
+        /* Host writes to tracked memory are known per page: its ranges are
+         * whole pages, so the host always holds whole pages it may write. */
+        uint64_t g = r->track && c->gran < c->page ? c->page : c->gran, e = x->off + x->size;
+        uint64_t up = (e + g - 1) & ~(g - 1);
+        x->a = x->off & ~(g - 1);
+        x->b = up < e || up > r->size ? r->size : up;
+    }
+    int rc = check_maps(r, x->off, x->off + x->size, x->access, map);
+    if (rc)
+        return rc;
+    needed(x, !!(c->o.flags & MT_COH_WHOLE_BUFFER));
+    for (int i = 0; i < x->nneed; i++)
+        if (coh_runs_lost(&r->runs, x->need[i].a, x->need[i].b))
+            return MT_ELOSTDATA;
+    return 0;
+}
+
+/* Does fetching x's needed ranges to `target` read host memory, or relay
+ * through it? Then the root needs host memory first. */
+static int needs_host(mt_coh *c, const coh_res *x, uint32_t target)
+{
+    if (x->root->inst[0] || target == MT_COH_HOST)
+        return 0;
+    const coh_runs *rs = &x->root->runs;
+    for (int i = 0; i < x->nneed; i++)
+        for (uint32_t k = coh_runs_find(rs, x->need[i].a);
+             k < rs->n && rs->v[k].start < x->need[i].b; k++) {
+            uint64_t m = rs->v[k].mask;
+            int relay;
+            if (!(m & COH_BIT(target)) && m &&
+                (coh_choose_source(c, target, m, &relay) == MT_COH_HOST || relay))
+                return 1;
+        }
+    return 0;
+}
+
+typedef struct created {
+    coh_inst *v[2 * MT_COH_MAX_ARGS];
+    uint32_t n;
+} created;
+
+static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created *cr)
+{
+    coh_root *pinned[MT_COH_MAX_ARGS];
+    uint32_t np = 0;
+    uint64_t need = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        coh_root *r = res[i].root;
+        if (!r)
+            continue;
+        int dup = 0;
+        for (uint32_t k = 0; k < np && !dup; k++)
+            dup = pinned[k] == r;
+        if (dup)
+            continue;
+        pinned[np++] = r;
+        if (target != MT_COH_HOST && !r->inst[target])
+            need += (r->size + 255) & ~(uint64_t)255;
+    }
+    /* Refuse before evicting anything when even eviction cannot make room. */
+    if (need && !coh_room_possible(c, target, need, pinned, np))
+        return MT_EDEVMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        coh_res *x = &res[i];
+        if (!x->root)
+            continue;
+        int made = 0;
+        int rc = coh_inst_ensure(c, x->root, target, pinned, np, &made);
+        if (made)
+            cr->v[cr->n++] = x->root->inst[target];
+        if (!rc && needs_host(c, x, target)) {
+            rc = coh_inst_ensure(c, x->root, MT_COH_HOST, pinned, np, &made);
+            if (made)
+                cr->v[cr->n++] = x->root->inst[MT_COH_HOST];
+        }
+        /* Room in the runs for every argument on this root: each splits
+         * at most two runs per needed range (two) and two for its write;
+         * relays and tracked collections reserve their own. */
+        uint32_t on_root = 0;
+        for (uint32_t k = 0; k < n; k++)
+            on_root += res[k].root == x->root;
+        if (!rc)
+            rc = coh_runs_reserve(&x->root->runs, 6 * on_root + 2);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Drops the device instances this enqueue created (they hold nothing yet).
+ * Host memory it created stays: zero pages standing for content the host
+ * already held (its bit was set without memory). */
+static void rollback(mt_coh *c, created *cr)
+{
+    while (cr->n) {
+        coh_inst *in = cr->v[--cr->n];
+        if (in->loc != MT_COH_HOST)
+            coh_inst_drop(c, in);
+    }
+}
+
+static int add_map(mt_coh_client *cl, coh_res *x, void *ptr)
+{
+    coh_map *m = calloc(1, sizeof *m);
+    if (!m)
+        return -ENOMEM;
+    m->ptr = ptr;
+    m->root = x->root;
+    m->a = x->off;
+    m->b = x->off + x->size;
+    m->write = !!(x->access & MT_COH_WRITE);
+    if (x->root) {
+        m->next = x->root->maps;
+        x->root->maps = m;
+    }
+    m->cnext = cl->maps;
+    cl->maps = m;
+    return 0;
+}
+
+/* Step 3a for one argument: fetch what it needs to `to` and mark that valid
+ * there. Writes are applied only once every argument was fetched (3b), so an
+ * argument reading bytes another one overwrites still gets their content
+ * from before the command. */
+static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alone)
+{
+    coh_root *r = x->root;
+    int rc = 0;
+    if (!r)
+        return 0;
+    if (r->track) {
+        /* Host writes first: they are older than this command. */
+        rc = coh_track_sync(c, r, x->a, x->b, to == MT_COH_HOST ? COH_NO_FETCH : to, main, x->need,
+                            x->nneed);
+        if (rc)
+            return rc;
+    }
+    for (int k = 0; k < x->nneed && !rc; k++) {
+        if (!r->track || to == MT_COH_HOST)
+            rc = coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main);
+        /* Valid at `to` now, for the arguments after this one; a writing
+         * argument alone on its root is made the only valid copy in step
+         * 3b anyway (one update instead of two). */
+        if (!(alone && (x->access & MT_COH_WRITE)))
+            coh_runs_update(&r->runs, x->need[k].a, x->need[k].b, ~0ull, COH_BIT(to));
+    }
+    return rc;
+}
+
+/* Step 3b for one argument: its write, its dependency on the instance's
+ * previous write, its sequence number and its address. */
+static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_t i, int map,
+                      void **map_ptr)
+{
+    int rc = 0;
+    if (!x->root) { /* fine-grained SVM: used in place, kept alive by host sequence */
+        uint64_t seq = 0;
+        rc = coh_cmd_use_loc(c, main, MT_COH_HOST, &seq);
+        if (!rc)
+            x->svm->last_seq = seq;
+        if (map)
+            *map_ptr = (char *)x->svm->ptr + x->off;
+        else if (main->argv) {
+            main->argv[i] = x->svm->dev_addr[to] + x->off;
+            main->argv[main->op.exec.nargs + i] = x->size;
+        }
+        return rc;
+    }
+    coh_root *r = x->root;
+    coh_inst *in = r->inst[to];
+    if (x->access & MT_COH_WRITE) {
+        coh_runs_update(&r->runs, x->a, x->b, 0, COH_BIT(to));
+        r->version++;
+        if (!map) {
+            coh_fix f = {.root = r, .uid = in->uid, .loc = to, .a = x->a, .b = x->b};
+            rc = coh_cmd_add_fix(main, &f);
+        }
+    }
+    if (!rc)
+        rc = coh_cmd_depend(c, main, in->last_write);
+    if (!rc)
+        rc = coh_cmd_add_root(main, r);
+    if (!rc && !map) {
+        uint64_t seq = 0;
+        rc = coh_cmd_use_loc(c, main, to, &seq);
+        if (!rc)
+            in->last_seq = seq;
+    }
+    coh_inst_touch(c, in);
+    if (map)
+        *map_ptr = (char *)(uintptr_t)in->addr + x->off;
+    else if (main->argv) {
+        main->argv[i] = in->addr + x->off;
+        main->argv[main->op.exec.nargs + i] = x->size;
+    }
+    return rc;
+}
+
+int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_t nargs,
+               mt_coh_kernel_fn fn, void *user, mt_coh_event *const *wait, uint32_t nwait, int map,
+               void **map_ptr, coh_cmd **out)
+{
+    mt_coh_client *cl = q->client;
+    mt_coh *c = cl->ctx;
+    coh_res res[MT_COH_MAX_ARGS];
+    int bad = nargs > MT_COH_MAX_ARGS || (nargs && !args) || (nwait && !wait);
+    for (uint32_t i = 0; !bad && i < nwait; i++)
+        bad = !wait[i];
+    if (bad) {
+        pthread_mutex_lock(&c->lock);
+        c->st_rejected++;
+        pthread_mutex_unlock(&c->lock);
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&c->lock);
+    if (atomic_load_explicit(&c->fix_pending, memory_order_acquire))
+        coh_fixups_run(c);
+    int rc = c->closing ? MT_ECANCELED : 0;
+    if (!rc && target != MT_COH_HOST)
+        rc = atomic_load_explicit(&q->dev->lost, memory_order_acquire);
+    for (uint32_t i = 0; !rc && i < nargs; i++)
+        rc = resolve(c, cl, target, &args[i], map, &res[i]);
+    created cr;
+    cr.n = 0;
+    if (!rc)
+        rc = reserve(c, res, nargs, target, &cr);
+    coh_cmd *main = NULL;
+    if (!rc) {
+        coh_engine *e = fn ? &q->dev->eng[MT_COH_ENGINE_COMPUTE] : NULL;
+        main = coh_cmd_new(c, fn ? COH_KIND_RUN : COH_KIND_MARKER, e);
+        if (!main)
+            rc = -ENOMEM;
+        else if (fn && nargs > 4 && !(main->argv = malloc(2 * nargs * sizeof *main->argv)))
+            rc = -ENOMEM;
+        else if (fn && nargs <= 4)
+            main->argv = main->argv_inline;
+    }
+    if (rc) {
+        rollback(c, &cr);
+        coh_cmd_unref(main);
+        c->st_rejected += 1;
+        pthread_mutex_unlock(&c->lock);
+        return rc;
+    }
+    main->to_loc = target;
+    if (fn) {
+        main->op.kind = MT_COH_OP_RUN;
+        main->op.fn = fn;
+        main->op.user = user;
+        main->op.exec.device = target;
+        main->op.exec.nargs = nargs;
+        main->op.exec.addr = main->argv;
+        main->op.exec.size = main->argv + nargs;
+    }
+    /* From here on the enqueue happens; an allocation failure below leaves
+     * consistent state (issued migrations are prefetches) and is reported. */
+    for (uint32_t i = 0; !rc && i < nargs; i++) {
+        int alone = 1;
+        for (uint32_t j = 0; j < nargs && alone; j++)
+            alone = j == i || res[j].root != res[i].root;
+        rc = fetch_arg(c, main, target, &res[i], alone);
+    }
+    for (uint32_t i = 0; !rc && i < nargs; i++)
+        rc = commit_arg(c, main, target, &res[i], i, map, map_ptr);
+    if (!rc && map)
+        rc = add_map(cl, &res[0], *map_ptr);
+    /* The previous write of each instance is the last dependency to add; the
+     * writes of this command then become the instances' last writes. */
+    for (uint32_t i = 0; !rc && i < nargs; i++) {
+        coh_res *x = &res[i];
+        if (x->root && (x->access & MT_COH_WRITE) && !map) {
+            coh_inst *in = x->root->inst[target];
+            if (in->last_write != main) {
+                coh_cmd_ref(main);
+                coh_cmd_unref(in->last_write);
+                in->last_write = main;
+            }
+        }
+    }
+    if (!rc) /* queue order: after it, even if it failed (as OpenCL queues) */
+        rc = coh_cmd_after(c, main, q->last);
+    for (uint32_t i = 0; !rc && i < nwait; i++)
+        rc = coh_cmd_depend_ex(c, main, (coh_cmd *)wait[i], COH_DEP_WAIT);
+    if (rc) /* it must not run half planned: it fails instead */
+        atomic_store_explicit(&main->dep_error, rc, memory_order_relaxed);
+    coh_cmd_ref(main);
+    coh_cmd_unref(q->last);
+    q->last = main;
+    coh_cmd_arm(c, main);
+    c->st_enqueues += 1;
+    /* Doorbell: batches of 32, or at once for big transfers and maps. */
+    if (c->batch_count >= c->o.batch || c->batch_big || map)
+        coh_doorbell_all(c);
+    pthread_mutex_unlock(&c->lock);
+    if (rc) {
+        coh_cmd_unref(main);
+        return rc;
+    }
+    *out = main;
+    return 0;
+}
+
+int mt_coh_enqueue(mt_coh_queue *q, const mt_coh_command *cmd, mt_coh_event **ev)
+{
+    if (!q || !cmd)
+        return -EINVAL;
+    coh_cmd *out;
+    int rc = coh_submit(q, q->dev->id, cmd->args, cmd->nargs, cmd->fn, cmd->user, cmd->wait,
+                        cmd->nwait, 0, NULL, &out);
+    if (rc)
+        return rc;
+    if (ev)
+        *ev = (mt_coh_event *)out;
+    else
+        coh_cmd_unref(out);
+    return 0;
+}
+
+int mt_coh_map(mt_coh_queue *q, const mt_coh_arg *target, mt_coh_event *const *wait,
+               uint32_t nwait, void **ptr, mt_coh_event **ev)
+{
+    if (!q || !target || !ptr)
+        return -EINVAL;
+    coh_cmd *out;
+    void *p = NULL;
+    int rc = coh_submit(q, MT_COH_HOST, target, 1, NULL, NULL, wait, nwait, 1, &p, &out);
+    if (rc)
+        return rc;
+    *ptr = p;
+    if (ev)
+        *ev = (mt_coh_event *)out;
+    else
+        coh_cmd_unref(out);
+    return 0;
+}
+
+int mt_coh_unmap(mt_coh_queue *q, void *ptr, mt_coh_event **ev)
+{
+    if (!q)
+        return -EINVAL;
+    mt_coh_client *cl = q->client;
+    mt_coh *c = cl->ctx;
+    pthread_mutex_lock(&c->lock);
+    coh_map **pp = &cl->maps, *m = NULL;
+    for (; *pp; pp = &(*pp)->cnext)
+        if ((*pp)->ptr == ptr) {
+            m = *pp;
+            *pp = m->cnext;
+            break;
+        }
+    if (!m) {
+        pthread_mutex_unlock(&c->lock);
+        return -ENOENT;
+    }
+    if (m->root)
+        for (coh_map **rp = &m->root->maps; *rp; rp = &(*rp)->next)
+            if (*rp == m) {
+                *rp = m->next;
+                break;
+            }
+    free(m);
+    /* The unmap is a point in the queue: later commands of the queue follow
+     * it. Content needs nothing: a writing map made the host copy the only
+     * valid one when it was planned. */
+    coh_cmd *u = coh_cmd_new(c, COH_KIND_MARKER, NULL);
+    int rc = u ? coh_cmd_after(c, u, q->last) : -ENOMEM;
+    if (u) {
+        coh_cmd_ref(u);
+        coh_cmd_unref(q->last);
+        q->last = u;
+        coh_cmd_arm(c, u);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (ev && u && !rc)
+        *ev = (mt_coh_event *)u;
+    else
+        coh_cmd_unref(u);
+    return rc;
+}

@@ -1,0 +1,221 @@
+/* Validity runs: which locations hold the latest content of each range of a
+ * root buffer.
+ *
+ * A sorted array of (start, mask) with neighbours of different masks. This
+ * is the seed's "latest version + version of each instance", per range:
+ * an instance is at the latest version over a range exactly when its bit is
+ * in the range's mask, and that bit test is the only question the planner
+ * asks about versions. Most buffers have one run (valid everywhere it was
+ * used since the last write) or a few, so the array stays inline and lookups
+ * are a binary search over a handful of entries. Updates split at most two
+ * runs and merge what became equal, so the array never grows past twice the
+ * number of distinct ranges ever written. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask)
+{
+    r->v = r->one;
+    r->cap = 2;
+    r->n = 1;
+    r->size = size;
+    r->v[0] = (coh_run){0, mask};
+}
+
+void coh_runs_free(coh_runs *r)
+{
+    if (r->v != r->one)
+        free(r->v);
+    r->v = r->one;
+    r->n = 0;
+    r->cap = 2;
+}
+
+uint32_t coh_runs_find(const coh_runs *r, uint64_t off)
+{
+    uint32_t lo = 0, hi = r->n; /* the answer is in [lo, hi) */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->v[mid].start <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int coh_runs_reserve(coh_runs *r, uint32_t extra)
+{
+    if (r->n + extra <= r->cap)
+        return 0;
+    uint64_t cap = r->cap;
+    while (cap < (uint64_t)r->n + extra)
+        cap *= 2;
+    if (cap > UINT32_MAX)
+        return -ENOMEM;
+    coh_run *v = malloc(cap * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    memcpy(v, r->v, r->n * sizeof *v);
+    if (r->v != r->one)
+        free(r->v);
+    r->v = v;
+    r->cap = (uint32_t)cap;
+    return 0;
+}
+
+/* Makes `off` (0 < off < size) a run boundary; returns the index of the run
+ * starting there. Needs one free entry. */
+static uint32_t split_at(coh_runs *r, uint64_t off)
+{
+    uint32_t k = coh_runs_find(r, off);
+    if (r->v[k].start == off)
+        return k;
+    memmove(&r->v[k + 2], &r->v[k + 1], (r->n - k - 1) * sizeof *r->v);
+    r->v[k + 1] = (coh_run){off, r->v[k].mask};
+    r->n++;
+    return k + 1;
+}
+
+/* Merges equal neighbours among runs [lo, hi] (indices clamped). */
+static void merge_window(coh_runs *r, uint32_t lo, uint32_t hi)
+{
+    if (hi >= r->n)
+        hi = r->n - 1;
+    if (lo >= hi)
+        return;
+    uint32_t w = lo;
+    for (uint32_t i = lo + 1; i <= hi; i++)
+        if (r->v[i].mask != r->v[w].mask)
+            r->v[++w] = r->v[i];
+    uint32_t removed = hi - w;
+    if (!removed)
+        return;
+    memmove(&r->v[w + 1], &r->v[hi + 1], (r->n - hi - 1) * sizeof *r->v);
+    r->n -= removed;
+}
+
+void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask)
+{
+    if (a >= b)
+        return;
+    /* Whole buffer, one run: the common case costs two stores. */
+    if (r->n == 1 && a == 0 && b >= r->size) {
+        r->v[0].mask = (r->v[0].mask & and_mask) | or_mask;
+        return;
+    }
+    /* Nothing changes (a read of a range valid there already): no split. */
+    int same = 1;
+    for (uint32_t x = coh_runs_find(r, a); x < r->n && r->v[x].start < b && same; x++)
+        same = ((r->v[x].mask & and_mask) | or_mask) == r->v[x].mask;
+    if (same)
+        return;
+    uint32_t i = a > 0 ? split_at(r, a) : 0;
+    uint32_t j = b < r->size ? split_at(r, b) : r->n; /* first run not updated */
+    for (uint32_t k = i; k < j; k++)
+        r->v[k].mask = (r->v[k].mask & and_mask) | or_mask;
+    merge_window(r, i > 0 ? i - 1 : 0, j);
+}
+
+int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)
+{
+    if (!n)
+        return 0;
+    if (n == 1) {
+        if (coh_runs_reserve(r, 2))
+            return -ENOMEM;
+        coh_runs_update(r, rg[0].a, rg[0].b, 0, mask);
+        return 0;
+    }
+    /* Rebuild the window of runs the ranges touch into a scratch array, then
+     * splice it in: O(window + n) however many ranges there are. */
+    uint32_t i0 = coh_runs_find(r, rg[0].a);
+    uint32_t i1 = coh_runs_find(r, rg[n - 1].b - 1);
+    size_t cap = (size_t)(i1 - i0 + 1) + 2 * n + 1;
+    coh_run *out = malloc(cap * sizeof *out);
+    if (!out)
+        return -ENOMEM;
+    size_t k = 0;
+#define EMIT(st, m)                                                  \
+    do {                                                             \
+        uint64_t m_ = (m);                                           \
+        if (!(k && out[k - 1].mask == m_))                           \
+            out[k++] = (coh_run){(st), m_};                          \
+    } while (0)
+    uint32_t i = i0;
+    uint64_t pos = r->v[i0].start;
+    for (size_t q = 0; q < n; q++) {
+        while (pos < rg[q].a) {
+            uint64_t end = coh_run_end(r, i);
+            EMIT(pos, r->v[i].mask);
+            if (end <= rg[q].a) {
+                pos = end;
+                i++;
+            } else
+                pos = rg[q].a;
+        }
+        EMIT(rg[q].a, mask);
+        pos = rg[q].b;
+        while (i <= i1 && coh_run_end(r, i) <= pos)
+            i++;
+    }
+    while (i <= i1) {
+        uint64_t end = coh_run_end(r, i);
+        if (pos < end)
+            EMIT(pos, r->v[i].mask);
+        pos = end;
+        i++;
+    }
+#undef EMIT
+    uint32_t old = i1 - i0 + 1;
+    if (k > old && coh_runs_reserve(r, (uint32_t)(k - old))) {
+        free(out);
+        return -ENOMEM;
+    }
+    memmove(&r->v[i0 + k], &r->v[i1 + 1], (r->n - i1 - 1) * sizeof *r->v);
+    memcpy(&r->v[i0], out, k * sizeof *out);
+    r->n = r->n - old + (uint32_t)k;
+    free(out);
+    merge_window(r, i0 > 0 ? i0 - 1 : 0, i0 + (uint32_t)k);
+    return 0;
+}
+
+void coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any)
+{
+    uint64_t and_m = ~0ull, or_m = 0;
+    for (uint32_t k = coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
+        and_m &= r->v[k].mask;
+        or_m |= r->v[k].mask;
+    }
+    if (all)
+        *all = and_m;
+    if (any)
+        *any = or_m;
+}
+
+uint64_t coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b)
+{
+    uint64_t lost = 0;
+    for (uint32_t k = coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
+        if (r->v[k].mask)
+            continue;
+        uint64_t s = r->v[k].start > a ? r->v[k].start : a;
+        uint64_t e = coh_run_end(r, k) < b ? coh_run_end(r, k) : b;
+        lost += e - s;
+    }
+    return lost;
+}
+
+int coh_runs_check(const coh_runs *r)
+{
+    if (r->n == 0 || r->n > r->cap || r->v[0].start != 0)
+        return 0;
+    for (uint32_t k = 1; k < r->n; k++)
+        if (r->v[k].start <= r->v[k - 1].start || r->v[k].start >= r->size ||
+            r->v[k].mask == r->v[k - 1].mask)
+            return 0;
+    return 1;
+}

@@ -1,0 +1,524 @@
+/* Commands and their dependencies; events are commands seen from outside.
+ *
+ * A command starts with pending = 1 (the planner's guard) plus one per
+ * dependency that had not completed when it was added. Completing a command
+ * takes its list of dependents under sched_lock, after publishing its status
+ * there, so a dependency added concurrently either sees the status (and is
+ * not counted) or lands in the list (and is released). The last decrement of
+ * `pending` makes a command ready: to its engine, or, for a marker (no work
+ * of its own) or a command whose dependency failed, straight to completion.
+ * Completion is iterative (a worklist), so long chains of markers do not
+ * recurse. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../timeline/sleep.h"
+#include "internal.h"
+
+/* Waiting for an event: a command carries no mutex or condition variable of
+ * its own (one per command would cost two initialisations per enqueue);
+ * waiters park on one of 64 process-wide buckets chosen by the command's
+ * address. A completion broadcasts its bucket only when the command has
+ * waiters; waking other buckets' waiters is harmless (they re-check). */
+#define NPARK 64
+static struct park {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+} park[NPARK];
+static pthread_once_t park_once = PTHREAD_ONCE_INIT;
+
+static void park_init(void)
+{
+    for (int i = 0; i < NPARK; i++) {
+        pthread_mutex_init(&park[i].m, NULL);
+        if (mt_cond_init_monotonic(&park[i].cv))
+            pthread_cond_init(&park[i].cv, NULL);
+    }
+}
+
+static struct park *park_of(const coh_cmd *cmd)
+{
+    return &park[((uintptr_t)cmd >> 7) % NPARK];
+}
+
+/* ---- the command pool ---------------------------------------------------------
+ * Commands are created by the planner and freed by whichever thread drops
+ * the last reference (usually an engine's), so malloc would hand memory
+ * across threads on every command. Freed commands go onto a lock-free stack
+ * (Treiber push: ABA-free); the planner, under the context's lock, takes
+ * the whole stack at once (an exchange: ABA-free too) when its own list is
+ * empty. The pool outlives the context while commands the application still
+ * holds are out: it is freed by the last of the context and its commands. */
+struct coh_pool {
+    _Atomic(coh_cmd *) head; /* freed commands */
+    _Atomic int64_t refs;    /* the context + every command allocated from it */
+    _Atomic int closed;      /* the context is gone: free, do not pool */
+    coh_cmd *local;          /* the planner's list (context lock) */
+};
+
+int coh_pool_create(mt_coh *c)
+{
+    c->pool = calloc(1, sizeof *c->pool);
+    if (!c->pool)
+        return -ENOMEM;
+    atomic_init(&c->pool->refs, 1);
+    return 0;
+}
+
+static void free_list(coh_cmd *x)
+{
+    while (x) {
+        coh_cmd *n = x->next;
+        free(x);
+        x = n;
+    }
+}
+
+static void pool_put(coh_pool *p)
+{
+    /* acq_rel: the last one sees every push before it. */
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    free_list(atomic_exchange_explicit(&p->head, NULL, memory_order_acquire));
+    free_list(p->local);
+    free(p);
+}
+
+void coh_pool_close(mt_coh *c)
+{
+    atomic_store_explicit(&c->pool->closed, 1, memory_order_release);
+    pool_put(c->pool);
+}
+
+coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
+{
+    coh_pool *p = c->pool;
+    coh_cmd *cmd = p->local;
+    if (!cmd) {
+        /* acquire: pairs with the release of the pushes. */
+        cmd = p->local = atomic_exchange_explicit(&p->head, NULL, memory_order_acquire);
+    }
+    if (cmd)
+        p->local = cmd->next;
+    else if (!(cmd = malloc(sizeof *cmd)))
+        return NULL;
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    memset(cmd, 0, offsetof(coh_cmd, deps_inline));
+    if (kind != COH_KIND_MIGRATION) /* make_mig writes the whole op */
+        memset(&cmd->op, 0, sizeof cmd->op);
+    atomic_init(&cmd->refs, 1);
+    atomic_init(&cmd->status, COH_PENDING);
+    atomic_init(&cmd->pending, 1);
+    atomic_init(&cmd->dep_error, 0);
+    atomic_init(&cmd->waiters, 0);
+    cmd->ctx = c;
+    cmd->pool = p;
+    cmd->kind = kind;
+    cmd->eng = eng;
+    cmd->deps = cmd->deps_inline;
+    cmd->capdeps = COH_INLINE_DEPS;
+    cmd->roots = cmd->roots_inline;
+    cmd->caproots = 2;
+    cmd->fix = cmd->fix_inline;
+    cmd->capfix = COH_INLINE_FIX;
+    cmd->segs = cmd->segs_inline;
+    cmd->capsegs = 2;
+    atomic_fetch_add_explicit(&c->live_cmds, 1, memory_order_relaxed);
+    return cmd;
+}
+
+void coh_cmd_ref(coh_cmd *cmd)
+{
+    atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
+}
+
+static void release_roots(coh_cmd *cmd)
+{
+    for (uint32_t i = 0; i < cmd->nroots; i++)
+        coh_root_unref(cmd->roots[i]);
+    cmd->nroots = 0;
+}
+
+void coh_cmd_unref(coh_cmd *cmd)
+{
+    if (!cmd)
+        return;
+    /* acq_rel: the last owner sees every write the others made. */
+    if (atomic_fetch_sub_explicit(&cmd->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    release_roots(cmd);
+    if (cmd->absorb)
+        coh_root_unref(cmd->absorb);
+    if (cmd->deps != cmd->deps_inline)
+        free(cmd->deps);
+    if (cmd->roots != cmd->roots_inline)
+        free(cmd->roots);
+    if (cmd->fix != cmd->fix_inline)
+        free(cmd->fix);
+    if (cmd->segs != cmd->segs_inline)
+        free(cmd->segs);
+    if (cmd->argv != cmd->argv_inline)
+        free(cmd->argv);
+    coh_pool *p = cmd->pool;
+    if (atomic_load_explicit(&p->closed, memory_order_acquire)) {
+        free(cmd);
+    } else {
+        coh_cmd *h = atomic_load_explicit(&p->head, memory_order_relaxed);
+        do
+            cmd->next = h;
+        while (!atomic_compare_exchange_weak_explicit(&p->head, &h, cmd, memory_order_release,
+                                                      memory_order_relaxed));
+    }
+    pool_put(p);
+}
+
+static int grow_array(void **arr, uint32_t *cap, size_t elem, void *inline_storage, uint32_t n)
+{
+    uint64_t ncap = (uint64_t)*cap * 2;
+    if (ncap > UINT32_MAX)
+        return -ENOMEM;
+    void *p;
+    if (*arr == inline_storage) {
+        p = malloc(ncap * elem);
+        if (p)
+            memcpy(p, *arr, n * elem);
+    } else
+        p = realloc(*arr, ncap * elem);
+    if (!p)
+        return -ENOMEM;
+    *arr = p;
+    *cap = (uint32_t)ncap;
+    return 0;
+}
+
+int coh_cmd_add_root(coh_cmd *cmd, coh_root *root)
+{
+    for (uint32_t i = 0; i < cmd->nroots; i++)
+        if (cmd->roots[i] == root)
+            return 0;
+    if (cmd->nroots == cmd->caproots &&
+        grow_array((void **)&cmd->roots, &cmd->caproots, sizeof *cmd->roots, cmd->roots_inline,
+                   cmd->nroots))
+        return -ENOMEM;
+    coh_root_ref(root);
+    cmd->roots[cmd->nroots++] = root;
+    return 0;
+}
+
+int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f)
+{
+    if (cmd->nfix == cmd->capfix &&
+        grow_array((void **)&cmd->fix, &cmd->capfix, sizeof *cmd->fix, cmd->fix_inline, cmd->nfix))
+        return -ENOMEM;
+    cmd->fix[cmd->nfix++] = *f;
+    return 0;
+}
+
+int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
+{
+    if (cmd->nsegs) {
+        mt_coh_seg *l = &cmd->segs[cmd->nsegs - 1];
+        if (l->src + l->len == src && l->dst + l->len == dst) {
+            l->len += len;
+            return 0;
+        }
+    }
+    if (cmd->nsegs == cmd->capsegs &&
+        grow_array((void **)&cmd->segs, &cmd->capsegs, sizeof *cmd->segs, cmd->segs_inline,
+                   cmd->nsegs))
+        return -ENOMEM;
+    cmd->segs[cmd->nsegs++] = (mt_coh_seg){src, dst, len};
+    return 0;
+}
+
+int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
+{
+    for (uint32_t i = 0; i < cmd->nloc; i++)
+        if (cmd->loc[i] == loc) {
+            *seq = cmd->seq[i];
+            return 0;
+        }
+    if (cmd->nloc == 2)
+        return -EINVAL; /* a command touches at most two locations */
+    uint64_t s = coh_loc_take(coh_loc_of(c, loc));
+    if (!s)
+        return -ENOMEM;
+    cmd->loc[cmd->nloc] = loc;
+    cmd->seq[cmd->nloc] = s;
+    cmd->nloc++;
+    *seq = s;
+    return 0;
+}
+
+/* Links are tagged: bit 0 set = order only (a failure does not propagate).
+ * A data dependency that already failed propagates its error only while
+ * its fixup is not applied: once the planner has cleared what it was to
+ * write, the instance is consistent again and later writes into it need not
+ * fail (the planner's lock orders fix_applied). Caller holds sched_lock. */
+static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
+{
+    int st = atomic_load_explicit(&dep->status, memory_order_relaxed);
+    if (st == COH_PENDING) {
+        if (dep->ndeps == dep->capdeps &&
+            grow_array((void **)&dep->deps, &dep->capdeps, sizeof *dep->deps, dep->deps_inline,
+                       dep->ndeps))
+            return -ENOMEM;
+        coh_cmd_ref(cmd); /* the link's reference */
+        dep->deps[dep->ndeps++] = (coh_cmd *)((uintptr_t)cmd | (uintptr_t)(kind == COH_DEP_ORDER));
+        atomic_fetch_add_explicit(&cmd->pending, 1, memory_order_relaxed);
+    } else if (st < 0 && kind != COH_DEP_ORDER && (kind == COH_DEP_WAIT || !dep->fix_applied)) {
+        int zero = 0;
+        atomic_compare_exchange_strong_explicit(&cmd->dep_error, &zero, st, memory_order_relaxed,
+                                                memory_order_relaxed);
+    }
+    return 0;
+}
+
+int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
+{
+    if (!dep || dep == cmd)
+        return 0;
+    /* A completed dependency stays completed: no lock needed to see that
+     * (acquire pairs with the release store of the status). */
+    if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
+        return 0;
+    pthread_mutex_lock(&c->sched_lock);
+    int rc = link_locked(cmd, dep, kind);
+    pthread_mutex_unlock(&c->sched_lock);
+    return rc;
+}
+
+int coh_cmd_depend_n(mt_coh *c, coh_cmd *const *cmds, coh_cmd *const *deps, int n)
+{
+    /* Completed dependencies need no lock; the rest share one acquisition. */
+    int todo[8], k = 0, rc = 0;
+    for (int i = 0; i < n && i < 8; i++)
+        if (deps[i] && deps[i] != cmds[i] &&
+            atomic_load_explicit(&deps[i]->status, memory_order_acquire) != 0)
+            todo[k++] = i;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&c->sched_lock);
+    for (int j = 0; j < k && !rc; j++)
+        rc = link_locked(cmds[todo[j]], deps[todo[j]], COH_DEP_DATA);
+    pthread_mutex_unlock(&c->sched_lock);
+    return rc;
+}
+
+int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+{
+    return coh_cmd_depend_ex(c, cmd, dep, COH_DEP_DATA);
+}
+
+int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+{
+    return coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
+}
+
+/* A worklist of commands to complete with a status. */
+typedef struct work {
+    coh_cmd *cmd;
+    int status;
+} work;
+
+typedef struct worklist {
+    work *v;
+    size_t n, cap;
+    work inl[16];
+} worklist;
+
+static void wl_push(worklist *w, coh_cmd *cmd, int status)
+{
+    if (w->n == w->cap) {
+        size_t ncap = w->cap * 2;
+        work *p = w->v == w->inl ? malloc(ncap * sizeof *p) : realloc(w->v, ncap * sizeof *p);
+        if (!p)
+            abort(); /* cannot lose a completion; out of memory here is fatal */
+        if (w->v == w->inl)
+            memcpy(p, w->inl, w->n * sizeof *p);
+        w->v = p;
+        w->cap = ncap;
+    }
+    w->v[w->n++] = (work){cmd, status};
+}
+
+/* cmd's last dependency completed: run it, or complete it at once. */
+static void ready(coh_cmd *cmd, worklist *w)
+{
+    int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);
+    if (err)
+        wl_push(w, cmd, err);
+    else if (!cmd->eng)
+        wl_push(w, cmd, 0);
+    else
+        coh_engine_push(cmd->eng, cmd);
+}
+
+static void account(mt_coh *c, coh_cmd *cmd, int status)
+{
+    if (status) {
+        atomic_fetch_add_explicit(&c->st_failed, 1, memory_order_relaxed);
+        return;
+    }
+    if (cmd->kind != COH_KIND_MIGRATION)
+        return;
+    uint64_t n = cmd->op.bytes;
+    if (cmd->to_loc && c->dev[cmd->to_loc])
+        atomic_fetch_add_explicit(&c->dev[cmd->to_loc]->bytes_in, n, memory_order_relaxed);
+    if (cmd->from_loc && c->dev[cmd->from_loc])
+        atomic_fetch_add_explicit(&c->dev[cmd->from_loc]->bytes_out, n, memory_order_relaxed);
+}
+
+static void complete_one(coh_cmd *cmd, int status, worklist *w)
+{
+    mt_coh *c = cmd->ctx;
+    account(c, cmd, status);
+    if (status == 0 && cmd->absorb)
+        coh_track_absorb(cmd->absorb, cmd->segs, cmd->nsegs);
+    if (status < 0 && cmd->nfix)
+        coh_fixup_push(c, cmd); /* keeps its roots for the planner */
+    else
+        release_roots(cmd);
+    /* Publish the status and take the dependents in one step (see top). */
+    pthread_mutex_lock(&c->sched_lock);
+    atomic_store_explicit(&cmd->status, status, memory_order_release);
+    coh_cmd **deps = cmd->deps;
+    uint32_t n = cmd->ndeps;
+    cmd->deps = cmd->deps_inline;
+    cmd->ndeps = 0;
+    cmd->capdeps = 4;
+    pthread_mutex_unlock(&c->sched_lock);
+    /* Sequence numbers after the status: a location whose watermark passes
+     * this command releases memory only once the command is final. */
+    for (uint32_t i = 0; i < cmd->nloc; i++)
+        coh_loc_done(coh_loc_of(c, cmd->loc[i]), cmd->seq[i]);
+    /* seq_cst pairs with the waiter's increment of `waiters` before its
+     * re-check of the status (a Dekker pair, as in the timeline). */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&cmd->waiters, memory_order_seq_cst)) {
+        struct park *pk = park_of(cmd);
+        pthread_mutex_lock(&pk->m);
+        pthread_cond_broadcast(&pk->cv);
+        pthread_mutex_unlock(&pk->m);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        coh_cmd *d = (coh_cmd *)((uintptr_t)deps[i] & ~(uintptr_t)1);
+        if (status < 0 && !((uintptr_t)deps[i] & 1)) {
+            int zero = 0;
+            atomic_compare_exchange_strong_explicit(&d->dep_error, &zero, status,
+                                                    memory_order_relaxed, memory_order_relaxed);
+        }
+        /* acq_rel: the command that becomes ready sees what every dependency
+         * wrote before completing. */
+        if (atomic_fetch_sub_explicit(&d->pending, 1, memory_order_acq_rel) == 1)
+            ready(d, w);
+        coh_cmd_unref(d); /* the link's reference */
+    }
+    if (deps != cmd->deps_inline)
+        free(deps);
+    atomic_fetch_sub_explicit(&c->live_cmds, 1, memory_order_relaxed);
+}
+
+void coh_cmd_complete(coh_cmd *cmd, int status)
+{
+    worklist w = {.v = NULL, .n = 0, .cap = 16};
+    w.v = w.inl;
+    complete_one(cmd, status, &w);
+    coh_cmd_unref(cmd); /* the execution's reference */
+    while (w.n) {
+        work x = w.v[--w.n];
+        complete_one(x.cmd, x.status, &w);
+        coh_cmd_unref(x.cmd);
+    }
+    if (w.v != w.inl)
+        free(w.v);
+}
+
+void coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
+{
+    /* The execution's reference: dropped by coh_cmd_complete. */
+    coh_cmd_ref(cmd);
+    if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) != 1)
+        return;
+    int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);
+    if (err || !cmd->eng) {
+        coh_cmd_complete(cmd, err);
+        return;
+    }
+    /* Ready now: into the engine's batch, handed over at the next doorbell. */
+    coh_engine *e = cmd->eng;
+    cmd->next = NULL;
+    if (e->btail)
+        e->btail->next = cmd;
+    else
+        e->bhead = cmd;
+    e->btail = cmd;
+    c->batch_count++;
+    if (cmd->op.bytes >= (1u << 20)) /* a large copy starts at once */
+        c->batch_big = 1;
+}
+
+/* ---- events ------------------------------------------------------------------- */
+
+int mt_coh_event_status(const mt_coh_event *ev)
+{
+    if (!ev)
+        return -EINVAL;
+    return coh_cmd_status((const coh_cmd *)ev);
+}
+
+void mt_coh_event_retain(mt_coh_event *ev)
+{
+    if (ev)
+        coh_cmd_ref((coh_cmd *)ev);
+}
+
+void mt_coh_event_release(mt_coh_event *ev)
+{
+    coh_cmd_unref((coh_cmd *)ev);
+}
+
+int mt_coh_event_info_get(const mt_coh_event *ev, mt_coh_event_info *out)
+{
+    if (!ev || !out)
+        return -EINVAL;
+    const coh_cmd *cmd = (const coh_cmd *)ev;
+    out->bytes_in = cmd->bytes_in;
+    out->bytes_relay = cmd->bytes_relay;
+    out->migrations = cmd->migrations;
+    return 0;
+}
+
+int mt_coh_event_wait(mt_coh_event *ev, int64_t timeout_ns)
+{
+    if (!ev)
+        return -EINVAL;
+    coh_cmd *cmd = (coh_cmd *)ev;
+    int st = coh_cmd_status(cmd);
+    if (st != COH_PENDING)
+        return st;
+    /* The command may still sit in a batch: hand everything over first. */
+    mt_coh *c = cmd->ctx;
+    pthread_mutex_lock(&c->lock);
+    if (c->batch_count)
+        coh_doorbell_all(c);
+    pthread_mutex_unlock(&c->lock);
+    if (timeout_ns == 0)
+        return coh_cmd_status(cmd) == COH_PENDING ? MT_ETIMEDOUT : coh_cmd_status(cmd);
+    struct timespec dl;
+    if (timeout_ns > 0)
+        mt_deadline_after(&dl, timeout_ns);
+    pthread_once(&park_once, park_init);
+    struct park *pk = park_of(cmd);
+    pthread_mutex_lock(&pk->m);
+    atomic_fetch_add_explicit(&cmd->waiters, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&cmd->status, memory_order_seq_cst) == COH_PENDING)
+        if (mt_cond_wait_until(&pk->cv, &pk->m, timeout_ns > 0 ? &dl : NULL))
+            break;
+    atomic_fetch_sub_explicit(&cmd->waiters, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&pk->m);
+    st = coh_cmd_status(cmd);
+    return st == COH_PENDING ? MT_ETIMEDOUT : st;
+}

@@ -1,0 +1,282 @@
+/* Migrations: the copies that make a range of a root valid at a location.
+ *
+ * The planner walks the validity runs over the range; every run without the
+ * target's bit is a piece to fetch. Each piece gets a source, best first:
+ *   1. a device the target copies from directly (same backend, can_peer),
+ *   2. host memory,
+ *   3. a host-memory device (one hop: its memory is host memory),
+ *   4. for a target whose memory is host memory: any device (one download),
+ *   5. else any device, through the root's host memory (download, upload):
+ *      the host copy becomes valid on the way.
+ * Pieces with the same source become the segments of one migration command
+ * on a hidden per-device copy engine, which depends on the last write into
+ * its source and target instances (writes into an instance are ordered),
+ * takes sequence numbers at both locations, and becomes the last write into
+ * the target. The command that needed the data depends on it. A builder
+ * lets the tracked-upload path issue migrations while it is still planning,
+ * so copying starts before the tracker has been read to the end. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static inline uint32_t lowest(uint64_t m)
+{
+    return (uint32_t)__builtin_ctzll(m);
+}
+
+uint32_t coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay)
+{
+    *relay = 0;
+    if (to == MT_COH_HOST) {
+        uint64_t hm = m & c->hostmem_mask;
+        return hm ? lowest(hm) : lowest(m);
+    }
+    coh_device *d = c->dev[to];
+    if (m & d->peer_mask)
+        return lowest(m & d->peer_mask);
+    if (m & COH_BIT(MT_COH_HOST))
+        return MT_COH_HOST;
+    if (m & c->hostmem_mask)
+        return lowest(m & c->hostmem_mask);
+    if (!(d->be->caps & MT_COH_CAP_HOST_MEMORY))
+        *relay = 1;
+    return lowest(m);
+}
+
+/* Host memory the copy reads or writes for a location: the root's host
+ * memory, or a host-memory device's instance. */
+static void *host_side(mt_coh *c, coh_root *r, uint32_t loc)
+{
+    (void)c;
+    return (void *)(uintptr_t)r->inst[loc]->addr;
+}
+
+/* Creates the migration from `from` to `to` with the segments in `segs`.
+ * Returns the command (not armed) or NULL. */
+static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
+{
+    coh_inst *src = r->inst[from], *dst = r->inst[to];
+    int host_mem_from = from == MT_COH_HOST || (c->hostmem_mask & COH_BIT(from));
+    int host_mem_to = to == MT_COH_HOST || (c->hostmem_mask & COH_BIT(to));
+    coh_cmd *cmd;
+    mt_coh_op op = {0};
+    if (to != MT_COH_HOST && host_mem_from) {
+        cmd = coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[to]->eng[MT_COH_ENGINE_COPY]);
+        op.kind = MT_COH_OP_UPLOAD;
+        op.dev_addr = dst->addr;
+        op.host = host_side(c, r, from);
+    } else if (host_mem_to && from != MT_COH_HOST) {
+        cmd = coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[from]->eng[MT_COH_ENGINE_COPY]);
+        op.kind = MT_COH_OP_DOWNLOAD;
+        op.dev_addr = src->addr;
+        op.host = host_side(c, r, to);
+    } else {
+        cmd = coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[to]->eng[MT_COH_ENGINE_COPY]);
+        op.kind = MT_COH_OP_PEER;
+        op.dev_addr = dst->addr;
+        op.peer = c->dev[from]->h;
+        op.peer_addr = src->addr;
+    }
+    if (!cmd)
+        return NULL;
+    cmd->op = op;
+    cmd->from_loc = from;
+    cmd->to_loc = to;
+    /* Root host memory (not a device's) may be pinned by the copying device. */
+    if ((from == MT_COH_HOST || to == MT_COH_HOST) && r->hostatt) {
+        cmd->hostatt = r->hostatt;
+        cmd->host_len = r->size;
+    }
+    if (to == MT_COH_HOST && r->track) {
+        coh_root_ref(r);
+        cmd->absorb = r;
+    }
+    return cmd;
+}
+
+/* Links a filled migration into the graph and lets it go. */
+static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
+{
+    uint32_t from = cmd->from_loc, to = cmd->to_loc;
+    coh_inst *src = r->inst[from], *dst = r->inst[to];
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < cmd->nsegs; i++)
+        bytes += cmd->segs[i].len;
+    cmd->op.segs = cmd->segs;
+    cmd->op.nsegs = cmd->nsegs;
+    cmd->op.bytes = bytes;
+    uint64_t s1, s2;
+    coh_fix f = {.root = r, .uid = dst->uid, .loc = to, .use_segs = 1};
+    int rc = coh_cmd_add_root(cmd, r);
+    if (!rc)
+        rc = coh_cmd_add_fix(cmd, &f);
+    /* RAW on the source, writes into the target in order, and the command
+     * that needs the data waits for this copy. */
+    coh_cmd *who[3] = {cmd, cmd, main}, *what[3] = {src->last_write, dst->last_write, cmd};
+    if (!rc)
+        rc = coh_cmd_depend_n(c, who, what, main ? 3 : 2);
+    if (!rc)
+        rc = coh_cmd_use_loc(c, cmd, from, &s1);
+    if (!rc)
+        rc = coh_cmd_use_loc(c, cmd, to, &s2);
+    /* Out of memory half way is reported to the caller; the command still
+     * runs (it can only lack a dependency whose append failed, and then the
+     * enqueue fails too). */
+    src->last_seq = s1 > src->last_seq ? s1 : src->last_seq;
+    dst->last_seq = s2;
+    coh_cmd_ref(cmd);
+    coh_cmd_unref(dst->last_write);
+    dst->last_write = cmd;
+    coh_inst_touch(c, src);
+    c->st_migrations += 1;
+    uint64_t *ctr = cmd->op.kind == MT_COH_OP_UPLOAD     ? &c->st_h2d
+                            : cmd->op.kind == MT_COH_OP_DOWNLOAD ? &c->st_d2h
+                                                                 : &c->st_d2d;
+    *ctr += bytes;
+    if (main) {
+        main->migrations++;
+        if (to == main->to_loc)
+            main->bytes_in += bytes;
+        else
+            main->bytes_relay += bytes;
+    }
+    coh_cmd_arm(c, cmd);
+    coh_cmd_unref(cmd); /* the planner's reference */
+    return rc;
+}
+
+void coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main)
+{
+    b->c = c;
+    b->r = r;
+    b->to = to;
+    b->main = main;
+    b->n = 0;
+    b->bytes = 0;
+}
+
+static int flush_one(coh_builder *b, uint32_t which)
+{
+    mt_coh *c = b->c;
+    coh_root *r = b->r;
+    int rc = 0;
+    if (!b->m[which].relay)
+        return issue(c, r, b->m[which].cmd, b->main);
+    /* Two hops through the root's host memory; the host copy becomes valid. */
+    coh_cmd *down = b->m[which].cmd; /* made by make_mig as a download to host memory */
+    uint64_t relayed = 0;
+    for (uint32_t i = 0; i < down->nsegs; i++)
+        relayed += down->segs[i].len;
+    c->st_relay += relayed;
+    coh_cmd *up = make_mig(c, r, MT_COH_HOST, b->to);
+    if (!up) {
+        rc = -ENOMEM;
+    } else {
+        for (uint32_t i = 0; i < down->nsegs && !rc; i++)
+            rc = coh_cmd_add_seg(up, down->segs[i].src, down->segs[i].dst, down->segs[i].len);
+    }
+    for (uint32_t i = 0; i < down->nsegs; i++)
+        if (coh_runs_reserve(&r->runs, 2) == 0)
+            coh_runs_update(&r->runs, down->segs[i].dst, down->segs[i].dst + down->segs[i].len,
+                            ~0ull, COH_BIT(MT_COH_HOST));
+    int rc2 = issue(c, r, down, b->main);
+    if (up) {
+        if (!rc)
+            rc = coh_cmd_depend(c, up, down);
+        int rc3 = issue(c, r, up, b->main);
+        rc = rc ? rc : rc3;
+    }
+    return rc ? rc : rc2;
+}
+
+int coh_fetch_flush(coh_builder *b, int force)
+{
+    if (!b->n)
+        return 0;
+    if (!force && b->bytes < b->c->o.pipeline_bytes) {
+        /* Below the piece size, issue early only while the target's copy
+         * engine has nothing to do, and not for crumbs: each piece costs a
+         * hand-over and a launch. */
+        coh_engine *e = b->to == MT_COH_HOST ? NULL : &b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY];
+        if (!e || b->bytes < b->c->o.pipeline_bytes / 8 ||
+            atomic_load_explicit(&e->busy, memory_order_relaxed) || e->bhead)
+            return 0;
+    }
+    int rc = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        int r2 = flush_one(b, i);
+        rc = rc ? rc : r2;
+    }
+    b->n = 0;
+    b->bytes = 0;
+    if (!force && b->to != MT_COH_HOST) /* pipelining: hand it over now */
+        coh_engine_doorbell(&b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY]);
+    return rc;
+}
+
+/* Adds the piece [a, e) whose valid locations are `m`. */
+static int add_piece(coh_builder *b, uint64_t a, uint64_t e, uint64_t m)
+{
+    int relay;
+    uint32_t from = coh_choose_source(b->c, b->to, m, &relay);
+    uint32_t i = 0;
+    while (i < b->n && b->m[i].src != from)
+        i++;
+    if (i == b->n) {
+        if (b->n == COH_MAX_SOURCES) {
+            int rc = coh_fetch_flush(b, 1);
+            if (rc)
+                return rc;
+            i = 0;
+        }
+        coh_cmd *cmd = make_mig(b->c, b->r, from, relay ? MT_COH_HOST : b->to);
+        if (!cmd)
+            return -ENOMEM;
+        b->m[i].src = from;
+        b->m[i].relay = relay;
+        b->m[i].cmd = cmd;
+        b->n = i + 1;
+    }
+    b->bytes += e - a;
+    return coh_cmd_add_seg(b->m[i].cmd, a, a, e - a);
+}
+
+int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd)
+{
+    const coh_runs *rs = &b->r->runs;
+    uint64_t bit = COH_BIT(b->to);
+    for (uint32_t k = coh_runs_find(rs, a); k < rs->n && rs->v[k].start < bnd; k++) {
+        uint64_t m = rs->v[k].mask;
+        if ((m & bit) || !m)
+            continue; /* valid there already, or lost (validation refused reads of it) */
+        uint64_t s = rs->v[k].start > a ? rs->v[k].start : a;
+        uint64_t e = coh_run_end(rs, k) < bnd ? coh_run_end(rs, k) : bnd;
+        int rc = add_piece(b, s, e, m);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void coh_fetch_end(coh_builder *b)
+{
+    for (uint32_t i = 0; i < b->n; i++)
+        coh_cmd_unref(b->m[i].cmd); /* never issued (error path) */
+    b->n = 0;
+}
+
+int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main)
+{
+    /* Fast path: the whole range already valid at `to`. */
+    const coh_runs *rs = &r->runs;
+    if (rs->n == 1 && (rs->v[0].mask & COH_BIT(to)))
+        return 0;
+    coh_builder bld;
+    coh_fetch_begin(&bld, c, r, to, main);
+    int rc = coh_fetch_add(&bld, a, b);
+    int rc2 = coh_fetch_flush(&bld, 1);
+    coh_fetch_end(&bld);
+    return rc ? rc : rc2;
+}

@@ -1,0 +1,835 @@
+/* coherence, randomized: programs of commands, maps, sub-buffer accesses,
+ * tracked host writes, buffer creation and frees on 2-8 host and simulated
+ * devices, checked against a reference model.
+ *
+ * The model keeps each buffer's latest content and, per byte, which
+ * locations hold it, with the library's documented rules (ranges widened to
+ * the granularity, whole pages for tracked buffers; fetch order: host, a
+ * host-memory device, one hop into a host-memory device, else a relay
+ * through host memory). Checked:
+ *  - every command saw exactly the latest content of what it read (hash of
+ *    the bytes it found on its device, against the model at enqueue time;
+ *    the program orders conflicting commands with events, as an OpenCL
+ *    application must), and every map shows it;
+ *  - the bytes each command moved equal the model's count of stale bytes in
+ *    the (widened) ranges it needs, relayed bytes included; that count is
+ *    the minimum for the byte ranges plus at most one granule per end;
+ *  - the validity the library reports equals the model's;
+ *  - at the end, every buffer's content.
+ * Usage: test_coherence_random [--seed N] [--programs N] [--ops N]. */
+#include <errno.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "coh_cuda_hooks.h"
+#include "coh_util.h"
+#include "memtrack/coherence.h"
+#include "mt_test.h"
+
+#define MAXDEV 8
+#define NLOC (MAXDEV + 1)
+#define MAXROOT 6
+#define MAXVIEW 5
+#define MAXREAD 32
+#define MAXPEND 256
+
+typedef struct mview {
+    mt_coh_buf h;
+    uint64_t off, size;
+    int live;
+} mview;
+
+typedef struct mroot {
+    int live;
+    uint64_t size;
+    int tracked;
+    uint8_t *hostptr; /* USE_HOST_PTR memory, owned by the test */
+    size_t hostlen;
+    uint8_t *content;
+    uint8_t *valid[NLOC];  /* the library's rule: ranges widened to granules */
+    uint8_t *xvalid[NLOC]; /* byte-exact ranges, no relay caching: a lower bound */
+    mview v[MAXVIEW];
+    mt_coh_event *writer;
+    mt_coh_event *readers[MAXREAD];
+    int nreaders;
+} mroot;
+
+typedef struct pend {
+    tk_cmd *k;
+    mt_coh_event *ev;
+    uint64_t want[TK_MAX];
+} pend;
+
+typedef struct prog {
+    uint64_t rng;
+    mt_coh *c;
+    mt_coh_client *cl;
+    uint32_t ndev;
+    int is_host[NLOC]; /* location is host memory (0) or a host-memory device */
+    int peer[NLOC];    /* devices with the same nonzero group copy directly (GPUs) */
+    mt_coh_queue *q[NLOC];
+    mt_coh_queue *q2[NLOC]; /* a second queue per device: no implicit order */
+    uint64_t G, page;
+    int aligned; /* writes are granule-aligned: the exact-minimum bound applies */
+    int small;   /* devices hold a few buffers: eviction under pressure */
+    uint64_t refused;
+    mroot r[MAXROOT];
+    pend p[MAXPEND];
+    int np;
+    uint64_t moved, minimum, relayed, commands, maps, hostwrites;
+} prog;
+
+static uint64_t rnd(prog *p, uint64_t n)
+{
+    return mt_test_below(&p->rng, n);
+}
+
+static uint64_t gran(prog *p, const mroot *r)
+{
+    return r->tracked && p->page > p->G ? p->page : p->G;
+}
+
+static void widen(prog *p, const mroot *r, uint64_t off, uint64_t size, uint64_t *a, uint64_t *b)
+{
+    uint64_t g = gran(p, r);
+    *a = off / g * g;
+    *b = (off + size + g - 1) / g * g;
+    if (*b > r->size)
+        *b = r->size;
+}
+
+static uint64_t mask_at(prog *p, const mroot *r, uint64_t i)
+{
+    uint64_t m = 0;
+    for (uint32_t l = 0; l <= p->ndev; l++)
+        if (r->valid[l][i])
+            m |= 1ull << l;
+    return m;
+}
+
+/* Makes [a, b) valid at `to` as the library would; returns the bytes it
+ * copies into `to`; *relay gets the bytes relayed through host memory. */
+static uint64_t fetch(prog *p, mroot *r, uint32_t to, uint64_t a, uint64_t b, uint64_t *relay)
+{
+    uint64_t n = 0;
+    for (uint64_t i = a; i < b; i++) {
+        if (r->valid[to][i])
+            continue;
+        uint64_t m = mask_at(p, r, i);
+        MT_CHECK(m != 0);
+        n++;
+        if (to != 0 && !r->valid[0][i]) {
+            int hostmem = 0;
+            for (uint32_t l = 1; l <= p->ndev; l++)
+                hostmem |= (p->is_host[l] || (p->peer[to] && p->peer[l] == p->peer[to])) &&
+                            r->valid[l][i];
+            if (!hostmem && !p->is_host[to]) {
+                (*relay)++;
+                r->valid[0][i] = 1;
+            }
+        }
+        r->valid[to][i] = 1;
+    }
+    return n;
+}
+
+/* Bytes of [off, off+size) not valid at `to` in the exact model, which
+ * then holds them. */
+static uint64_t xfetch(const mroot *r, uint32_t to, uint64_t off, uint64_t size)
+{
+    uint64_t n = 0;
+    for (uint64_t i = off; i < off + size; i++) {
+        n += !r->xvalid[to][i];
+        r->xvalid[to][i] = 1;
+    }
+    return n;
+}
+
+static void own(prog *p, mroot *r, uint32_t loc, uint64_t a, uint64_t b)
+{
+    for (uint32_t l = 0; l <= p->ndev; l++)
+        memset(r->valid[l] + a, l == loc, b - a);
+}
+
+static void xown(prog *p, mroot *r, uint32_t loc, uint64_t a, uint64_t b)
+{
+    for (uint32_t l = 0; l <= p->ndev; l++)
+        memset(r->xvalid[l] + a, l == loc, b - a);
+}
+
+/* ---- a plugged-in backend: host memory with random delays --------------------
+ * Copies and commands sleep a random few tens of microseconds, so missing
+ * dependencies (a command overtaking the copy it needs) show up as wrong
+ * content instead of hiding behind fast engines. Asynchronous: submit
+ * queues, the completer's wait does the work. */
+typedef struct jdev {
+    uint64_t size;
+    void *mem;
+    _Atomic uint64_t rng;
+} jdev;
+
+static void jsleep(jdev *j)
+{
+    uint64_t x = atomic_fetch_add(&j->rng, 0x9e3779b97f4a7c15ull);
+    x ^= x >> 29;
+    if (x % 3 == 0)
+        usleep((useconds_t)(x % 60));
+}
+
+static int j_grow(void *dev, uint64_t min_size, uint64_t *base, uint64_t *size)
+{
+    jdev *j = dev;
+    if (j->mem || min_size > j->size || !(j->mem = malloc(j->size)))
+        return -ENOSPC;
+    *base = (uint64_t)(uintptr_t)j->mem;
+    *size = j->size;
+    return 0;
+}
+
+static void j_release(void *dev, uint64_t base, uint64_t size)
+{
+    jdev *j = dev;
+    (void)base;
+    (void)size;
+    free(j->mem);
+    j->mem = NULL;
+}
+
+static int j_submit(void *dev, int engine, mt_coh_op *op)
+{
+    (void)dev;
+    (void)engine;
+    (void)op;
+    return 1; /* the work happens in wait, on the completer thread */
+}
+
+static int j_wait(void *dev, int engine, mt_coh_op *op)
+{
+    jdev *j = dev;
+    (void)engine;
+    jsleep(j);
+    char *d = (char *)(uintptr_t)op->dev_addr;
+    switch (op->kind) {
+    case MT_COH_OP_RUN:
+        op->exec.backend = "host"; /* tk_run: host pointers */
+        return op->fn(op->user, &op->exec);
+    case MT_COH_OP_UPLOAD:
+        for (uint32_t i = 0; i < op->nsegs; i++)
+            memcpy(d + op->segs[i].dst, (char *)op->host + op->segs[i].src, op->segs[i].len);
+        return 0;
+    case MT_COH_OP_DOWNLOAD:
+        for (uint32_t i = 0; i < op->nsegs; i++)
+            memcpy((char *)op->host + op->segs[i].dst, d + op->segs[i].src, op->segs[i].len);
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+static void j_destroy(void *dev)
+{
+    jdev *j = dev;
+    free(j->mem);
+    free(j);
+}
+
+static const mt_coh_backend jitter_backend = {
+    .name = "jitter",
+    .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_HOST_MEMORY,
+    .mem_grow = j_grow,
+    .mem_release = j_release,
+    .submit = j_submit,
+    .wait = j_wait,
+    .destroy = j_destroy,
+};
+
+/* ---- application-level ordering: writers and readers per buffer ------------- */
+
+static void add_deps(mroot *r, int write, mt_coh_event **deps, uint32_t *nd)
+{
+    if (r->writer)
+        deps[(*nd)++] = r->writer;
+    if (write)
+        for (int i = 0; i < r->nreaders; i++)
+            deps[(*nd)++] = r->readers[i];
+}
+
+static void note_access(mroot *r, int write, mt_coh_event *ev)
+{
+    if (write) {
+        mt_coh_event_release(r->writer);
+        for (int i = 0; i < r->nreaders; i++)
+            mt_coh_event_release(r->readers[i]);
+        r->nreaders = 0;
+        mt_coh_event_retain(ev);
+        r->writer = ev;
+    } else if (r->nreaders < MAXREAD) {
+        mt_coh_event_retain(ev);
+        r->readers[r->nreaders++] = ev;
+    } else { /* too many readers to track: wait for them, keep this one */
+        for (int i = 0; i < r->nreaders; i++) {
+            MT_CHECK_OK(mt_coh_event_wait(r->readers[i], -1));
+            mt_coh_event_release(r->readers[i]);
+        }
+        mt_coh_event_retain(ev);
+        r->readers[0] = ev;
+        r->nreaders = 1;
+    }
+}
+
+static void quiesce(mroot *r)
+{
+    if (r->writer)
+        MT_CHECK_OK(mt_coh_event_wait(r->writer, -1));
+    for (int i = 0; i < r->nreaders; i++)
+        MT_CHECK_OK(mt_coh_event_wait(r->readers[i], -1));
+}
+
+static void check_pending(prog *p, int all)
+{
+    int keep = 0;
+    for (int i = 0; i < p->np; i++) {
+        pend *x = &p->p[i];
+        if (!all && mt_coh_event_status(x->ev) == 1) {
+            p->p[keep++] = *x;
+            continue;
+        }
+        MT_CHECK_OK(mt_coh_event_wait(x->ev, -1));
+        MT_CHECK(atomic_load(&x->k->ran));
+        for (uint32_t a = 0; a < x->k->nargs; a++)
+            if (x->k->access[a] & MT_COH_READ)
+                MT_CHECK_UINT_EQ(x->k->seen[a], x->want[a]);
+        mt_coh_event_release(x->ev);
+        free(x->k);
+    }
+    p->np = keep;
+}
+
+/* ---- buffers ------------------------------------------------------------------------ */
+
+static int pick_view(prog *p, mroot **pr, mview **pv)
+{
+    int live[MAXROOT * MAXVIEW][2], n = 0;
+    for (int i = 0; i < MAXROOT; i++)
+        for (int j = 0; j < MAXVIEW; j++)
+            if (p->r[i].live && p->r[i].v[j].live) {
+                live[n][0] = i;
+                live[n][1] = j;
+                n++;
+            }
+    if (!n)
+        return 0;
+    int k = (int)rnd(p, (uint64_t)n);
+    *pr = &p->r[live[k][0]];
+    *pv = &(*pr)->v[live[k][1]];
+    return 1;
+}
+
+static void create_root(prog *p)
+{
+    mroot *r = NULL;
+    for (int i = 0; i < MAXROOT; i++)
+        if (!p->r[i].live) {
+            r = &p->r[i];
+            break;
+        }
+    if (!r)
+        return;
+    memset(r, 0, sizeof *r);
+    uint64_t size = 1 + rnd(p, 6) * 4096 + rnd(p, 3) * 64 + rnd(p, 2) * rnd(p, 4096);
+    r->size = size;
+    r->content = calloc(1, size);
+    for (uint32_t l = 0; l <= p->ndev; l++) {
+        r->valid[l] = calloc(1, size);
+        r->xvalid[l] = calloc(1, size);
+    }
+    memset(r->valid[0], 1, size);
+    memset(r->xvalid[0], 1, size);
+    mt_coh_buffer_opts bo = {0};
+    int kind = (int)rnd(p, 4);
+    if (kind == 1 || kind == 3) { /* USE_HOST_PTR, maybe tracked */
+        r->hostlen = (size + 4095) & ~(size_t)4095;
+        r->hostptr =
+            mmap(NULL, r->hostlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        MT_CHECK(r->hostptr != MAP_FAILED);
+        for (uint64_t i = 0; i < size; i++)
+            r->hostptr[i] = r->content[i] = (uint8_t)rnd(p, 256);
+        bo.flags = MT_COH_BUF_USE_HOST_PTR;
+        bo.host_ptr = r->hostptr;
+        if (kind == 3) {
+            bo.flags |= MT_COH_BUF_TRACK_HOST;
+            r->tracked = 1;
+        }
+    } else if (kind == 2) {
+        uint8_t *init = malloc(size);
+        for (uint64_t i = 0; i < size; i++)
+            init[i] = r->content[i] = (uint8_t)rnd(p, 256);
+        bo.flags = MT_COH_BUF_COPY_HOST_PTR;
+        bo.host_ptr = init;
+        MT_CHECK_OK(mt_coh_buffer_create(p->cl, size, &bo, &r->v[0].h));
+        free(init);
+        goto made;
+    }
+    MT_CHECK_OK(mt_coh_buffer_create(p->cl, size, &bo, &r->v[0].h));
+made:
+    r->v[0].size = size;
+    r->v[0].live = 1;
+    r->live = 1;
+}
+
+static void free_root(prog *p, mroot *r)
+{
+    for (int j = 0; j < MAXVIEW; j++)
+        if (r->v[j].live)
+            MT_CHECK_OK(mt_coh_buffer_free(p->cl, r->v[j].h));
+    /* Freed while commands may still use it: they complete normally. */
+    check_pending(p, 0);
+    mt_coh_event_release(r->writer);
+    for (int i = 0; i < r->nreaders; i++)
+        mt_coh_event_release(r->readers[i]);
+    if (r->hostptr) { /* the library may still read it until its commands finish */
+        check_pending(p, 1);
+        munmap(r->hostptr, r->hostlen);
+    }
+    free(r->content);
+    for (uint32_t l = 0; l <= p->ndev; l++) {
+        free(r->valid[l]);
+        free(r->xvalid[l]);
+    }
+    memset(r, 0, sizeof *r);
+}
+
+static void sub_op(prog *p)
+{
+    mroot *r;
+    mview *v;
+    if (!pick_view(p, &r, &v))
+        return;
+    for (int j = 1; j < MAXVIEW; j++)
+        if (!r->v[j].live) {
+            uint64_t off = rnd(p, v->size), size = 1 + rnd(p, v->size - off);
+            MT_CHECK_OK(mt_coh_subbuffer_create(p->cl, v->h, off, size, 0, &r->v[j].h));
+            r->v[j] = (mview){r->v[j].h, v->off + off, size, 1};
+            return;
+        }
+    int j = 1 + (int)rnd(p, MAXVIEW - 1);
+    MT_CHECK_OK(mt_coh_buffer_free(p->cl, r->v[j].h));
+    r->v[j].live = 0;
+}
+
+/* ---- commands ------------------------------------------------------------------------ */
+
+/* The enqueue evicted instances at device d: whole buffers whose copy at d
+ * the library dropped. Each must have been valid somewhere else too. */
+static void evicted(prog *p, uint32_t d)
+{
+    for (int i = 0; i < MAXROOT; i++) {
+        mroot *r = &p->r[i];
+        if (!r->live)
+            continue;
+        mt_coh_buffer_info bi;
+        MT_CHECK_OK(mt_coh_buffer_info_get(p->cl, r->v[0].h, &bi));
+        if (bi.any_mask & (1ull << d))
+            continue;
+        for (uint64_t b = 0; b < r->size; b++) {
+            if (!r->valid[d][b])
+                continue;
+            MT_CHECK(mask_at(p, r, b) & ~(1ull << d)); /* valid elsewhere */
+            r->valid[d][b] = 0;
+        }
+        memset(r->xvalid[d], 0, r->size);
+    }
+}
+
+/* Moves [*off, *off + *size) of view v to granule boundaries of its root
+ * (or the root's end); 0 when the view holds no whole granule. */
+static int aligned_range(prog *p, const mroot *r, const mview *v, uint64_t *off, uint64_t *size)
+{
+    uint64_t g = gran(p, r);
+    uint64_t lo = (v->off + g - 1) / g * g, hi = (v->off + v->size) / g * g;
+    if (v->off + v->size == r->size)
+        hi = r->size;
+    if (hi <= lo)
+        return 0;
+    uint64_t n = (hi - lo + g - 1) / g; /* granules (the last may be short) */
+    uint64_t first = rnd(p, n), count = 1 + rnd(p, n - first);
+    uint64_t a = lo + first * g, b = lo + (first + count) * g;
+    if (b > hi)
+        b = hi;
+    *off = a - v->off;
+    *size = b - a;
+    return 1;
+}
+
+static void command(prog *p)
+{
+    /* Half the time the device of the previous command: back-to-back
+     * readers of one device race with the copies the first one caused. */
+    static uint32_t last = 1;
+    uint32_t d = rnd(p, 2) && last <= p->ndev ? last : 1 + (uint32_t)rnd(p, p->ndev);
+    last = d;
+    /* Mostly 1-3 arguments; sometimes up to 8, several on one buffer. */
+    uint32_t n = rnd(p, 8) ? 1 + (uint32_t)rnd(p, 3) : 4 + (uint32_t)rnd(p, TK_MAX - 3);
+    mt_coh_arg args[TK_MAX];
+    mroot *roots[TK_MAX];
+    tk_cmd *k = calloc(1, sizeof *k);
+    pend x = {.k = k};
+    mt_coh_event *deps[TK_MAX * (MAXREAD + 1)];
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        mview *v;
+        if (!pick_view(p, &roots[i], &v)) {
+            free(k);
+            return;
+        }
+        uint64_t off = rnd(p, 2) ? 0 : rnd(p, v->size);
+        uint64_t size = rnd(p, 3) ? v->size - off : 1 + rnd(p, v->size - off);
+        uint32_t acc = 1 + (uint32_t)rnd(p, 3);
+        if ((acc & MT_COH_WRITE) && p->aligned && !aligned_range(p, roots[i], v, &off, &size))
+            acc = MT_COH_READ;
+        args[i] = (mt_coh_arg){.buf = v->h, .offset = off, .size = size, .access = acc};
+        k->access[i] = acc;
+        k->pattern[i] = mt_test_rand(&p->rng);
+        add_deps(roots[i], acc & MT_COH_WRITE, deps, &nd);
+    }
+    k->nargs = n;
+    uint64_t abs_off[TK_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        mroot *r = roots[i];
+        mview *v = NULL;
+        for (int j = 0; j < MAXVIEW; j++)
+            if (r->v[j].live && r->v[j].h == args[i].buf)
+                v = &r->v[j];
+        abs_off[i] = v->off + args[i].offset;
+        if (args[i].access & MT_COH_READ)
+            x.want[i] = tk_hash(r->content + abs_off[i], args[i].size);
+    }
+    mt_coh_stats st0, st1;
+    MT_CHECK_OK(mt_coh_stats_get(p->c, &st0));
+    mt_coh_command cmd = {.fn = tk_run, .user = k, .args = args, .nargs = n,
+                          .wait = deps, .nwait = nd};
+    int rc = mt_coh_enqueue(rnd(p, 2) ? p->q2[d] : p->q[d], &cmd, &x.ev);
+    if (rc == MT_EDEVMEM && p->small) {
+        /* No room: refused. Content and validity are as before (the checks
+         * that follow see any change); copies evicted while looking for
+         * room (fragmentation) were valid elsewhere. */
+        p->refused++;
+        free(k);
+        MT_CHECK_OK(mt_coh_stats_get(p->c, &st1));
+        if (st1.evictions != st0.evictions)
+            evicted(p, d);
+        return;
+    }
+    MT_CHECK_OK(rc);
+    MT_CHECK_OK(mt_coh_stats_get(p->c, &st1));
+    if (st1.evictions != st0.evictions)
+        evicted(p, d);
+    uint64_t want_in = 0, want_relay = 0, minimum = 0;
+    /* Fetch, argument by argument, then the writes (the library's order). */
+    for (uint32_t i = 0; i < n; i++) {
+        mroot *r = roots[i];
+        uint64_t a, b, o = abs_off[i], e = abs_off[i] + args[i].size;
+        widen(p, r, o, args[i].size, &a, &b);
+        if (args[i].access & MT_COH_READ) {
+            minimum += xfetch(r, d, o, args[i].size);
+            want_in += fetch(p, r, d, a, b, &want_relay);
+        } else {
+            if (a < o)
+                want_in += fetch(p, r, d, a, o, &want_relay);
+            if (e < b)
+                want_in += fetch(p, r, d, e, b, &want_relay);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(args[i].access & MT_COH_WRITE))
+            continue;
+        mroot *r = roots[i];
+        uint64_t a, b;
+        widen(p, r, abs_off[i], args[i].size, &a, &b);
+        own(p, r, d, a, b);
+        xown(p, r, d, abs_off[i], abs_off[i] + args[i].size);
+        tk_fill(r->content + abs_off[i], args[i].size, k->pattern[i]);
+    }
+    mt_coh_event_info info;
+    MT_CHECK_OK(mt_coh_event_info_get(x.ev, &info));
+    MT_CHECK_UINT_EQ(info.bytes_in, want_in);
+    MT_CHECK_UINT_EQ(info.bytes_relay, want_relay);
+    /* Against a byte-exact manager: at most one granule more per end of
+     * each argument (when writes are granule-aligned; unaligned writes
+     * invalidate whole granules elsewhere, which the count above covers). */
+    uint64_t slack = 0;
+    for (uint32_t i = 0; i < n; i++)
+        slack += 2 * (gran(p, roots[i]) - 1);
+    if (p->aligned)
+        MT_CHECK(info.bytes_in <= minimum + slack);
+    p->minimum += minimum;
+    p->moved += info.bytes_in;
+    p->relayed += info.bytes_relay;
+    p->commands++;
+    for (uint32_t i = 0; i < n; i++)
+        note_access(roots[i], args[i].access & MT_COH_WRITE, x.ev);
+    if (p->np == MAXPEND)
+        check_pending(p, 1);
+    p->p[p->np++] = x;
+}
+
+static void map_op(prog *p)
+{
+    mroot *r;
+    mview *v;
+    if (!pick_view(p, &r, &v))
+        return;
+    uint64_t off = rnd(p, 2) ? 0 : rnd(p, v->size);
+    uint64_t size = rnd(p, 2) ? v->size - off : 1 + rnd(p, v->size - off);
+    uint32_t acc = 1 + (uint32_t)rnd(p, 3);
+    if ((acc & MT_COH_WRITE) && p->aligned && !aligned_range(p, r, v, &off, &size))
+        acc = MT_COH_READ;
+    mt_coh_event *deps[MAXREAD + 1];
+    uint32_t nd = 0;
+    add_deps(r, acc & MT_COH_WRITE, deps, &nd);
+    uint64_t o = v->off + off, a, b, relay = 0, want = 0;
+    widen(p, r, o, size, &a, &b);
+    if (acc & MT_COH_READ) {
+        want = fetch(p, r, 0, a, b, &relay);
+        xfetch(r, 0, o, size);
+    } else {
+        if (a < o)
+            want += fetch(p, r, 0, a, o, &relay);
+        if (o + size < b)
+            want += fetch(p, r, 0, o + size, b, &relay);
+    }
+    mt_coh_arg t = {.buf = v->h, .offset = off, .size = size, .access = acc};
+    void *ptr;
+    mt_coh_event *ev;
+    MT_CHECK_OK(mt_coh_map(p->q[1 + rnd(p, p->ndev)], &t, deps, nd, &ptr, &ev));
+    mt_coh_event_info info;
+    MT_CHECK_OK(mt_coh_event_info_get(ev, &info));
+    MT_CHECK_UINT_EQ(info.bytes_in, want);
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    if (acc & MT_COH_READ)
+        MT_CHECK_MEM_EQ(ptr, r->content + o, size);
+    /* A second writing map of the range is refused while this one lives. */
+    mt_coh_arg t2 = {.buf = v->h, .offset = off, .size = 1, .access = MT_COH_WRITE};
+    void *ptr2;
+    MT_CHECK_ERR(mt_coh_map(p->q[1], &t2, NULL, 0, &ptr2, NULL), -EBUSY);
+    if (acc & MT_COH_WRITE) {
+        for (uint64_t i = 0; i < size; i++)
+            ((uint8_t *)ptr)[i] = r->content[o + i] = (uint8_t)rnd(p, 256);
+        own(p, r, 0, a, b);
+        xown(p, r, 0, o, o + size);
+    }
+    note_access(r, acc & MT_COH_WRITE, ev);
+    mt_coh_event_release(ev);
+    mt_coh_event *uev;
+    MT_CHECK_OK(mt_coh_unmap(p->q[1], ptr, &uev));
+    MT_CHECK_ERR(mt_coh_unmap(p->q[1], ptr, NULL), -ENOENT);
+    MT_CHECK_OK(mt_coh_event_wait(uev, -1));
+    mt_coh_event_release(uev);
+    p->maps++;
+}
+
+/* The host writes a tracked buffer directly: after making sure it holds the
+ * latest content of the pages it touches (a read map), as the rules ask. */
+static void host_write(prog *p)
+{
+    mroot *r = NULL;
+    for (int i = 0; i < MAXROOT && !r; i++) {
+        int j = (int)((i + rnd(p, MAXROOT)) % MAXROOT);
+        if (p->r[j].live && p->r[j].tracked)
+            r = &p->r[j];
+    }
+    if (!r)
+        return;
+    quiesce(r);
+    uint64_t off = rnd(p, r->size), size = 1 + rnd(p, r->size - off > 9000 ? 9000 : r->size - off);
+    uint64_t pa = off / p->page * p->page, pb = (off + size + p->page - 1) / p->page * p->page;
+    if (pb > r->size)
+        pb = r->size;
+    mt_coh_arg t = {.buf = r->v[0].h, .offset = pa, .size = pb - pa, .access = MT_COH_READ};
+    void *ptr;
+    mt_coh_event *ev;
+    uint64_t relay = 0, want = fetch(p, r, 0, pa, pb, &relay);
+    xfetch(r, 0, pa, pb - pa);
+    MT_CHECK_OK(mt_coh_map(p->q[1], &t, NULL, 0, &ptr, &ev));
+    mt_coh_event_info info;
+    MT_CHECK_OK(mt_coh_event_info_get(ev, &info));
+    MT_CHECK_UINT_EQ(info.bytes_in, want);
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    MT_CHECK_OK(mt_coh_unmap(p->q[1], ptr, NULL));
+    MT_CHECK_MEM_EQ(r->hostptr + pa, r->content + pa, pb - pa);
+    for (uint64_t i = off; i < off + size; i++)
+        r->hostptr[i] = r->content[i] = (uint8_t)rnd(p, 256);
+    own(p, r, 0, pa, pb);
+    xown(p, r, 0, pa, pb);
+    p->hostwrites++;
+}
+
+static void check_validity(prog *p)
+{
+    mroot *r;
+    mview *v;
+    if (!pick_view(p, &r, &v))
+        return;
+    mt_coh_buffer_info bi;
+    MT_CHECK_OK(mt_coh_buffer_info_get(p->cl, v->h, &bi));
+    uint64_t all = ~0ull, any = 0;
+    for (uint64_t i = v->off; i < v->off + v->size; i++) {
+        uint64_t m = mask_at(p, r, i);
+        all &= m;
+        any |= m;
+    }
+    MT_CHECK_UINT_EQ(bi.valid_mask, all);
+    MT_CHECK_UINT_EQ(bi.any_mask, any);
+    MT_CHECK_UINT_EQ(bi.lost_bytes, 0);
+}
+
+static void final_check(prog *p)
+{
+    check_pending(p, 1);
+    for (int i = 0; i < MAXROOT; i++) {
+        mroot *r = &p->r[i];
+        if (!r->live)
+            continue;
+        quiesce(r);
+        mt_coh_arg t = {.buf = r->v[0].h, .size = r->size, .access = MT_COH_READ};
+        void *ptr;
+        mt_coh_event *ev;
+        MT_CHECK_OK(mt_coh_map(p->q[1], &t, NULL, 0, &ptr, &ev));
+        MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+        MT_CHECK_MEM_EQ(ptr, r->content, r->size);
+        mt_coh_event_release(ev);
+        MT_CHECK_OK(mt_coh_unmap(p->q[1], ptr, NULL));
+    }
+}
+
+static int use_cuda; /* MT_COH_TEST_CUDA=1: GPUs join every program (device runs) */
+
+static void run_program(uint64_t seed, int ops)
+{
+    prog *p = calloc(1, sizeof *p);
+    p->rng = seed;
+    p->ndev = 2 + (uint32_t)rnd(p, MAXDEV - 1);
+    p->G = 16u << rnd(p, 5); /* 16 .. 256 */
+    p->page = (uint64_t)sysconf(_SC_PAGESIZE);
+    p->aligned = (int)rnd(p, 2);
+    p->small = rnd(p, 3) == 0;
+    uint64_t devmem = p->small ? 48u << 10 : 1u << 20;
+    mt_coh_opts o = {.granularity = p->G, .track_chunk = 2 * p->page};
+    MT_CHECK_OK(mt_coh_create(&o, &p->c));
+    p->is_host[0] = 1;
+    int nsim = 0;
+    uint32_t d0 = 1;
+    if (use_cuda) { /* the GPU twice (two devices, direct copies between them) */
+        uint32_t first, n;
+        mt_coh_cuda_opts co = {.repeat = 2, .max_devices = 1, .mem_limit = devmem};
+        MT_CHECK_OK(mt_coh_add_cuda_devices(p->c, &co, &first, &n));
+        MT_CHECK(first == 1 && n == 2);
+        p->peer[1] = p->peer[2] = 1;
+        d0 = 3;
+        if (p->ndev < 3)
+            p->ndev = 3;
+    }
+    for (uint32_t d = d0; d <= p->ndev; d++) {
+        uint32_t id;
+        int kind = d == p->ndev && !nsim ? 0 : (int)rnd(p, 3);
+        int host = kind != 0;
+        if (kind == 1)
+            MT_CHECK_OK(mt_coh_add_host_device(p->c, devmem, &id));
+        else if (kind == 2) {
+            jdev *j = calloc(1, sizeof *j);
+            j->size = devmem;
+            atomic_init(&j->rng, mt_test_rand(&p->rng));
+            mt_coh_device_opts dopt = {.name = "jitter"};
+            MT_CHECK_OK(mt_coh_device_add(p->c, &jitter_backend, j, &dopt, &id));
+        } else {
+            mt_sim_opts so = {.mem_size = devmem};
+            MT_CHECK_OK(mt_coh_add_sim_device(p->c, &so, &id));
+            nsim++;
+        }
+        MT_CHECK_UINT_EQ(id, d);
+        p->is_host[d] = host;
+    }
+    MT_CHECK_OK(mt_coh_client_create(p->c, &p->cl));
+    for (uint32_t d = 1; d <= p->ndev; d++) {
+        MT_CHECK_OK(mt_coh_queue_create(p->cl, d, &p->q[d]));
+        MT_CHECK_OK(mt_coh_queue_create(p->cl, d, &p->q2[d]));
+    }
+    for (int i = 0; i < 3; i++)
+        create_root(p);
+    for (int op = 0; op < ops; op++) {
+        uint64_t x = rnd(p, 100);
+        if (x < 55)
+            command(p);
+        else if (x < 68)
+            map_op(p);
+        else if (x < 76)
+            host_write(p);
+        else if (x < 84)
+            sub_op(p);
+        else if (x < 88) {
+            int i = (int)rnd(p, MAXROOT);
+            if (p->r[i].live)
+                free_root(p, &p->r[i]);
+            create_root(p);
+        } else if (x < 96)
+            check_validity(p);
+        else
+            check_pending(p, 0);
+    }
+    final_check(p);
+    mt_coh_stats st;
+    MT_CHECK_OK(mt_coh_stats_get(p->c, &st));
+    printf("  devices %u%s (granule %llu%s): %llu commands, %llu maps, %llu host writes, %llu bytes in "
+           "(exact minimum %llu), %llu relayed, %llu evictions, %llu refused\n",
+           p->ndev, p->small ? " with little memory" : "", (unsigned long long)p->G,
+           p->aligned ? ", aligned writes" : "",
+           (unsigned long long)p->commands,
+           (unsigned long long)p->maps, (unsigned long long)p->hostwrites,
+           (unsigned long long)p->moved, (unsigned long long)p->minimum,
+           (unsigned long long)p->relayed,
+           (unsigned long long)st.evictions, (unsigned long long)p->refused);
+    for (int i = 0; i < MAXROOT; i++)
+        if (p->r[i].live)
+            free_root(p, &p->r[i]);
+    mt_coh_client_destroy(p->cl);
+    mt_coh_destroy(p->c);
+    free(p);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = mt_test_seed(argc, argv);
+    int programs = 12, ops = 400;
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--programs") == 0)
+            programs = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--ops") == 0)
+            ops = atoi(argv[i + 1]);
+    }
+#ifdef MT_SANITIZER_BUILD
+    programs = programs > 6 ? 6 : programs;
+#endif
+    const char *cu = getenv("MT_COH_TEST_CUDA");
+    if (cu && *cu == '1') {
+        mt_coh *probe;
+        uint32_t first, n = 0;
+        MT_CHECK_OK(mt_coh_create(NULL, &probe));
+        MT_CHECK_OK(mt_coh_add_cuda_devices(probe, NULL, &first, &n));
+        mt_coh_destroy(probe);
+        if (!n || !tk_cuda_load()) {
+            puts("MT_COH_TEST_CUDA: no CUDA driver or GPU: skipped");
+            return 77;
+        }
+        use_cuda = 1;
+    }
+    for (int i = 0; i < programs; i++) {
+        uint64_t s = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;
+        printf("program %d (seed %llu)\n", i, (unsigned long long)s);
+        fflush(stdout);
+        run_program(s, ops);
+    }
+    puts("random: ok");
+    return 0;
+}

@@ -40,7 +40,11 @@ enum mt_error {
     MT_EUNSUPPORTED = -4102, /* the platform or kernel cannot do this */
     MT_ECANCELED = -4103,  /* a wait was cancelled by another thread */
     MT_ETIMEDOUT = -4104,  /* a wait reached its deadline */
-    MT_ERROR_LAST = -4104
+    MT_ERROR_LAST = -4104,
+    /* check (memtrack/check.h): -4120..-4129 */
+    MT_ECHECK_NOACCESS = -4120, /* a byte of the range is not addressable */
+    MT_ECHECK_UNINIT = -4121,   /* addressable, but a byte was never initialised */
+    MT_ECHECK_PTX = -4122,      /* PTX text the instrumenter cannot parse */
 };
 
 /* Returns the library's run-time version as MAJOR*10000 + MINOR*100 + PATCH.

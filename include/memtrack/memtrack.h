@@ -12,5 +12,6 @@
 #include "memtrack/timeline.h"
 #include "memtrack/stream.h"
 #include "memtrack/device_sim.h"
+#include "memtrack/check.h"
 
 #endif

@@ -17,6 +17,9 @@ static const char *mt_own_error(int code)
     case MT_EUNSUPPORTED: return "not supported on this platform or kernel";
     case MT_ECANCELED: return "wait cancelled";
     case MT_ETIMEDOUT: return "wait timed out";
+    case MT_ECHECK_NOACCESS: return "address not addressable";
+    case MT_ECHECK_UNINIT: return "read of uninitialised memory";
+    case MT_ECHECK_PTX: return "PTX text not understood";
     default: return NULL;
     }
 }

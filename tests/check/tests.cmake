@@ -21,3 +21,5 @@ add_test(NAME test_check_preload COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/check/prelo
 set_tests_properties(test_check_preload PROPERTIES LABELS check TIMEOUT 120 SKIP_RETURN_CODE 77
   ENVIRONMENT "MT_SANITIZE=${MT_SANITIZE}")
 add_dependencies(mt_check_fake_app mt_fake_cuda memtrack_check memtrack_cli)
+mt_add_test(test_check_ptx SOURCES test_check_ptx.c LABELS check ARGS ${CMAKE_CURRENT_SOURCE_DIR}/check)
+mt_add_test(test_check_report SOURCES test_check_report.c LABELS check)

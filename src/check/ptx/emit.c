@@ -121,8 +121,8 @@ void _mt_ptx_emit_check(ptx_sb *b, const ptx_check *c, const mt_ptx_opts *o)
     const uint64_t top = o->local_top ? o->local_top : MT_PTX_DEFAULT_LOCAL_TOP;
     const uint32_t id = c->id;
 
-    P("\t{ // memtrack check %" PRIu32 ": %s of %u bytes, %s space\n", id, access_name(c->access), c->size,
-      space_name(c->space));
+    P("\t{ // memtrack check %" PRIu32 ": %s of %u byte%s, %s space\n", id, access_name(c->access), c->size,
+      c->size == 1 ? "" : "s", space_name(c->space));
     P("\t.reg .b64 %%_mt_a, %%_mt_c, %%_mt_t, %%_mt_n, %%_mt_w;\n");
     P("\t.reg .b32 %%_mt_k, %%_mt_o, %%_mt_x, %%_mt_y, %%_mt_v, %%_mt_r<4>;\n");
     P("\t.reg .pred %%_mt_p, %%_mt_q, %%_mt_g, %%_mt_l, %%_mt_h;\n");
@@ -183,5 +183,5 @@ void _mt_ptx_emit_check(ptx_sb *b, const ptx_check *c, const mt_ptx_opts *o)
         P("\tsetp.ne.u32 %%_mt_q, %%_mt_k, %u;\n", MT_CHECK_UNINIT);
         P("\t@%%_mt_q mov.u64 %%_mt_a, 0x%" PRIx64 ";\n", safe);
     }
-    P("$__mt_ok_%" PRIu32 ":\n\t%s\n\t}\n", id, c->insn);
+    P("$__mt_ok_%" PRIu32 ":\n\t%s\n\t}", id, c->insn); /* the statement's own line end follows */
 }

@@ -2,7 +2,10 @@
  * (dlopen libcuda.so.1, dlsym cuGetProcAddress_v2, everything else through
  * it), for preload_test.sh: under `memtrack check` with the fake driver
  * (fake_cuda.c) every step must see the interposer at work. Exits 0 when
- * each expectation holds, 1 with a message otherwise. */
+ * each expectation holds, 1 with a message otherwise.
+ * Built with FAKE_APP_LINKED, the hooks are linked into the program and it
+ * takes cuGetProcAddress_v2 from them directly (no preload: what sanitizer
+ * builds can run). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +35,12 @@ int main(int argc, char **argv)
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
     if (!h)
         FAIL("no libcuda.so.1");
+#ifdef FAKE_APP_LINKED
+    extern CUresult cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
+    gpa_fn gpa = cuGetProcAddress_v2;
+#else
     gpa_fn gpa = (gpa_fn)dlsym(h, "cuGetProcAddress_v2");
+#endif
     uint64_t (*alloc_size)(uint64_t) = (uint64_t(*)(uint64_t))dlsym(h, "fake_alloc_size");
     uint64_t (*last_free)(void) = (uint64_t(*)(void))dlsym(h, "fake_last_free");
     const char *(*last_module)(void) = (const char *(*)(void))dlsym(h, "fake_last_module");

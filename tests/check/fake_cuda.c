@@ -34,6 +34,20 @@ static int ctx_obj;
 typedef struct alloc { uint64_t p, n; struct alloc *next; } alloc;
 static alloc *allocs;
 
+/* Every object handed out stays reachable until exit, as a real driver's do
+ * (leak checkers then see no leak). */
+static void **kept;
+static size_t nkept, capkept;
+static void *keep(void *p)
+{
+    if (nkept == capkept) {
+        capkept = capkept ? 2 * capkept : 64;
+        kept = realloc(kept, capkept * sizeof *kept);
+    }
+    kept[nkept++] = p;
+    return p;
+}
+
 typedef struct fmod { char *text; } fmod;
 typedef struct ffunc { fmod *m; char name[128]; } ffunc;
 
@@ -63,7 +77,7 @@ API CUresult cuCtxPushCurrent_v2(void *c) { (void)c; ctx_current++; return 0; }
 API CUresult cuCtxPopCurrent_v2(void **c) { if (c) *c = &ctx_obj; ctx_current--; return 0; }
 API CUresult cuCtxGetDevice(int *d) { *d = 0; return 0; }
 API CUresult cuCtxSynchronize(void) { return 0; }
-API CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = malloc(1); return 0; }
+API CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = keep(malloc(1)); return 0; }
 API CUresult cuStreamSynchronize(void *s) { (void)s; return 0; }
 API CUresult cuStreamSynchronize_ptsz(void *s) { (void)s; return 0; }
 API CUresult cuEventSynchronize(void *e) { (void)e; return 0; }
@@ -158,8 +172,8 @@ static CUresult load_text(void **m, const void *image, unsigned n, int *o, void 
                 strcpy((char *)v[i], "fake ptxas: rejected");
         return 218;
     }
-    fmod *f = malloc(sizeof *f);
-    f->text = strdup(text);
+    fmod *f = keep(malloc(sizeof *f));
+    f->text = keep(strdup(text));
     free(last_module);
     last_module = strdup(text);
     *m = f;
@@ -171,8 +185,8 @@ API CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *o,
 }
 API CUresult cuModuleLoadData(void **m, const void *image)
 {
-    fmod *f = malloc(sizeof *f);
-    f->text = strdup(image);
+    fmod *f = keep(malloc(sizeof *f));
+    f->text = keep(strdup(image));
     free(last_module);
     last_module = strdup(image);
     *m = f;
@@ -193,7 +207,7 @@ API CUresult cuLibraryGetModule(void **m, void *lib)
 }
 API CUresult cuModuleGetFunction(void **f, void *m, const char *name)
 {
-    ffunc *fn = calloc(1, sizeof *fn);
+    ffunc *fn = keep(calloc(1, sizeof *fn));
     fn->m = m;
     snprintf(fn->name, sizeof fn->name, "%s", name);
     *f = fn;

@@ -32,7 +32,7 @@ errors_of() { # memtrack check's summary line
     sed -n 's/^memtrack check: \([0-9]*\) failed check.*/\1/p' "$1" | tail -1
 }
 cs_errors_of() {
-    sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$1" | tail -1
+    sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$1" | head -1 # not "N errors were not printed"
 }
 sync_of() { sed -n 's/^[a-z_0-9]*: sync: \(.*\)/\1/p' "$1" | head -1; }
 ctx_of() { sed -n 's/^[a-z_0-9]*: context afterwards: \(.*\)/\1/p' "$1" | head -1; }

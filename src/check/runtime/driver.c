@@ -10,7 +10,9 @@ static mt_cu cu;
 static int cu_ok;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
-void *_mt_real_dlsym(void *handle, const char *name)
+/* Not instrumented by sanitizers: a sanitizer runtime looks up its own real
+ * functions with dlsym, which is ours once preloaded, before it is ready. */
+__attribute__((no_sanitize("address", "undefined", "thread"))) void *_mt_real_dlsym(void *handle, const char *name)
 {
     /* dlvsym is not interposed; dlsym is, by this library. glibc 2.34 moved
      * dlsym into libc with a new version; older ones have only 2.2.5. */

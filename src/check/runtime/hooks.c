@@ -53,7 +53,8 @@ static gpa2_fn real_gpa2;
 /* Resolution happens at most once; a thread that re-enters (the driver's own
  * initialisation calling dlsym) sees no hooks rather than deadlocking. */
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
-static _Thread_local int resolving;
+_Thread_local int _mt_hooks_resolving;
+#define resolving _mt_hooks_resolving
 static int resolved;
 
 static void resolve(void)
@@ -84,7 +85,7 @@ MT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int versi
 
 /* Our function for what the driver handed out as `got` under `name` (a base
  * name from cuGetProcAddress, or an exported name from dlsym), or NULL. */
-static void *hook_for(const char *name, void *got, int base_name)
+void *_mt_hook_for(const char *name, void *got, int base_name)
 {
     if (!resolved || !got)
         return NULL;
@@ -114,7 +115,7 @@ MT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
         return CUDA_ERROR_NOT_FOUND;
     CUresult r = real_gpa1(symbol, pfn, version, flags);
     if (r == CUDA_SUCCESS && pfn && symbol) {
-        void *h = hook_for(symbol, *pfn, 1);
+        void *h = _mt_hook_for(symbol, *pfn, 1);
         if (h)
             *pfn = h;
     }
@@ -129,24 +130,10 @@ MT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int versi
         return CUDA_ERROR_NOT_FOUND;
     CUresult r = real_gpa2(symbol, pfn, version, flags, status);
     if (r == CUDA_SUCCESS && pfn && symbol) {
-        void *h = hook_for(symbol, *pfn, 1);
+        void *h = _mt_hook_for(symbol, *pfn, 1);
         if (h)
             *pfn = h;
     }
     return r;
 }
 
-/* The CUDA runtime dlopens libcuda and looks its entry points up with dlsym
- * on that handle, which LD_PRELOAD alone does not reach. */
-MT_EXPORT void *dlsym(void *handle, const char *name);
-MT_EXPORT void *dlsym(void *handle, const char *name)
-{
-    void *r = _mt_real_dlsym(handle, name);
-    if (r && name[0] == 'c' && name[1] == 'u' && !resolving) {
-        _mt_hooks_resolve();
-        void *h = hook_for(name, r, 0);
-        if (h)
-            return h;
-    }
-    return r;
-}

@@ -144,4 +144,10 @@ CUresult _mt_impl_CtxSynchronize(void);
 /* Fills the real pointers (once). */
 void _mt_hooks_resolve(void);
 
+/* Our function for what the driver handed out as `got` under `name` (a base
+ * name from cuGetProcAddress when base_name, an exported name from dlsym
+ * otherwise), or NULL. */
+void *_mt_hook_for(const char *name, void *got, int base_name);
+extern _Thread_local int _mt_hooks_resolving; /* set while resolving */
+
 #endif

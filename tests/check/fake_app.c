@@ -7,6 +7,7 @@
  * takes cuGetProcAddress_v2 from them directly (no preload: what sanitizer
  * builds can run). */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +30,41 @@ static const char kernel[] =
 static const char kernel_jit_fail[] =
     "// FAKE_JIT_FAIL\n.version 7.8\n.target sm_90\n.address_size 64\n"
     ".visible .entry k(.param .u64 p)\n{\n\tret;\n}\n";
+
+/* The stress part: threads allocating, copying, freeing and loading modules
+ * at once (the runtime serialises them with one lock; TSan builds watch). */
+typedef struct stress {
+    CUresult (*alloc)(CUdeviceptr *, size_t);
+    CUresult (*free_)(CUdeviceptr);
+    CUresult (*htod)(CUdeviceptr, const void *, size_t);
+    CUresult (*load)(void **, const void *);
+    CUresult (*push)(void *);
+    uint64_t (*alloc_size)(uint64_t);
+    void *ctx;
+    int seed, failed;
+} stress;
+
+static void *stress_thread(void *arg)
+{
+    stress *s = arg;
+    unsigned x = (unsigned)s->seed * 2654435761u + 1;
+    static const char data[8192];
+    s->push(s->ctx);
+    for (int i = 0; i < 200 && !s->failed; i++) {
+        x = x * 1103515245u + 12345u;
+        size_t n = 1 + (x >> 8) % 8000;
+        CUdeviceptr p;
+        if (s->alloc(&p, n) || s->alloc_size(p - 512) != 512 + ((n + 255) & ~(size_t)255) + 512 ||
+            s->htod(p, data, n) || s->free_(p))
+            s->failed = 1;
+        if (i % 50 == 0) {
+            void *mod;
+            if (s->load(&mod, kernel))
+                s->failed = 1;
+        }
+    }
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -130,6 +166,19 @@ int main(int argc, char **argv)
             FAIL("cuLibraryLoadData");
         if (!strstr(last_module(), ".entry _Z5saxpyifPKfPf") || !strstr(last_module(), "memtrack check 3: store"))
             FAIL("the library's PTX was not instrumented:\n%s", last_module());
+    }
+    stress st[4];
+    pthread_t tid[4];
+    for (int i = 0; i < 4; i++) {
+        st[i] = (stress){cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuModuleLoadData, cuCtxPushCurrent, alloc_size,
+                         ctx, i, 0};
+        if (pthread_create(&tid[i], NULL, stress_thread, &st[i]))
+            FAIL("pthread_create");
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(tid[i], NULL);
+        if (st[i].failed)
+            FAIL("stress thread %d: an allocation, copy, free or load went wrong", i);
     }
     printf("fake_app: ok\n");
     return 0;

@@ -15,6 +15,7 @@
  * fake_alloc_size(), fake_last_free(), fake_last_module(). */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ typedef unsigned long long CUdeviceptr;
 
 static uint64_t last_raw, last_free;
 static char *last_module;
-static int ctx_current;
+static _Thread_local int ctx_current; /* a context is current per thread */
 static int ctx_obj;
 
 typedef struct alloc { uint64_t p, n; struct alloc *next; } alloc;
@@ -38,13 +39,19 @@ static alloc *allocs;
  * (leak checkers then see no leak). */
 static void **kept;
 static size_t nkept, capkept;
+static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
+/* One lock for the fake's own tables: the runtime is driven from several
+ * threads at once by the stress part of fake_app. */
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *keep(void *p)
 {
+    pthread_mutex_lock(&keep_lock);
     if (nkept == capkept) {
         capkept = capkept ? 2 * capkept : 64;
         kept = realloc(kept, capkept * sizeof *kept);
     }
     kept[nkept++] = p;
+    pthread_mutex_unlock(&keep_lock);
     return p;
 }
 
@@ -55,12 +62,15 @@ API uint64_t fake_last_raw(void) { return last_raw; }
 /* Size of the allocation that starts at p, 0 if none does. */
 API uint64_t fake_alloc_size(uint64_t p)
 {
+    uint64_t n = 0;
+    pthread_mutex_lock(&fake_lock);
     for (alloc *a = allocs; a; a = a->next)
         if (a->p == p)
-            return a->n;
-    return 0;
+            n = a->n;
+    pthread_mutex_unlock(&fake_lock);
+    return n;
 }
-API uint64_t fake_last_free(void) { return last_free; }
+API uint64_t fake_last_free(void) { return last_free; } /* single-threaded callers only */
 API const char *fake_last_module(void) { return last_module ? last_module : ""; }
 
 API CUresult cuInit(unsigned f) { (void)f; return 0; }
@@ -90,43 +100,53 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
         return 2;
     memset(m, 0xcd, n); /* never zero unless asked: the map relies on memsets */
     alloc *a = malloc(sizeof *a);
+    pthread_mutex_lock(&fake_lock);
     *a = (alloc){(uint64_t)(uintptr_t)m, n, allocs};
     allocs = a;
     *p = last_raw = (uint64_t)(uintptr_t)m;
+    pthread_mutex_unlock(&fake_lock);
     return 0;
 }
 API CUresult cuMemFree_v2(CUdeviceptr p)
 {
+    pthread_mutex_lock(&fake_lock);
     for (alloc **a = &allocs; *a; a = &(*a)->next)
         if ((*a)->p == p) {
             alloc *d = *a;
             *a = d->next;
+            last_free = p;
+            pthread_mutex_unlock(&fake_lock);
             free((void *)(uintptr_t)d->p);
             free(d);
-            last_free = p;
             return 0;
         }
+    pthread_mutex_unlock(&fake_lock);
     return 1;
 }
 API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 {
+    CUresult r = 1;
+    pthread_mutex_lock(&fake_lock);
     for (alloc *a = allocs; a; a = a->next)
         if (p >= a->p && p < a->p + a->n) {
             *base = a->p;
             *size = a->n;
-            return 0;
+            r = 0;
+            break;
         }
-    return 1;
+    pthread_mutex_unlock(&fake_lock);
+    return r;
 }
 API CUresult cuPointerGetAttribute(void *v, int attr, CUdeviceptr p)
 {
     (void)attr;
+    unsigned type = 1;
+    pthread_mutex_lock(&fake_lock);
     for (alloc *a = allocs; a; a = a->next)
-        if (p >= a->p && p < a->p + a->n) {
-            *(unsigned *)v = 2;
-            return 0;
-        }
-    *(unsigned *)v = 1;
+        if (p >= a->p && p < a->p + a->n)
+            type = 2;
+    pthread_mutex_unlock(&fake_lock);
+    *(unsigned *)v = type;
     return 0;
 }
 API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *s)
@@ -174,8 +194,10 @@ static CUresult load_text(void **m, const void *image, unsigned n, int *o, void 
     }
     fmod *f = keep(malloc(sizeof *f));
     f->text = keep(strdup(text));
+    pthread_mutex_lock(&fake_lock);
     free(last_module);
     last_module = strdup(text);
+    pthread_mutex_unlock(&fake_lock);
     *m = f;
     return 0;
 }
@@ -187,8 +209,10 @@ API CUresult cuModuleLoadData(void **m, const void *image)
 {
     fmod *f = keep(malloc(sizeof *f));
     f->text = keep(strdup(image));
+    pthread_mutex_lock(&fake_lock);
     free(last_module);
     last_module = strdup(image);
+    pthread_mutex_unlock(&fake_lock);
     *m = f;
     return strstr(image, "FAKE_JIT_FAIL") ? 218 : 0;
 }

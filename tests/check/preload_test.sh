@@ -3,7 +3,8 @@
 # fake_app against the fake driver (fake_cuda.c). Checks the interposition
 # paths (dlsym, cuGetProcAddress, per-thread entry points), red zones, module
 # and library (fatbinary) instrumentation and the JIT fallback, the report and
-# the exit status.
+# the exit status, and four threads allocating, copying, freeing and loading
+# at once.
 #   preload_test.sh BUILD_DIR
 # A sanitizer runtime cannot start under a preloaded, instrumented
 # interposer (it looks up its own functions through the dlsym we replace):
@@ -32,6 +33,6 @@ expect "at PTX line 10: st.global.u32 [%rd1+4096], %r1"
 expect "address is 0 bytes after the end of a 4096-byte allocation"
 expect "the access was not performed (redirected to a sink)"
 expect "the JIT rejected the instrumented PTX (error 218): fake ptxas: rejected"
-expect "memtrack check: 1 failed check (1 reported, 0 repeats folded); 2 modules instrumented (4 accesses checked), 1 not instrumented, 0 memory instructions not checked; 1 launches"
+expect "memtrack check: 1 failed check (1 reported, 0 repeats folded); 18 modules instrumented (20 accesses checked), 1 not instrumented, 0 memory instructions not checked; 1 launches"
 [ $rc -eq 1 ] || { echo "preload_test: exit status $rc, expected 1 (checks failed, app succeeded)"; fail=1; }
 exit $fail

@@ -10,13 +10,13 @@ mt_add_test(test_check_fatbin SOURCES test_check_fatbin.c LABELS check
 
 # The interposer end to end on a fake driver (no GPU needed).
 add_library(mt_fake_cuda SHARED check/fake_cuda.c)
-target_link_libraries(mt_fake_cuda PRIVATE memtrack_static)
+target_link_libraries(mt_fake_cuda PRIVATE memtrack_static Threads::Threads)
 # The entry points are the driver ABI, defined without a header of their own.
 target_compile_options(mt_fake_cuda PRIVATE -Wno-missing-prototypes)
 set_target_properties(mt_fake_cuda PROPERTIES OUTPUT_NAME cuda SUFFIX ".so.1" NO_SONAME ON
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/fakecuda)
 add_executable(mt_check_fake_app check/fake_app.c)
-target_link_libraries(mt_check_fake_app PRIVATE ${CMAKE_DL_LIBS})
+target_link_libraries(mt_check_fake_app PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
 add_executable(mt_check_fake_app_linked check/fake_app.c $<TARGET_OBJECTS:mt_check_rt>)
 target_compile_definitions(mt_check_fake_app_linked PRIVATE FAKE_APP_LINKED)
 target_link_libraries(mt_check_fake_app_linked PRIVATE mt_check_cuda ${CMAKE_DL_LIBS})

@@ -221,7 +221,7 @@ CUresult _mt_impl_MemGetAddressRange(int slot, CUdeviceptr *base, size_t *size, 
 {
     NEED(MemGetAddressRange, slot);
     CUresult r = MT_REAL(MemGetAddressRange, slot)(base, size, p);
-    if (r || _mt_rt.state <= 0)
+    if (r || !_mt_rt_on())
         return r;
     /* The driver knows the padded allocation; the application its own. */
     pthread_mutex_lock(&_mt_rt.lock);
@@ -243,7 +243,7 @@ CUresult _mt_impl_MemGetAddressRange(int slot, CUdeviceptr *base, size_t *size, 
 
 static void valid(uint64_t dst, uint64_t n, CUstream s)
 {
-    if (!n || _mt_rt.state <= 0)
+    if (!n || !_mt_rt_on())
         return;
     pthread_mutex_lock(&_mt_rt.lock);
     int rc = _mt_devcheck_mark_valid(&_mt_rt.dc, dst, n, s);
@@ -255,7 +255,7 @@ static void valid(uint64_t dst, uint64_t n, CUstream s)
 /* Does dst name device memory (where validity matters)? */
 static int device_dst(uint64_t dst)
 {
-    if (_mt_rt.state <= 0)
+    if (!_mt_rt_on())
         return 0;
     unsigned type = 0;
     if (_mt_rt.dc.cu->PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dst))

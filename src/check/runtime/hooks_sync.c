@@ -18,7 +18,7 @@
  * never reported by the launch either. */
 static CUresult launched(CUresult r)
 {
-    if (r || _mt_rt.state <= 0)
+    if (r || !_mt_rt_on())
         return r;
     __atomic_fetch_add(&_mt_rt.launches, 1, __ATOMIC_RELAXED);
     if (_mt_rt.sync_launch)

@@ -9,6 +9,7 @@
 #define MT_CHECK_RT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "memtrack/check.h"
@@ -30,7 +31,10 @@ typedef struct rt_site_state {
 
 typedef struct rt {
     pthread_mutex_t lock;
-    int state;             /* 0 not yet, 1 checking, -1 off for good */
+    /* 0 not yet, 1 checking, -1 off for good. Written under the lock once
+     * set-up is done (release); read without it by every hook (acquire):
+     * whoever sees 1 also sees the options and the device resources. */
+    _Atomic int state;
     mt_devcheck dc;
     /* options (environment, read once) */
     uint64_t redzone;      /* bytes on each side of an allocation */
@@ -57,6 +61,12 @@ extern rt _mt_rt;
 /* Creates the device resources on first use. Returns 1 when checking is on,
  * 0 when not (yet). Takes and releases the lock. */
 int _mt_rt_ready(void);
+
+/* Is checking on (set-up done and not given up)? Any thread, no lock. */
+static inline int _mt_rt_on(void)
+{
+    return atomic_load_explicit(&_mt_rt.state, memory_order_acquire) > 0;
+}
 
 /* The stream a hook's own work goes to: the per-thread default stream for
  * the _ptds/_ptsz entry points called with stream 0. */

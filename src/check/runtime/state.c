@@ -54,17 +54,18 @@ static void read_options(rt *r)
 int _mt_rt_ready(void)
 {
     rt *r = &_mt_rt;
-    if (r->state)
-        return r->state > 0;
+    int st = atomic_load_explicit(&r->state, memory_order_acquire); /* pairs with the stores below */
+    if (st)
+        return st > 0;
     pthread_mutex_lock(&r->lock);
-    if (r->state) {
+    if ((st = atomic_load_explicit(&r->state, memory_order_relaxed)) != 0) { /* the lock orders it */
         pthread_mutex_unlock(&r->lock);
-        return r->state > 0;
+        return st > 0;
     }
     _mt_hooks_resolve();
     const mt_cu *cu = _mt_cu();
     if (!cu) {
-        r->state = -1;
+        atomic_store_explicit(&r->state, -1, memory_order_release);
         pthread_mutex_unlock(&r->lock);
         return 0;
     }
@@ -89,9 +90,10 @@ int _mt_rt_ready(void)
                     "running unchecked\n",
                     r->dc.fail_step ? r->dc.fail_step : "initialisation", mt_strerror(rc), r->dc.fail_cu,
                     r->dc.jit_log[0] ? ": " : "", r->dc.jit_log);
-        r->state = -1;
+        atomic_store_explicit(&r->state, -1, memory_order_release);
     } else {
-        r->state = 1;
+        /* release: publishes the options and the device resources */
+        atomic_store_explicit(&r->state, 1, memory_order_release);
         atexit(at_exit); /* after the CUDA runtime's own: runs before its teardown */
         if (r->verbose)
             _mt_rt_logf("memtrack check: sm_%d, helper PTX %.*s, local window top 0x%" PRIx64
@@ -99,8 +101,9 @@ int _mt_rt_ready(void)
                         r->dc.sm, (int)strcspn(r->dc.ptx_header, "\n"), r->dc.ptx_header, r->dc.local_top,
                         r->dc.local_top_measured ? "measured" : "probe failed: the window's end", r->redzone);
     }
+    st = atomic_load_explicit(&r->state, memory_order_relaxed);
     pthread_mutex_unlock(&r->lock);
-    return r->state > 0;
+    return st > 0;
 }
 
 /* ---- allocation table: open addressing, linear probing, tombstone-free
@@ -306,7 +309,7 @@ static CUresult report_new(void)
 CUresult _mt_rt_after_sync(CUresult result, int partial)
 {
     rt *r = &_mt_rt;
-    if (r->state <= 0)
+    if (!_mt_rt_on())
         return result;
     pthread_mutex_lock(&r->lock);
     uint32_t count = 0;
@@ -331,7 +334,7 @@ CUresult _mt_rt_after_sync(CUresult result, int partial)
 static void at_exit(void)
 {
     rt *r = &_mt_rt;
-    if (r->state <= 0)
+    if (!_mt_rt_on())
         return;
     CUcontext ctx = NULL;
     if (!r->dc.cu->CtxGetCurrent(&ctx) && ctx && !r->dc.cu->CtxSynchronize()) {

@@ -86,10 +86,10 @@ static char *pool_strndup(ctx *c, const char *s, size_t n)
     return d;
 }
 
-static void add_note(ctx *c, const char *fmt_fn, const char *what, const char *why)
+static void add_note(ctx *c, const char *fn, const char *what, const char *why)
 {
     char buf[512];
-    snprintf(buf, sizeof buf, "%s: %s: %s", fmt_fn ? fmt_fn : "(module)", what, why);
+    snprintf(buf, sizeof buf, "%s: %s: %s", fn ? fn : "(module)", what, why);
     mt_ptx_result *p = &c->r->pub;
     for (size_t i = 0; i < p->nnotes; i++)
         if (strcmp(p->notes[i], buf) == 0)

@@ -83,16 +83,12 @@ MT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
 MT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags,
                                        CUdriverProcAddressQueryResult *status);
 
-/* Our function for what the driver handed out as `got` under `name` (a base
- * name from cuGetProcAddress, or an exported name from dlsym), or NULL. */
 void *_mt_hook_for(const char *name, void *got, int base_name)
 {
     if (!resolved || !got)
         return NULL;
-    if ((got == (void *)real_gpa1 && real_gpa1) ) {
-        if (strcmp(name, "cuGetProcAddress") == 0)
-            return (void *)cuGetProcAddress;
-    }
+    if (got == (void *)real_gpa1 && real_gpa1 && strcmp(name, "cuGetProcAddress") == 0)
+        return (void *)cuGetProcAddress;
     if (got == (void *)real_gpa2 && real_gpa2 &&
         (strcmp(name, "cuGetProcAddress") == 0 || strcmp(name, "cuGetProcAddress_v2") == 0))
         return (void *)cuGetProcAddress_v2;

@@ -10,8 +10,8 @@
  * _mt_local_probe(out, idx) writes the .local address just past a 16-byte
  *   local array: the top of the local window (Panoptes measured 0xFFFCA0; an
  *   H100 with CUDA 13 puts it at 0xFFFDC0, so the runtime asks).
- * The .version/.target header is chosen at run time for the GPU at hand: a
- * driver's JIT may no longer take the oldest targets. */
+ * The .version/.target header is chosen at run time for the GPU at hand (its
+ * own target first): a driver's JIT may not take the oldest targets. */
 #include "devcheck.h"
 
 const char _mt_helper_ptx[] = /* after a ".version/.target" header (devcheck.c) */

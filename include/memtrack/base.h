@@ -46,6 +46,10 @@ enum mt_error {
     MT_EDEVMEM = -4111,   /* device memory full, even after evicting what is valid elsewhere */
     MT_ELOSTDATA = -4112, /* the range's only valid copy was lost with its device */
     MT_EMAPPED = -4113,   /* the range is mapped for the host */
+    /* check (memtrack/check.h): -4120..-4129 */
+    MT_ECHECK_NOACCESS = -4120, /* a byte of the range is not addressable */
+    MT_ECHECK_UNINIT = -4121,   /* addressable, but a byte was never initialised */
+    MT_ECHECK_PTX = -4122,      /* PTX text the instrumenter cannot parse */
 };
 
 /* Returns the library's run-time version as MAJOR*10000 + MINOR*100 + PATCH.

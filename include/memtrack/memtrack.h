@@ -13,5 +13,6 @@
 #include "memtrack/stream.h"
 #include "memtrack/device_sim.h"
 #include "memtrack/coherence.h"
+#include "memtrack/check.h"
 
 #endif

@@ -21,6 +21,9 @@ static const char *mt_own_error(int code)
     case MT_EDEVMEM: return "device memory full: nothing evictable";
     case MT_ELOSTDATA: return "buffer content lost with its device";
     case MT_EMAPPED: return "buffer range is mapped for the host";
+    case MT_ECHECK_NOACCESS: return "address not addressable";
+    case MT_ECHECK_UNINIT: return "read of uninitialised memory";
+    case MT_ECHECK_PTX: return "PTX text not understood";
     default: return NULL;
     }
 }

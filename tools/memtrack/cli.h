@@ -35,5 +35,7 @@ int mt_cmd_verify(int argc, char **argv);
 void mt_cmd_verify_usage(void);
 int mt_cmd_dump(int argc, char **argv);
 void mt_cmd_dump_usage(void);
+int mt_cmd_check(int argc, char **argv);
+void mt_cmd_check_usage(void);
 
 #endif

@@ -12,5 +12,7 @@ const mt_cli_command mt_cli_commands[] = {
      mt_cmd_dump, mt_cmd_dump_usage},
     {"bench", "SUITE [--quick] [--json] | --list", "run a benchmark suite", mt_cmd_bench,
      mt_cmd_bench_usage},
+    {"check", "[--no-init] [--sync] -- APP ...", "run a CUDA program with every access checked",
+     mt_cmd_check, mt_cmd_check_usage},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -177,17 +177,17 @@ static void do_alloc(model *m, mt_alloc *a)
     MT_CHECK(m->nlive < MAX_LIVE);
     MT_CHECK(b.region < MAX_REGIONS && m->reg[b.region].live);
     MT_CHECK_UINT_EQ(b.size, size_r);
-    MT_CHECK_UINT_EQ(b.kind, kind);
     MT_CHECK_UINT_EQ(b.offset % (align > g ? align : g), 0);
     MT_CHECK(b.offset + b.size <= m->reg[b.region].size);
     /* The pad between the start of the free run the allocation came from
      * and its data is kept when it is at most 1/16 of the request, at most
-     * 65535 granules, and there are no granularity pages (alloc.c). */
+     * 255 granules (the node's 8 bits), and there are no granularity pages
+     * (alloc.c). */
     uint64_t run = b.offset >> m->gshift;
     while (run > 0 && m->reg[b.region].owner[run - 1] == 0)
         run--;
     uint64_t pad = (b.offset >> m->gshift) - run;
-    if (m->pshift || pad > 65535 || pad * 16 > size_r >> m->gshift)
+    if (m->pshift || pad > 255 || pad * 16 > size_r >> m->gshift)
         pad = 0;
     pad <<= m->gshift;
     m->pad += pad;
@@ -219,8 +219,7 @@ static void do_free(model *m, mt_alloc *a)
         return;
     uint32_t idx = (uint32_t)rnd(m, m->nlive);
     mlive l = m->live[idx];
-    mt_alloc_block b = {.region = l.region, .kind = l.kind, .offset = l.offset, .size = l.size,
-                        .hint = l.hint};
+    mt_alloc_block b = {.region = l.region, .offset = l.offset, .size = l.size, .hint = l.hint};
     model_free(m, idx); /* first: the free may release the region */
     /* By offset, or by block with its hint: same effect. */
     int by_block = rnd(m, 2) != 0;

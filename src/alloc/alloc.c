@@ -208,14 +208,24 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mt
 }
 
 /* Makes sure a split can take two nodes (leading pad, allocation) and the
- * offset map has room for one more entry. Only does something when the
- * allocator holds more blocks than ever before. */
+ * offset map has room for one more entry, and renews the inline path's
+ * credit: the allocations certain to find both without looking, at most
+ * CREDIT_MAX. Only grows something when the allocator holds more blocks
+ * than ever before; when the credit would be small, it grows a little
+ * early, so that the inline path does not come here every few calls. */
+#define CREDIT_MAX 1024u
+#define CREDIT_MIN 16u
 static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
 {
-    if (a->b_unused_n < 2 && mta_node_reserve(a, 2) != 0)
+    if (a->b_unused_n < 2 * CREDIT_MIN && mta_node_reserve(a, 2 * CREDIT_MIN) != 0 &&
+        a->b_unused_n < 2)
         return -ENOMEM;
-    if (a->live >= a->ht_room && mta_map_reserve(a) != 0)
+    if (a->ht && a->live + CREDIT_MIN > a->ht_room && mta_map_reserve(a) != 0 &&
+        a->live >= a->ht_room)
         return -ENOMEM;
+    uint32_t c = a->b_unused_n / 2, room = a->ht_room - a->live;
+    c = c < room ? c : room;
+    a->credit = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
     return 0;
 }
 
@@ -263,7 +273,9 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
                                                    unsigned kind, mt_alloc_block *out)
 {
     mta_req r = {size, align, kind};
-    int rc = reserve(a);
+    int rc = a->credit ? 0 : reserve_slow(a);
+    if (rc == 0)
+        rc = reserve(a);
     if (rc)
         return rc;
     uint64_t start;
@@ -271,41 +283,46 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
     if (id == NIL)
         return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
     commit_found(a, id, start, &r, out);
+    a->credit -= a->credit != 0; /* it took what one unit of credit stands for */
     return 0;
 }
 
-/* Bad arguments, told apart off the fast path. */
-static __attribute__((noinline)) int allocate_refused(const mt_alloc *a, uint64_t size,
-                                                      uint64_t align, mt_alloc_kind kind,
-                                                      const mt_alloc_block *out)
+/* Bad arguments told apart, and alignments beyond MT_ALLOC_MAX_SIZE, off
+ * the fast path. Offsets are below MT_ALLOC_MAX_SIZE: a larger alignment
+ * means offset 0, exactly as MT_ALLOC_MAX_SIZE does. */
+static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size, uint64_t align,
+                                                      mt_alloc_kind kind, mt_alloc_block *out)
 {
     if (!a || !out || size == 0 || (align & (align - 1)) != 0 ||
         (unsigned)kind > MT_ALLOC_NONLINEAR)
         return -EINVAL;
-    return -ENOSPC; /* size > MT_ALLOC_MAX_SIZE */
+    if (size > MT_ALLOC_MAX_SIZE)
+        return -ENOSPC;
+    unsigned gs = a->gshift;
+    align = MT_ALLOC_MAX_SIZE >> gs ? MT_ALLOC_MAX_SIZE >> gs : 1;
+    return allocate_slow(a, ((size - 1) >> gs) + 1, align, (unsigned)kind, out);
 }
 
 int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
                       mt_alloc_block *out)
 {
-    /* The bad values OR'ed into one word (size - 1 wraps for 0, and is
-     * below 2^56 = MT_ALLOC_MAX_SIZE for a good size), then the pointers. */
+    /* The unusual values OR'ed into one word (size - 1 wraps for 0, and is
+     * below 2^56 = MT_ALLOC_MAX_SIZE for a good size; a power-of-two
+     * alignment above it is at least 2^57), then the pointers. */
     _Static_assert(MT_ALLOC_MAX_SIZE == 1ull << 56 && MT_ALLOC_NONLINEAR == 1, "checks below");
-    if (__builtin_expect(((align & (align - 1)) | ((size - 1) >> 56) | ((unsigned)kind >> 1)) != 0 ||
-                         !a || !out, 0))
-        return allocate_refused(a, size, align, kind, out);
+    if (__builtin_expect(((align & (align - 1)) | ((size - 1) >> 56) | (align >> 57) |
+                          ((unsigned)kind >> 1)) != 0 || !a || !out, 0))
+        return allocate_unusual(a, size, align, kind, out);
     unsigned gs = a->gshift;
-    /* Offsets are below MT_ALLOC_MAX_SIZE: a larger alignment means offset 0,
-     * exactly as MT_ALLOC_MAX_SIZE does. */
-    align = align < MT_ALLOC_MAX_SIZE ? align : MT_ALLOC_MAX_SIZE;
     mta_req r = {((size - 1) >> gs) + 1, align >> gs ? align >> gs : 1, (unsigned)kind};
-    /* The common case inline: no granularity pages, spare nodes and map room
-     * at hand, a block found on the head records. */
+    /* The common case inline: no granularity pages, credit for spare nodes
+     * and map room, a block found on the head records. */
     uint64_t start;
     int c;
-    if (__builtin_expect(a->b_unused_n >= 2 && a->live < a->ht_room && a->fast, 1) &&
+    if (__builtin_expect(a->credit != 0, 1) &&
         (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r, &start)
                                       : mta_first_fit_fast(a, &r, &start)) >= 0) {
+        a->credit--;
         commit_head(a, (unsigned)c, start, &r, out);
         return 0;
     }

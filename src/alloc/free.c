@@ -11,50 +11,16 @@
 #include "offmap.h"
 #include "tlsf.h"
 
-/* The previous block p is free: it grows over used block x = id
- * ([off, off + size)), and over the next block n too when that one is free
- * (nf). Returns p. */
-static inline uint32_t merge_into_prev(mt_alloc *a, uint32_t p, uint32_t id, uint32_t n, int nf,
-                                       uint64_t size)
-{
-    blk *b = a->b;
-    uint64_t old = b[p].size;
-    if (nf) {
-        uint64_t nsize = b[n].size;
-        tlsf_unlink(a, n, nsize);
-        size += nsize;
-        uint32_t after = b[n].next_phys;
-        node_put(a, n);
-        n = after;
-    }
-    node_put(a, id);
-    b[p].size = old + size;
-    chain_link(b, p, n);
-    tlsf_refile(a, p, old);
-    return p;
-}
-
-/* Only the next block n is free: it grows backwards over used block id,
- * which starts at `off` and has `size` granules. Returns n. */
-static inline uint32_t merge_into_next(mt_alloc *a, uint32_t id, uint32_t n, uint64_t off,
-                                       uint64_t size)
-{
-    blk *b = a->b, *nx = &b[n];
-    uint64_t old = nx->size;
-    nx->off = off;
-    nx->size = old + size;
-    chain_link(b, b[id].prev_phys, n);
-    node_put(a, id);
-    tlsf_refile(a, n, old);
-    return n;
-}
-
-/* Frees used block `id`: its map entry goes (the node says where), then it
- * merges with whichever neighbours are free. */
+/* Frees used block `id`: its map entry goes (the node says where), then
+ * the free neighbours come off their lists and the block grows over them
+ * (the previous one's node, if free, takes its place), and the result is
+ * filed. Taking neighbours off and filing the result once costs no more
+ * than moving a grown neighbour between lists in place, which nearly
+ * always changes class anyway with 32 classes per power of two. */
 static inline int free_node(mt_alloc *a, uint32_t id)
 {
     blk *b = a->b, *x = &b[id];
-    uint32_t p = x->prev_phys, n = x->next_phys;
+    uint32_t lo = x->prev_phys, hi = x->next_phys, f = id;
     uint64_t off = blk_off(x), size = blk_size(x);
     if (a->ht)
         map_remove_noted(a, x);
@@ -62,19 +28,30 @@ static inline int free_node(mt_alloc *a, uint32_t id)
     a->used -= size;
     a->pad -= blk_pad(x);
     /* A sentinel reads as used. */
-    int pf = blk_is_free(&b[p]), nf = blk_is_free(&b[n]);
-    uint32_t f = id;
-    if (pf) {
-        f = merge_into_prev(a, p, id, n, nf, size);
-    } else if (nf) {
-        f = merge_into_next(a, id, n, off, size);
-    } else {
-        x->off = off;
-        x->size = size;
-        tlsf_insert(a, id);
+    const blk *pb = &b[lo], *nb = &b[hi];
+    if (blk_is_free(pb)) {
+        tlsf_unlink(a, lo, pb->size);
+        node_put(a, id);
+        f = lo;
+        off = pb->off;
+        size += pb->size;
+        lo = pb->prev_phys;
     }
-    if (__builtin_expect(blk_spans_region(&b[f]), 0))
-        mta_region_emptied(a, free_blk_region(b, &b[f]));
+    if (blk_is_free(nb)) {
+        uint32_t n = hi;
+        tlsf_unlink(a, n, nb->size);
+        size += nb->size;
+        hi = nb->next_phys;
+        node_put(a, n);
+    }
+    blk *fx = &b[f];
+    fx->off = off;
+    fx->size = size;
+    chain_link(b, lo, f);
+    chain_link(b, f, hi);
+    tlsf_insert(a, f);
+    if (__builtin_expect(lo == hi, 0)) /* both the sentinel: the region is empty */
+        mta_region_emptied(a, b[lo].region);
     return 0;
 }
 

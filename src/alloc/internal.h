@@ -169,6 +169,10 @@ struct mt_alloc {
     unsigned pshift;   /* log2(granularity page in granules); 0: no separation */
     mt_alloc_strategy strategy;
     uint32_t fast;     /* FAST_*: the inline path and its strategy, or 0 */
+    /* Allocations the inline path may make before it must check for spare
+     * nodes and map room again (alloc.c, reserve): one counter instead of
+     * three tests. 0 without an inline path. */
+    uint32_t credit;
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */

@@ -11,10 +11,11 @@ int mta_node_reserve(mt_alloc *a, uint32_t n)
 {
     if (a->b_unused_n >= n)
         return 0;
-    /* By half again, not double: the array is most of the allocator's
-     * memory (docs/alloc.md), and growing happens only when the allocator
-     * holds more blocks than ever before, so amortised O(1) either way. */
-    uint64_t cap = a->b_cap ? (uint64_t)a->b_cap + a->b_cap / 2 : 64;
+    /* By an eighth, not double: the array is most of the allocator's
+     * memory (docs/alloc.md: at most 64 bytes per live allocation), and
+     * growing happens only when the allocator holds more blocks than ever
+     * before; still geometric, so amortised O(1). */
+    uint64_t cap = a->b_cap ? (uint64_t)a->b_cap + a->b_cap / 8 : 64;
     if (cap < (uint64_t)a->b_cap + n)
         cap = (uint64_t)a->b_cap + n;
     if (cap > UINT32_MAX)

@@ -71,11 +71,14 @@ int mta_map_rebuild(mt_alloc *a)
     return -ENOMEM;
 }
 
+#define MAP_SLACK 16u
 int mta_map_reserve(mt_alloc *a)
 {
     if (!a->ht)
         return rehash(a, 2, 0x9e3779b97f4a7c15ull) < 0 ? -ENOMEM : 0;
-    if (a->live < a->ht_room)
+    /* A little early: the allocation path's credit (alloc.c) wants room
+     * for several entries, not just one. */
+    if (a->live + MAP_SLACK < a->ht_room)
         return 0;
     unsigned bits = map_bits(a);
     if (bits >= 27)

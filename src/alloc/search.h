@@ -35,7 +35,7 @@
 
 #include "tlsf.h"
 
-#define GUARANTEED_HEADS 3
+#define GUARANTEED_HEADS 2
 
 /* Offset at which the request starts in free block x, or NO_FIT. The block's
  * neighbours are used blocks or the sentinel: with granularity separation,
@@ -135,6 +135,19 @@ static inline int mta_lowest_head(const tlsf_idx *ix, unsigned cw, unsigned head
     return best;
 }
 
+/* mta_lowest_head(ix, cw, 2) for the fast path: when both classes are in
+ * cw's bitmap word (nearly always), two bit scans and one comparison. */
+static inline int mta_lowest_of_two(const tlsf_idx *ix, unsigned cw)
+{
+    unsigned w = cw / 64;
+    uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64));
+    uint64_t m2 = m & (m - 1);
+    if (__builtin_expect(m2 == 0, 0))
+        return mta_lowest_head(ix, cw, 2);
+    unsigned c1 = w * 64 + (unsigned)__builtin_ctzll(m), c2 = w * 64 + (unsigned)__builtin_ctzll(m2);
+    return ix->hd[c2].off < ix->hd[c1].off ? (int)c2 : (int)c1;
+}
+
 /* The lowest-offset head among the first `heads` non-empty classes at or
  * above cw, and where the request starts in it; each certainly fits. */
 static inline uint32_t mta_guaranteed(const mt_alloc *a, unsigned cw, unsigned heads,
@@ -211,7 +224,8 @@ static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_
         *start = s;
         return (int)cu;
     }
-    int c = mta_lowest_head(ix, class_index_up(r->size + r->align - 1), GUARANTEED_HEADS);
+    _Static_assert(GUARANTEED_HEADS == 2, "the fast path compares two heads");
+    int c = mta_lowest_of_two(ix, class_index_up(r->size + r->align - 1));
     if (c >= 0)
         *start = align_up(ix->hd[c].off, r->align);
     return c;

@@ -167,22 +167,30 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
  * class. The used block is a new node in front of it; a leading pad the
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
-static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mta_req *r,
-                               mt_alloc_block *out)
+static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, uint64_t size,
+                               unsigned kind, mt_alloc_block *out)
 {
+    /* In an order that lets each value go as soon as it is used: the
+     * allocation and what the caller gets first, then the block's tail,
+     * then the leading part (fewer values live at once, fewer spills). */
     tlsf_idx *ix = &a->ix;
     uint32_t id = ix->head[c];
-    uint64_t xoff = ix->hd[c].off, end = xoff + ix->hd[c].size, aend = start + r->size;
-    uint64_t pad = kept_pad(start - xoff, r); /* the fast path has no granularity pages */
+    uint64_t xoff = ix->hd[c].off, end = xoff + ix->hd[c].size, aend = start + size;
+    mta_req r = {size, 1, kind};
+    uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
     if (__builtin_expect(aend == end, 0)) { /* no tail: rare, out of line */
-        commit(a, id, start, pad, r, out);
+        commit(a, id, start, pad, &r, out);
         return;
     }
     blk *b = a->b, *x = &b[id];
-    uint32_t prev = x->prev_phys, rid = b[prev].region, uid = node_take(a), left = prev;
+    uint32_t prev = x->prev_phys, rid = b[prev].region, uid = node_take(a);
     if (__builtin_expect(prev == x->next_phys, 0))
         a->reg_empty--; /* the region's first allocation */
-    /* The tail first: the leading part below may go to class c too, in front. */
+    blk *u = &b[uid];
+    used_fill(u, start - pad, pad, &r, rid);
+    u->next_phys = id;
+    record(a, rid, start, pad, uid, &r, out);
+    /* The tail: the leading part below may go to class c too, in front. */
     x->off = aend;
     x->size = end - aend;
     x->prev_phys = uid;
@@ -194,17 +202,14 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mt
         tlsf_link(a, id, ct);
     }
     if (start - pad != xoff) { /* then pad is 0 */
-        left = node_take(a);
-        b[left].off = xoff;
-        b[left].size = start - xoff;
-        chain_link(b, prev, left);
-        tlsf_insert(a, left);
+        uint32_t lead = node_take(a);
+        b[lead].off = xoff;
+        b[lead].size = start - xoff;
+        chain_link(b, prev, lead);
+        tlsf_insert(a, lead);
+        prev = lead;
     }
-    blk *u = &b[uid];
-    used_fill(u, start - pad, pad, r, rid);
-    chain_link(b, left, uid);
-    u->next_phys = id;
-    record(a, rid, start, pad, uid, r, out);
+    chain_link(b, prev, uid);
 }
 
 /* Makes sure a split can take two nodes (leading pad, allocation) and the
@@ -323,7 +328,7 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
         (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r, &start)
                                       : mta_first_fit_fast(a, &r, &start)) >= 0) {
         a->credit--;
-        commit_head(a, (unsigned)c, start, &r, out);
+        commit_head(a, (unsigned)c, start, r.size, r.kind, out);
         return 0;
     }
     /* Scalars: a request passed by address or by value would have to be

@@ -35,7 +35,7 @@
  * of it holds the request) is at most 1/32 above it, so near full a
  * request still finds a block that is barely larger, and an aged heap
  * fills to 0.99 before its first refusal (8 classes: 0.95; docs/alloc.md). */
-#define SL_LOG2 5
+#define SL_LOG2 4
 #define SL_N (1u << SL_LOG2)
 /* Block sizes in granules are at most 2^56 (MT_ALLOC_MAX_SIZE with a granule
  * of 1); searches round up to below 2^57. Top bit at most 56, so the first
@@ -176,6 +176,7 @@ struct mt_alloc {
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */
+    uint64_t tight;      /* used granules from which best fit looks harder (search.h) */
     uint64_t pad;        /* of which leading pads kept */
 
     uint64_t total;      /* bytes */
@@ -223,14 +224,10 @@ static inline void class_of(uint64_t u, unsigned *fl, unsigned *sl)
  * holds u granules. */
 static inline uint64_t class_round_up(uint64_t u) { return u + (1ull << class_shift(u)) - 1; }
 
-/* class_index(class_round_up(u)) for u <= U_LIMIT, with one bit scan: the
- * next class up unless u is the smallest size of its own class. N_CLASSES
- * when no class is certain to hold u. */
-static inline unsigned class_index_up(uint64_t u)
-{
-    unsigned s = class_shift(u);
-    return (s << SL_LOG2) + (unsigned)(u >> s) + ((u & ((1ull << s) - 1)) != 0);
-}
+/* class_index(class_round_up(u)) for 0 < u <= U_LIMIT: the next class up
+ * unless u is the smallest size of its own class, which is what the class
+ * of u - 1, plus one, is. N_CLASSES when no class is certain to hold u. */
+static inline unsigned class_index_up(uint64_t u) { return class_index(u - 1) + 1; }
 
 static inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 
@@ -254,6 +251,19 @@ int mta_map_rebuild(mt_alloc *a);
 /* region.c: a region lost its last allocation / is being removed. */
 void mta_region_emptied(mt_alloc *a, uint32_t id);
 void mta_region_drop(mt_alloc *a, uint32_t id, int call_release);
+
+/* The allocator is "tight" once this share of its granules is used: best
+ * fit then also tries the next class below the guaranteed ones (search.h),
+ * which is what lets it fill to 0.99 before refusing, and costs a branch
+ * no predictor learns, so below it the inline path skips it. */
+#ifndef TIGHT_SHIFT
+#define TIGHT_SHIFT 1 /* 1 - 1/2 */
+#endif
+static inline void mta_set_tight(mt_alloc *a)
+{
+    uint64_t g = a->total >> a->gshift;
+    a->tight = g - (g >> TIGHT_SHIFT);
+}
 
 /* Links node n after node p in a chain (either may be a sentinel). */
 static inline void chain_link(blk *b, uint32_t p, uint32_t n)

@@ -61,6 +61,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     tlsf_insert(a, bid);
     a->reg[rid] = (region){.size = size, .user = user, .sentinel = sid};
     a->total += size;
+    mta_set_tight(a);
     a->reg_live++;
     a->reg_empty++;
     a->reg_added = rid;
@@ -78,6 +79,7 @@ void mta_region_drop(mt_alloc *a, uint32_t rid, int call_release)
     a->reg[rid] = (region){.next_unused = a->reg_unused};
     a->reg_unused = rid + 1;
     a->total -= r.size;
+    mta_set_tight(a);
     a->reg_live--;
     a->reg_empty--;
     /* Last, with the allocator consistent: the callback may inspect it. */

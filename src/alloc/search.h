@@ -36,6 +36,9 @@
 #include "tlsf.h"
 
 #define GUARANTEED_HEADS 2
+#ifndef GUARANTEED_SPAN
+#define GUARANTEED_SPAN 4
+#endif
 
 /* Offset at which the request starts in free block x, or NO_FIT. The block's
  * neighbours are used blocks or the sentinel: with granularity separation,
@@ -145,7 +148,7 @@ static inline int mta_lowest_of_two(const tlsf_idx *ix, unsigned cw)
     if (__builtin_expect(m2 == 0, 0))
         return mta_lowest_head(ix, cw, 2);
     unsigned c1 = w * 64 + (unsigned)__builtin_ctzll(m), c2 = w * 64 + (unsigned)__builtin_ctzll(m2);
-    return ix->hd[c2].off < ix->hd[c1].off ? (int)c2 : (int)c1;
+    return ix->hd[c2].off < ix->hd[c1].off && c2 - c1 <= GUARANTEED_SPAN ? (int)c2 : (int)c1;
 }
 
 /* The lowest-offset head among the first `heads` non-empty classes at or
@@ -224,8 +227,16 @@ static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_
         *start = s;
         return (int)cu;
     }
+    unsigned cw = class_index_up(r->size + r->align - 1);
+    if (a->used >= a->tight && cu + 1 < cw) {
+        int k = tlsf_class_from(ix, cu + 1);
+        if (k >= 0 && (unsigned)k < cw && (s = head_fit(&ix->hd[k], r)) != NO_FIT) {
+            *start = s;
+            return k;
+        }
+    }
     _Static_assert(GUARANTEED_HEADS == 2, "the fast path compares two heads");
-    int c = mta_lowest_of_two(ix, class_index_up(r->size + r->align - 1));
+    int c = mta_lowest_of_two(ix, cw);
     if (c >= 0)
         *start = align_up(ix->hd[c].off, r->align);
     return c;

@@ -63,8 +63,12 @@ static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
     b[next].prev_free = NIL; /* the sink when it was alone */
     ix->head[c] = next;
     ix->hd[c] = (tlsf_head){b[next].off, b[next].size};
-    if (next == NIL)
-        tlsf_unmark(ix, c);
+    /* Whether the class is now empty is a coin toss for the branch
+     * predictor (with 16 classes per power of two, one head removal in
+     * three empties its class): the bits are cleared without a branch. */
+    uint64_t w = ix->cls_map[c / 64] & ~((uint64_t)(next == NIL) << (c % 64));
+    ix->cls_map[c / 64] = w;
+    ix->summary &= ~((uint64_t)(w == 0) << (c / 64));
 }
 
 /* Takes free block `id`, of `size` granules as filed, off its class list. */
@@ -119,6 +123,22 @@ static inline int tlsf_class_from(const tlsf_idx *ix, unsigned c)
         m = ix->cls_map[w];
     }
     return (int)(w * 64 + (unsigned)__builtin_ctzll(m));
+}
+
+/* The smallest non-empty class above class c < N_CLASSES, or N_CLASSES:
+ * tlsf_class_from without branches (both words are read, the answer
+ * selected; the ORs only keep the bit scans defined on words that are
+ * then not selected). */
+static inline unsigned tlsf_class_after(const tlsf_idx *ix, unsigned c)
+{
+    unsigned w = (c + 1) / 64;
+    uint64_t m = ix->cls_map[w] & (~0ull << ((c + 1) % 64));
+    uint64_t s = ix->summary & (~0ull << w << 1);
+    unsigned w2 = (unsigned)__builtin_ctzll(s | 1ull << (CLS_WORDS - 1));
+    unsigned in_word = w * 64 + (unsigned)__builtin_ctzll(m | 1ull << 63);
+    unsigned later = w2 * 64 + (unsigned)__builtin_ctzll(ix->cls_map[w2] | 1ull << 63);
+    later = s ? later : N_CLASSES;
+    return m ? in_word : later;
 }
 
 /* Head of the largest non-empty class, or NIL. */

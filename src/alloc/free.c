@@ -16,7 +16,7 @@
  * (the previous one's node, if free, takes its place), and the result is
  * filed. Taking neighbours off and filing the result once costs no more
  * than moving a grown neighbour between lists in place, which nearly
- * always changes class anyway with 32 classes per power of two. */
+ * always changes class anyway with 16 classes per power of two. */
 static inline int free_node(mt_alloc *a, uint32_t id)
 {
     blk *b = a->b, *x = &b[id];

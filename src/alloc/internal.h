@@ -31,10 +31,12 @@
 
 #include "memtrack/alloc.h"
 
-/* 32 classes per power of two: a request's guaranteed class (every block
- * of it holds the request) is at most 1/32 above it, so near full a
- * request still finds a block that is barely larger, and an aged heap
- * fills to 0.99 before its first refusal (8 classes: 0.95; docs/alloc.md). */
+/* 16 classes per power of two: a request's guaranteed class (every block
+ * of it holds the request) is at most 1/16 above it, so near full a request
+ * still finds a block that is barely larger. With the "tight" search
+ * (mta_set_tight) an aged heap fills to 0.99 before its first refusal;
+ * 8 classes reach 0.98, and 32 cost 5 ns per alloc+free pair in class-list
+ * churn (docs/alloc.md). */
 #define SL_LOG2 4
 #define SL_N (1u << SL_LOG2)
 /* Block sizes in granules are at most 2^56 (MT_ALLOC_MAX_SIZE with a granule

@@ -10,6 +10,7 @@ packages=(
   mesa-vulkan-drivers vulkan-tools      # lavapipe and vkcube for the demo
   xvfb xauth                            # a display for vkcube
   clang libclang-rt-14-dev              # libFuzzer targets (CI)
+  valgrind                              # memtrack bench alloc --callgrind
 )
 
 missing=()

@@ -393,6 +393,68 @@ static void test_free_block(void)
     mt_alloc_destroy(other);
 }
 
+/* MT_ALLOC_NO_OFFSET_MAP: frees go by block only; a block whose hint does
+ * not hold gets the error mt_alloc_free would give, and -ENOENT where that
+ * would have looked the offset up. A hint naming a region's sentinel frees
+ * nothing, whatever the offset. Pools, which free by offset, refuse the
+ * flag. The map's memory shows in metadata_bytes. */
+static void test_no_offset_map(void)
+{
+    mt_alloc_opts o = {.flags = MT_ALLOC_NO_OFFSET_MAP};
+    mt_alloc *a, *m = au_create(MT_ALLOC_BEST_FIT, 0, 0);
+    MT_CHECK_OK(mt_alloc_create(&o, &a));
+    MT_CHECK(a->ht == NULL);
+    uint32_t r, rm;
+    MT_CHECK_OK(mt_alloc_add_region(a, MiB, NULL, &r));
+    MT_CHECK_OK(mt_alloc_add_region(m, MiB, NULL, &rm));
+    mt_alloc_block x = au_alloc(a, 1000, 0, MT_ALLOC_LINEAR);
+    mt_alloc_block y = au_alloc(a, 2000, 256, MT_ALLOC_LINEAR);
+    au_alloc(m, 1000, 0, MT_ALLOC_LINEAR);
+    au_alloc(m, 2000, 256, MT_ALLOC_LINEAR);
+
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, r, x.offset), -ENOTSUP);
+    mt_alloc_block bad = x;
+    bad.hint = y.hint; /* another allocation's node */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &bad), -ENOENT);
+    bad.offset = x.offset + 8; /* off the granule */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &bad), -EINVAL);
+    bad.offset = 2 * MiB; /* outside the region */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &bad), -EINVAL);
+    bad.region = 5;
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &bad), -ENOENT);
+    /* The sentinel: used, of this region, but no block at any offset. */
+    uint64_t offs[] = {0, x.offset, y.offset, UINT64_MAX - 255, OFF_MASK << a->gshift};
+    for (unsigned i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        mt_alloc_block s = {.offset = offs[i], .region = r, .hint = a->reg[r].sentinel};
+        MT_CHECK(mt_alloc_free_block(a, &s) != 0);
+        mt_alloc_block sm = {.offset = offs[i], .region = rm, .hint = m->reg[rm].sentinel};
+        if (offs[i] != 0 && offs[i] != y.offset) /* with the map the offset decides */
+            MT_CHECK(mt_alloc_free_block(m, &sm) != 0);
+    }
+    AU_CHECK(a);
+    AU_CHECK(m);
+
+    mt_alloc_stats sa, sm;
+    MT_CHECK_OK(mt_alloc_get_stats(a, &sa));
+    MT_CHECK_OK(mt_alloc_get_stats(m, &sm));
+    MT_CHECK_UINT_EQ(sa.allocations, 2);
+    MT_CHECK(sa.metadata_bytes >= sizeof *a + (uint64_t)a->b_cap * sizeof(blk));
+    MT_CHECK_UINT_EQ(sm.metadata_bytes - sa.metadata_bytes,
+                     (uint64_t)(m->ht_mask + 1) * sizeof(mbucket)); /* the map, nothing else */
+
+    MT_CHECK_OK(mt_alloc_free_block(a, &y));
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &y), -ENOENT); /* double free */
+    MT_CHECK_OK(mt_alloc_free_block(a, &x));
+    check_stats(a, MiB, 0, 0, 1, MiB);
+    mt_alloc_destroy(a);
+    mt_alloc_destroy(m);
+
+    mt_pools_opts po = {.flags = MT_ALLOC_NO_OFFSET_MAP};
+    mt_pools *set = NULL;
+    MT_CHECK_ERR(mt_pools_create(&po, &set), -EINVAL);
+    MT_CHECK(set == NULL);
+}
+
 /* The offset map's overflow machinery: with a degenerate hash (seed 0:
  * every key goes to bucket 0), entries spill into the next buckets, lookups
  * follow the spill counts, and the insertion that would land past
@@ -587,6 +649,7 @@ int main(void)
     test_regions();
     test_bad_input();
     test_free_block();
+    test_no_offset_map();
     test_map_overflow();
     test_checker_catches();
     test_kept_pad();

@@ -36,6 +36,9 @@
 #include "tlsf.h"
 
 #define GUARANTEED_HEADS 2
+#ifndef TIGHT_SPAN
+#define TIGHT_SPAN 2
+#endif
 #ifndef GUARANTEED_SPAN
 #define GUARANTEED_SPAN 4
 #endif
@@ -140,7 +143,7 @@ static inline int mta_lowest_head(const tlsf_idx *ix, unsigned cw, unsigned head
 
 /* mta_lowest_head(ix, cw, 2) for the fast path: when both classes are in
  * cw's bitmap word (nearly always), two bit scans and one comparison. */
-static inline int mta_lowest_of_two(const tlsf_idx *ix, unsigned cw)
+static inline int mta_lowest_of_two(const tlsf_idx *ix, unsigned cw, unsigned span)
 {
     unsigned w = cw / 64;
     uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64));
@@ -148,7 +151,7 @@ static inline int mta_lowest_of_two(const tlsf_idx *ix, unsigned cw)
     if (__builtin_expect(m2 == 0, 0))
         return mta_lowest_head(ix, cw, 2);
     unsigned c1 = w * 64 + (unsigned)__builtin_ctzll(m), c2 = w * 64 + (unsigned)__builtin_ctzll(m2);
-    return ix->hd[c2].off < ix->hd[c1].off && c2 - c1 <= GUARANTEED_SPAN ? (int)c2 : (int)c1;
+    return ix->hd[c2].off < ix->hd[c1].off && c2 - c1 <= span ? (int)c2 : (int)c1;
 }
 
 /* The lowest-offset head among the first `heads` non-empty classes at or
@@ -236,7 +239,7 @@ static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_
         }
     }
     _Static_assert(GUARANTEED_HEADS == 2, "the fast path compares two heads");
-    int c = mta_lowest_of_two(ix, cw);
+    int c = mta_lowest_of_two(ix, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
     if (c >= 0)
         *start = align_up(ix->hd[c].off, r->align);
     return c;

@@ -6,9 +6,10 @@
  * heap, a GPU virtual-address range. All bookkeeping lives in host memory
  * beside the region, never inside it. Allocation and free are O(1) in the
  * worst case: a two-level segregated fit (TLSF) index finds a free block with
- * two bit scans, free blocks coalesce with their neighbours at once, and a
- * hash table with bounded probes finds the block being freed (or the block's
- * hint does: mt_alloc_free_block). Allocations are named by (region id,
+ * two bit scans, free blocks coalesce with their neighbours at once, and the
+ * block's hint (mt_alloc_free_block) or a hash table with bounded probes
+ * finds the block being freed; MT_ALLOC_NO_OFFSET_MAP leaves the table out
+ * for callers that keep their blocks. Allocations are named by (region id,
  * offset); offsets are aligned relative to the region's start.
  *
  * An mt_alloc is not thread-safe: one thread at a time. For several threads,

@@ -97,7 +97,7 @@ static inline void used_fill(blk *u, uint64_t bstart, uint64_t pad, const mta_re
                              uint32_t rid)
 {
     u->off = bstart | pad << OFF_PAD_SHIFT;
-    u->size = (r->size + pad) | SZ_USED | (uint64_t)r->kind << 62;
+    u->size = (r->size + pad) | SZ_USED | (r->kind == MT_ALLOC_NONLINEAR ? SZ_NONLINEAR : 0);
     u->region = rid;
 }
 

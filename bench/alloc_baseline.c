@@ -154,3 +154,8 @@ void bl_stats(const bl_alloc *b, uint64_t *free_bytes, uint64_t *largest, uint64
         (*extents)++;
     }
 }
+
+uint64_t bl_metadata_bytes(const bl_alloc *b)
+{
+    return sizeof *b + (uint64_t)b->cap * sizeof(ext);
+}

@@ -20,6 +20,9 @@ int bl_alloc_block(bl_alloc *b, uint64_t size, uint64_t align, uint64_t *offset)
 /* Frees [offset, offset + size) (size as passed to bl_alloc_block). 0 or -ENOMEM. */
 int bl_free_block(bl_alloc *b, uint64_t offset, uint64_t size);
 
+/* Host memory it holds for its bookkeeping (its extent array). */
+uint64_t bl_metadata_bytes(const bl_alloc *b);
+
 /* Free bytes, largest free extent, number of free extents. */
 void bl_stats(const bl_alloc *b, uint64_t *free_bytes, uint64_t *largest, uint64_t *extents);
 

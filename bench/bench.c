@@ -13,6 +13,7 @@ struct mt_bench_ctx {
     int quick;
     int json;
     int header_done;
+    int callgrind; /* MT_BENCH_CG_* */
 };
 
 uint64_t mt_bench_now_ns(void)
@@ -37,6 +38,7 @@ double mt_bench_median(double *v, int n)
 }
 
 int mt_bench_quick(const mt_bench_ctx *ctx) { return ctx->quick; }
+int mt_bench_callgrind(const mt_bench_ctx *ctx) { return ctx->callgrind; }
 const char *mt_bench_suite_name(const mt_bench_ctx *ctx) { return ctx->suite; }
 
 /* JSON string escaping for the few characters that can appear in our names. */
@@ -141,14 +143,20 @@ void mt_bench_note(mt_bench_ctx *ctx, const char *fmt, ...)
     fflush(stdout);
 }
 
-int mt_bench_run(const char *suite, int quick, int json)
+int mt_bench_run(const char *suite, int quick, int json, int callgrind)
 {
+    /* The child of --callgrind (callgrind.c) is told so by its environment. */
+    const char *child = getenv("MEMTRACK_BENCH_CALLGRIND_CHILD");
+    if (child && strcmp(child, "1") == 0)
+        callgrind = MT_BENCH_CG_CHILD;
+    else if (callgrind)
+        callgrind = MT_BENCH_CG_PARENT;
     int found = 0;
     for (const mt_bench_suite *s = mt_bench_suites; s->name; s++) {
         if (strcmp(suite, "all") != 0 && strcmp(suite, s->name) != 0)
             continue;
         found = 1;
-        mt_bench_ctx ctx = {s->name, quick, json, 0};
+        mt_bench_ctx ctx = {s->name, quick, json, 0, callgrind};
         int rc = s->run(&ctx);
         if (rc != 0) {
             fprintf(stderr, "memtrack bench: suite %s failed (%d)\n", s->name, rc);

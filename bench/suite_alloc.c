@@ -30,167 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc_baseline.h"
-#include "memtrack/alloc.h"
+#include "alloc_bench.h"
 #include "suites.h"
-
-#define KiB 1024ull
-#define MiB (1024ull * 1024)
-#define GiB (1024ull * MiB)
-#define BATCH 32
-#define LIVE 1000      /* live blocks in random-lifetime */
-#define AGE_OPS 20000  /* ageing before timing */
-#define MAXLIVE 8192
-
-/* ---- operation sequences ---------------------------------------------------- */
-
-typedef struct op {
-    uint64_t size, align;
-} op;
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
-
-typedef struct workload {
-    const char *name;
-    double lo, hi;          /* sizes: log-uniform in [lo, hi] */
-    const uint64_t *aligns; /* picked uniformly */
-    int naligns;
-    uint64_t granule;
-    uint64_t region;        /* ~50% holds about 1000 blocks */
-} workload;
-
-static const uint64_t small_aligns[] = {16, 64, 256};
-static const uint64_t gpu_aligns[] = {256, 4 * KiB, 64 * KiB};
-static const workload wl_small = {"small", 64, 4 * KiB, small_aligns, 3, 16, 2 * MiB};
-static const workload wl_gpu = {"gpu-typical", 4 * KiB, 16 * MiB, gpu_aligns, 3, 256, 4 * GiB};
-static const workload wl_mix = {"random-lifetime", 64, 16 * MiB, gpu_aligns, 3, 256, 4 * GiB};
-
-static void gen_ops(const workload *w, op *ops, size_t n, uint64_t seed)
-{
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i++) {
-        ops[i].size = (uint64_t)exp(log(w->lo) + rng_unit(&s) * (log(w->hi) - log(w->lo)));
-        ops[i].align = w->aligns[rng_next(&s) % (uint64_t)w->naligns];
-    }
-}
-
-/* ---- one interface over both allocators (a predictable branch) --------------- */
-
-typedef struct drv {
-    mt_alloc *mt;
-    bl_alloc *bl;
-    int by_offset; /* mt: free with mt_alloc_free, not mt_alloc_free_block */
-} drv;
-
-/* What a caller keeps of an allocation: the block mt_alloc_allocate filled
- * in (its hint lets mt_alloc_free_block skip the offset lookup); the
- * baseline uses the offset alone. */
-typedef struct rec {
-    mt_alloc_block b;
-} rec;
-
-static int drv_open(drv *d, int baseline, mt_alloc_strategy strat, const workload *w)
-{
-    *d = (drv){0};
-    if (baseline)
-        return (d->bl = bl_create(w->region, w->granule)) ? 0 : -ENOMEM;
-    mt_alloc_opts o = {.strategy = strat, .min_align = w->granule};
-    uint32_t id;
-    int rc = mt_alloc_create(&o, &d->mt);
-    return rc ? rc : mt_alloc_add_region(d->mt, w->region, NULL, &id);
-}
-
-static void drv_close(drv *d)
-{
-    mt_alloc_destroy(d->mt);
-    bl_destroy(d->bl);
-}
-
-static inline int drv_alloc(drv *d, const op *o, rec *r)
-{
-    if (d->mt)
-        return mt_alloc_allocate(d->mt, o->size, o->align, MT_ALLOC_LINEAR, &r->b);
-    return bl_alloc_block(d->bl, o->size, o->align, &r->b.offset);
-}
-
-static inline int drv_free(drv *d, const rec *r, uint64_t size)
-{
-    if (!d->mt)
-        return bl_free_block(d->bl, r->b.offset, size);
-    if (d->by_offset)
-        return mt_alloc_free(d->mt, r->b.region, r->b.offset);
-    return mt_alloc_free_block(d->mt, &r->b);
-}
-
-static double drv_fragmentation(const drv *d)
-{
-    uint64_t free_bytes, largest, n;
-    if (d->mt) {
-        mt_alloc_stats s;
-        mt_alloc_get_stats(d->mt, &s);
-        return s.fragmentation;
-    }
-    bl_stats(d->bl, &free_bytes, &largest, &n);
-    return free_bytes ? 1.0 - (double)largest / (double)free_bytes : 0.0;
-}
-
-/* Live blocks of a driver, in no particular order. */
-typedef struct liveset {
-    rec rec[MAXLIVE];
-    uint64_t size[MAXLIVE];
-    uint32_t n;
-    uint64_t used, target;
-} liveset;
-
-static void live_drop(drv *d, liveset *l, uint32_t v)
-{
-    drv_free(d, &l->rec[v], l->size[v]);
-    l->used -= l->size[v];
-    l->n--;
-    l->rec[v] = l->rec[l->n];
-    l->size[v] = l->size[l->n];
-}
-
-/* One random op holding occupancy near l->target: allocate while below it
- * (and the allocator agrees), else free a random block. The size does not
- * decide (that would keep only small blocks live near the target). Returns
- * 1 for an allocation refused below the target. */
-static int churn_step(drv *d, liveset *l, const workload *w, uint64_t *s)
-{
-    op o;
-    gen_ops(w, &o, 1, rng_next(s));
-    int want = l->used < l->target && l->n < MAXLIVE;
-    if (want && drv_alloc(d, &o, &l->rec[l->n]) == 0) {
-        l->size[l->n++] = o.size;
-        l->used += o.size;
-        return 0;
-    }
-    if (l->n)
-        live_drop(d, l, (uint32_t)(rng_next(s) % l->n));
-    return want;
-}
-
-/* Ages the region: AGE_OPS random ops at 50% occupancy (same sequence for
- * every allocator; they may diverge a little where one refuses). */
-static liveset *age(drv *d, const workload *w)
-{
-    liveset *l = calloc(1, sizeof *l);
-    if (!l)
-        return NULL;
-    l->target = w->region / 2;
-    uint64_t s = 7;
-    for (int i = 0; i < AGE_OPS; i++)
-        churn_step(d, l, w, &s);
-    return l;
-}
 
 /* ---- batches ----------------------------------------------------------------- */
 
@@ -217,15 +58,18 @@ static inline __attribute__((always_inline)) void as_free(drv *d, const rec *r, 
         mt_alloc_free_block(d->mt, &r->b);
 }
 
-/* Median ns per alloc+free pair over `batches` batches; -1 on failure. */
+/* Median ns per alloc+free pair over `batches` batches; -1 on failure.
+ * With cg (--callgrind's child), callgrind counts the timed pass only. */
 static inline __attribute__((always_inline)) double run_batches_as(drv *d, const op *ops,
-                                                                   int batches, int as)
+                                                                   int batches, int as, int cg)
 {
     rec r[BATCH];
     double *per = malloc((size_t)batches * sizeof *per);
     if (!per)
         return -1;
     for (int pass = 0; pass < 2; pass++) { /* pass 0 warms caches and page tables */
+        if (cg && pass == 1)
+            mt_bench_cg_toggle();
         for (int k = 0; k < batches; k++) {
             const op *o = &ops[(size_t)k * BATCH];
             uint64_t t0 = mt_bench_now_ns();
@@ -240,19 +84,21 @@ static inline __attribute__((always_inline)) double run_batches_as(drv *d, const
             }
             per[k] = (double)(mt_bench_now_ns() - t0) / BATCH;
         }
+        if (cg && pass == 1)
+            mt_bench_cg_toggle();
     }
     double med = mt_bench_median(per, batches);
     free(per);
     return med;
 }
 
-static double run_batches(drv *d, const op *ops, int batches)
+static double run_batches(drv *d, const op *ops, int batches, int cg)
 {
     if (!d->mt)
-        return run_batches_as(d, ops, batches, AS_BASELINE);
+        return run_batches_as(d, ops, batches, AS_BASELINE, cg);
     if (d->by_offset)
-        return run_batches_as(d, ops, batches, AS_MT_BY_OFFSET);
-    return run_batches_as(d, ops, batches, AS_MT_BY_BLOCK);
+        return run_batches_as(d, ops, batches, AS_MT_BY_OFFSET, cg);
+    return run_batches_as(d, ops, batches, AS_MT_BY_BLOCK, cg);
 }
 
 /* Random lifetimes: LIVE blocks; each step frees a random one and allocates
@@ -307,6 +153,31 @@ static uint64_t bl_extents(const drv *d)
     return n;
 }
 
+/* One timed case: variant v, aged, then `batches` timed batches of ops.
+ * Under --callgrind (child) the batches are counted instead. Returns the
+ * median ns per pair, or -1. */
+static double single_case(mt_bench_ctx *ctx, const workload *w, variant v, const op *ops,
+                          int batches, uint64_t *extents)
+{
+    drv d;
+    liveset *l = NULL;
+    double ns = -1;
+    if (drv_open_v(&d, v, w, 0) == 0 && (l = age(&d, w)) != NULL) {
+        int cg = mt_bench_callgrind(ctx) == MT_BENCH_CG_CHILD;
+        ns = run_batches(&d, ops, batches, cg);
+        if (cg) {
+            char name[96];
+            snprintf(name, sizeof name, "%s/%s", w->name, variant_names[v]);
+            mt_bench_cg_done(name, (uint64_t)batches * BATCH);
+        }
+        if (extents && v == V_BASELINE)
+            *extents = bl_extents(&d);
+    }
+    free(l);
+    drv_close(&d);
+    return ns;
+}
+
 static int bench_single(mt_bench_ctx *ctx, const workload *w, int batches)
 {
     size_t n = (size_t)batches * BATCH;
@@ -314,37 +185,26 @@ static int bench_single(mt_bench_ctx *ctx, const workload *w, int batches)
     if (!ops)
         return -ENOMEM;
     gen_ops(w, ops, n, 42);
-    /* best fit, first fit, baseline, best fit freeing by offset */
-    double ns[4];
+    double ns[V_COUNT];
     uint64_t extents = 0;
     int rc = 0;
-    for (int v = 0; v < 4 && rc == 0; v++) {
-        drv d;
-        liveset *l = NULL;
-        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, w))
-            rc = -ENOMEM;
-        d.by_offset = v == 3;
-        if (rc || !(l = age(&d, w)) || (ns[v] = run_batches(&d, ops, batches)) < 0)
+    for (variant v = 0; v < V_COUNT && rc == 0; v++)
+        if ((ns[v] = single_case(ctx, w, v, ops, batches, &extents)) < 0)
             rc = -ENOSPC;
-        if (v == 2 && rc == 0)
-            extents = bl_extents(&d);
-        free(l);
-        drv_close(&d);
-    }
     free(ops);
-    if (rc)
+    if (rc || mt_bench_callgrind(ctx) == MT_BENCH_CG_CHILD)
         return rc;
-    char name[64];
-    snprintf(name, sizeof name, "%s/best-fit", w->name);
-    int met = ns[2] / ns[0] >= 5.0;
-    if (w == &wl_gpu)
-        emit_time(ctx, name, ns[0], ns[2], "<= 50 ns and >= 5x", met && ns[0] <= 50.0);
-    else
-        emit_time(ctx, name, ns[0], ns[2], ">= 5x", met);
-    snprintf(name, sizeof name, "%s/first-fit", w->name);
-    emit_time(ctx, name, ns[1], ns[2], ">= 5x", ns[2] / ns[1] >= 5.0);
-    snprintf(name, sizeof name, "%s/best-fit-free-by-offset", w->name);
-    emit_time(ctx, name, ns[3], ns[2], ">= 5x", ns[2] / ns[3] >= 5.0);
+    char name[96];
+    for (variant v = 0; v < V_COUNT; v++) {
+        if (v == V_BASELINE)
+            continue;
+        snprintf(name, sizeof name, "%s/%s", w->name, variant_names[v]);
+        double base = ns[V_BASELINE];
+        if (w == &wl_gpu && (v == V_BEST_FIT || v == V_BEST_FIT_NO_MAP))
+            emit_time(ctx, name, ns[v], base, "<= 45 ns and >= 5x", ns[v] <= 45.0 && base / ns[v] >= 5.0);
+        else
+            emit_time(ctx, name, ns[v], base, ">= 5x", base / ns[v] >= 5.0);
+    }
     mt_bench_note(ctx, "%s: baseline free list after ageing: %llu extents; mt_alloc frees with "
                   "mt_alloc_free_block (the block's hint), -free-by-offset with mt_alloc_free",
                   w->name, (unsigned long long)extents);
@@ -380,64 +240,6 @@ static int bench_lifetimes(mt_bench_ctx *ctx, int batches)
         return rc;
     emit_time(ctx, "random-lifetime/best-fit", ns[0], ns[2], ">= 5x", ns[2] / ns[0] >= 5.0);
     emit_time(ctx, "random-lifetime/first-fit", ns[1], ns[2], ">= 5x", ns[2] / ns[1] >= 5.0);
-    return 0;
-}
-
-/* ---- fragmentation ----------------------------------------------------------- */
-
-typedef struct frag_result {
-    double frag;      /* mean over the second half */
-    uint64_t failed;  /* allocations refused below the occupancy target */
-} frag_result;
-
-static frag_result run_fragmentation(drv *d, const workload *w, long nops)
-{
-    frag_result r = {0, 0};
-    liveset *l = calloc(1, sizeof *l);
-    if (!l) {
-        r.frag = NAN;
-        return r;
-    }
-    l->target = w->region / 10 * 8;
-    uint64_t s = 11;
-    double sum = 0;
-    long samples = 0;
-    for (long i = 0; i < nops; i++) {
-        r.failed += (uint64_t)churn_step(d, l, w, &s);
-        if (i >= nops / 2 && i % 1000 == 0) {
-            sum += drv_fragmentation(d);
-            samples++;
-        }
-    }
-    free(l);
-    r.frag = samples ? sum / (double)samples : drv_fragmentation(d);
-    return r;
-}
-
-static int bench_fragmentation(mt_bench_ctx *ctx, long nops)
-{
-    workload w = wl_gpu;
-    w.region = 1 * GiB;
-    frag_result r[3];
-    for (int v = 0; v < 3; v++) {
-        drv d;
-        if (drv_open(&d, v == 2, v == 1 ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, &w)) {
-            drv_close(&d);
-            return -ENOMEM;
-        }
-        r[v] = run_fragmentation(&d, &w, nops);
-        drv_close(&d);
-    }
-    static const char *const names[2] = {"fragmentation/best-fit", "fragmentation/first-fit"};
-    for (int v = 0; v < 2; v++) {
-        mt_bench_row row = {names[v], "fragmentation", r[v].frag, "", "sorted-list", r[2].frag,
-                            r[v].frag / r[2].frag, "<= baseline", r[v].frag <= r[2].frag};
-        mt_bench_emit(ctx, &row);
-    }
-    mt_bench_note(ctx, "%ld ops at 80%% occupancy, gpu-typical sizes in 1 GiB; allocations "
-                  "refused: best-fit %llu, first-fit %llu, baseline %llu", nops,
-                  (unsigned long long)r[0].failed, (unsigned long long)r[1].failed,
-                  (unsigned long long)r[2].failed);
     return 0;
 }
 
@@ -696,16 +498,62 @@ static void warm_up(int ms)
     drv_close(&d);
 }
 
+/* --callgrind, the parent: the child (below) counts the timed pass of
+ * each single-thread case; a row per case and count, the baseline's count
+ * in the same row. */
+static int bench_callgrind(mt_bench_ctx *ctx)
+{
+    enum { MAXR = 16 };
+    mt_bench_cg_result res[MAXR];
+    int n = mt_bench_cg_run(ctx, res, MAXR);
+    if (n < 0)
+        return n;
+    for (int i = 0; i < n; i++) {
+        const char *slash = strchr(res[i].name, '/');
+        if (!slash || strcmp(slash + 1, variant_names[V_BASELINE]) == 0)
+            continue;
+        const mt_bench_cg_result *base = NULL;
+        for (int j = 0; j < n; j++)
+            if (strncmp(res[j].name, res[i].name, (size_t)(slash - res[i].name + 1)) == 0 &&
+                strcmp(res[j].name + (slash - res[i].name) + 1, variant_names[V_BASELINE]) == 0)
+                base = &res[j];
+        double ir = res[i].ir / res[i].ops, l1 = res[i].d1_misses / res[i].ops;
+        double base_ir = base ? base->ir / base->ops : NAN, base_l1 = base ? base->d1_misses / base->ops : NAN;
+        int target = strcmp(res[i].name, "gpu-typical/best-fit-no-map") == 0;
+        mt_bench_row row = {res[i].name, "instructions_per_pair", ir, "", "sorted-list", base_ir,
+                            base_ir / ir, target ? "<= 340" : NULL, target ? ir <= 340.0 : -1};
+        mt_bench_emit(ctx, &row);
+        mt_bench_row miss = {res[i].name, "l1_misses_per_pair", l1, "", "sorted-list", base_l1,
+                             base_l1 / l1, NULL, -1};
+        mt_bench_emit(ctx, &miss);
+    }
+    mt_bench_note(ctx, "valgrind --tool=callgrind --cache-sim=yes, counting only the timed pass "
+                  "of each case (%s batches of %d alloc+free pairs, the driver's loop "
+                  "included); L1: callgrind's model of this machine's L1 data cache",
+                  mt_bench_quick(ctx) ? "2000" : "20000", BATCH);
+    return 0;
+}
+
 int mt_bench_suite_alloc(mt_bench_ctx *ctx)
 {
     int quick = mt_bench_quick(ctx);
     int batches = quick ? 2000 : 20000;
     int rc;
+    switch (mt_bench_callgrind(ctx)) {
+    case MT_BENCH_CG_PARENT:
+        return bench_callgrind(ctx);
+    case MT_BENCH_CG_CHILD: /* the single-thread cases, counted; rows are the parent's */
+        if ((rc = bench_single(ctx, &wl_small, batches)) == 0)
+            rc = bench_single(ctx, &wl_gpu, batches);
+        return rc;
+    default:
+        break;
+    }
     warm_up(quick ? 50 : 300);
     if ((rc = bench_single(ctx, &wl_small, batches)) || (rc = bench_single(ctx, &wl_gpu, batches)) ||
         (rc = bench_lifetimes(ctx, batches)) ||
         (rc = bench_threads(ctx, quick ? 100000 : 1000000)) ||
-        (rc = bench_fragmentation(ctx, quick ? 100000 : 1000000)))
+        (rc = mt_bench_alloc_space(ctx)))
         return rc;
     mt_bench_note(ctx, "ns_per_pair: median over batches of %d alloc+free pairs; ratio = "
                   "baseline / value (speedup); heaps aged by %d random ops at 50%% first",

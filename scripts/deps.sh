@@ -11,6 +11,7 @@ packages=(
   xvfb xauth                            # a display for vkcube
   clang libclang-rt-14-dev              # libFuzzer targets (CI)
   mpv ffmpeg gfxreconstruct             # the real-application tests (label realapps)
+  valgrind                              # memtrack bench alloc --callgrind
 )
 
 missing=()

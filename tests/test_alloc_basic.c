@@ -133,7 +133,6 @@ static void test_granularity(void)
     mt_alloc_block n1 = au_alloc(a, 256, 0, MT_ALLOC_NONLINEAR);
     MT_CHECK_UINT_EQ(l1.offset, 0);
     MT_CHECK_UINT_EQ(n1.offset, 4096); /* not in l1's page */
-    MT_CHECK_UINT_EQ(n1.kind, MT_ALLOC_NONLINEAR);
     /* Linear fits in l1's page: its end stays off n1's page. */
     mt_alloc_block l2 = au_alloc(a, 256, 0, MT_ALLOC_LINEAR);
     MT_CHECK_UINT_EQ(l2.offset, 256);
@@ -346,7 +345,7 @@ static void test_free_block(void)
     mt_alloc_block y = au_alloc(a, 2000, 256, MT_ALLOC_NONLINEAR);
     mt_alloc_block z = au_alloc(a, 3000, 0, MT_ALLOC_LINEAR);
     mt_alloc_block o = au_alloc(other, 1000, 0, MT_ALLOC_LINEAR);
-    MT_CHECK_UINT_EQ(x.reserved, 0);
+    MT_CHECK(sizeof x == 24);
 
     /* Null arguments. */
     AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(NULL, &x), -EINVAL);
@@ -394,6 +393,68 @@ static void test_free_block(void)
     mt_alloc_destroy(other);
 }
 
+/* MT_ALLOC_NO_OFFSET_MAP: frees go by block only; a block whose hint does
+ * not hold gets the error mt_alloc_free would give, and -ENOENT where that
+ * would have looked the offset up. A hint naming a region's sentinel frees
+ * nothing, whatever the offset. Pools, which free by offset, refuse the
+ * flag. The map's memory shows in metadata_bytes. */
+static void test_no_offset_map(void)
+{
+    mt_alloc_opts o = {.flags = MT_ALLOC_NO_OFFSET_MAP};
+    mt_alloc *a, *m = au_create(MT_ALLOC_BEST_FIT, 0, 0);
+    MT_CHECK_OK(mt_alloc_create(&o, &a));
+    MT_CHECK(a->ht == NULL);
+    uint32_t r, rm;
+    MT_CHECK_OK(mt_alloc_add_region(a, MiB, NULL, &r));
+    MT_CHECK_OK(mt_alloc_add_region(m, MiB, NULL, &rm));
+    mt_alloc_block x = au_alloc(a, 1000, 0, MT_ALLOC_LINEAR);
+    mt_alloc_block y = au_alloc(a, 2000, 256, MT_ALLOC_LINEAR);
+    au_alloc(m, 1000, 0, MT_ALLOC_LINEAR);
+    au_alloc(m, 2000, 256, MT_ALLOC_LINEAR);
+
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, r, x.offset), -ENOTSUP);
+    mt_alloc_block bad = x;
+    bad.hint = y.hint; /* another allocation's node */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &bad), -ENOENT);
+    bad.offset = x.offset + 8; /* off the granule */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &bad), -EINVAL);
+    bad.offset = 2 * MiB; /* outside the region */
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &bad), -EINVAL);
+    bad.region = 5;
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &bad), -ENOENT);
+    /* The sentinel: used, of this region, but no block at any offset. */
+    uint64_t offs[] = {0, x.offset, y.offset, UINT64_MAX - 255, OFF_MASK << a->gshift};
+    for (unsigned i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        mt_alloc_block s = {.offset = offs[i], .region = r, .hint = a->reg[r].sentinel};
+        MT_CHECK(mt_alloc_free_block(a, &s) != 0);
+        mt_alloc_block sm = {.offset = offs[i], .region = rm, .hint = m->reg[rm].sentinel};
+        if (offs[i] != 0 && offs[i] != y.offset) /* with the map the offset decides */
+            MT_CHECK(mt_alloc_free_block(m, &sm) != 0);
+    }
+    AU_CHECK(a);
+    AU_CHECK(m);
+
+    mt_alloc_stats sa, sm;
+    MT_CHECK_OK(mt_alloc_get_stats(a, &sa));
+    MT_CHECK_OK(mt_alloc_get_stats(m, &sm));
+    MT_CHECK_UINT_EQ(sa.allocations, 2);
+    MT_CHECK(sa.metadata_bytes >= sizeof *a + (uint64_t)a->b_cap * sizeof(blk));
+    MT_CHECK_UINT_EQ(sm.metadata_bytes - sa.metadata_bytes,
+                     (uint64_t)(m->ht_mask + 1) * sizeof(mbucket)); /* the map, nothing else */
+
+    MT_CHECK_OK(mt_alloc_free_block(a, &y));
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &y), -ENOENT); /* double free */
+    MT_CHECK_OK(mt_alloc_free_block(a, &x));
+    check_stats(a, MiB, 0, 0, 1, MiB);
+    mt_alloc_destroy(a);
+    mt_alloc_destroy(m);
+
+    mt_pools_opts po = {.flags = MT_ALLOC_NO_OFFSET_MAP};
+    mt_pools *set = NULL;
+    MT_CHECK_ERR(mt_pools_create(&po, &set), -EINVAL);
+    MT_CHECK(set == NULL);
+}
+
 /* The offset map's overflow machinery: with a degenerate hash (seed 0:
  * every key goes to bucket 0), entries spill into the next buckets, lookups
  * follow the spill counts, and the insertion that would land past
@@ -404,7 +465,7 @@ static void test_map_overflow(void)
     mt_alloc *a = au_create(MT_ALLOC_BEST_FIT, 16, 0);
     uint32_t r;
     MT_CHECK_OK(mt_alloc_add_region(a, MiB, NULL, &r));
-    MT_CHECK(a->ht_used == 0);
+    MT_CHECK(a->live == 0);
     a->ht_seed = 0; /* an empty map: nothing hashed with the old seed */
     enum { N = 100 };
     mt_alloc_block v[N];
@@ -438,14 +499,26 @@ static void test_checker_catches(void)
     mloc l = map_find(a, r, y.offset >> a->gshift); /* nodes count granules */
     MT_CHECK(l.bucket != UINT32_MAX);
     uint32_t used = map_id(a, l);
-    MT_CHECK(used != NIL && a->b[used].off << a->gshift == y.offset);
-    uint32_t hole = a->reg[r].first; /* the freed block at offset 0 */
-    MT_CHECK(a->b[hole].free);
+    MT_CHECK(used != NIL && blk_data_off(&a->b[used]) << a->gshift == y.offset);
+    uint32_t hole = region_first(a, r); /* the freed block at offset 0 */
+    MT_CHECK(blk_is_free(&a->b[hole]));
 
-    a->b[used].free = 1;
+    a->b[used].size ^= SZ_USED; /* reads as free */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
     MT_CHECK(msg[0] != '\0');
-    a->b[used].free = 0;
+    a->b[used].size ^= SZ_USED;
+    AU_CHECK(a);
+    a->b[used].size |= SZ_SENT; /* reads as a sentinel */
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->b[used].size &= ~SZ_SENT;
+    a->b[used].region ^= 1; /* another region */
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->b[used].region ^= 1;
+    uint32_t sent = a->reg[r].sentinel;
+    uint32_t last = a->b[sent].prev_phys;
+    a->b[sent].prev_phys = hole; /* the chain's end disagrees */
+    MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
+    a->b[sent].prev_phys = last;
     AU_CHECK(a);
 
     a->b[hole].size += 1;
@@ -466,9 +539,10 @@ static void test_checker_catches(void)
     a->pad += 1; /* the kept-pad counter */
     MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);
     a->pad -= 1;
-    a->b[used].cls = (uint16_t)a->b[used].size; /* a pad covering the whole block */
+    uint64_t off_saved = a->b[used].off;
+    a->b[used].off |= blk_size(&a->b[used]) << OFF_PAD_SHIFT; /* a pad covering the block */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->b[used].cls = 0;
+    a->b[used].off = off_saved;
 
     mbucket *bk = &a->ht[l.bucket];
     bk->tag[l.lane] ^= 1; /* the entry's tag no longer matches its hash */
@@ -575,6 +649,7 @@ int main(void)
     test_regions();
     test_bad_input();
     test_free_block();
+    test_no_offset_map();
     test_map_overflow();
     test_checker_catches();
     test_kept_pad();

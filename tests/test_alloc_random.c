@@ -8,7 +8,9 @@
  * proves coalescing is immediate and no byte is lost. Every -ENOSPC is
  * checked against TLSF's guarantee: no free run of the rounded worst-case
  * size existed. Bad frees are mixed in, with the error the model predicts.
- * Regions come and go through grow/release callbacks. --seed N replays. */
+ * Regions come and go through grow/release callbacks. Half the
+ * configurations run without the offset map (frees by block only).
+ * --seed N replays. */
 #include "alloc/search.h"
 #include "alloc_util.h"
 
@@ -38,6 +40,7 @@ typedef struct model {
     uint64_t used, total;
     uint64_t pad; /* bytes of pad kept in front of allocations */
     int grow_fail; /* grow refuses while set */
+    int no_map;    /* MT_ALLOC_NO_OFFSET_MAP: frees only by block */
     int nregions;
     unsigned n_alloc, n_nospc, n_free, n_bad, n_grow, n_release, n_pad; /* shows what ran */
 } model;
@@ -177,17 +180,17 @@ static void do_alloc(model *m, mt_alloc *a)
     MT_CHECK(m->nlive < MAX_LIVE);
     MT_CHECK(b.region < MAX_REGIONS && m->reg[b.region].live);
     MT_CHECK_UINT_EQ(b.size, size_r);
-    MT_CHECK_UINT_EQ(b.kind, kind);
     MT_CHECK_UINT_EQ(b.offset % (align > g ? align : g), 0);
     MT_CHECK(b.offset + b.size <= m->reg[b.region].size);
     /* The pad between the start of the free run the allocation came from
      * and its data is kept when it is at most 1/16 of the request, at most
-     * 65535 granules, and there are no granularity pages (alloc.c). */
+     * 255 granules (the node's 8 bits), and there are no granularity pages
+     * (alloc.c). */
     uint64_t run = b.offset >> m->gshift;
     while (run > 0 && m->reg[b.region].owner[run - 1] == 0)
         run--;
     uint64_t pad = (b.offset >> m->gshift) - run;
-    if (m->pshift || pad > 65535 || pad * 16 > size_r >> m->gshift)
+    if (m->pshift || pad > 255 || pad * 16 > size_r >> m->gshift)
         pad = 0;
     pad <<= m->gshift;
     m->pad += pad;
@@ -219,15 +222,17 @@ static void do_free(model *m, mt_alloc *a)
         return;
     uint32_t idx = (uint32_t)rnd(m, m->nlive);
     mlive l = m->live[idx];
-    mt_alloc_block b = {.region = l.region, .kind = l.kind, .offset = l.offset, .size = l.size,
-                        .hint = l.hint};
+    mt_alloc_block b = {.region = l.region, .offset = l.offset, .size = l.size, .hint = l.hint};
     model_free(m, idx); /* first: the free may release the region */
-    /* By offset, or by block with its hint: same effect. */
-    int by_block = rnd(m, 2) != 0;
+    /* By offset, or by block with its hint: same effect. Without the map
+     * there is no freeing by offset. */
+    int by_block = m->no_map || rnd(m, 2) != 0;
+    if (m->no_map)
+        AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free(a, l.region, l.offset), -ENOTSUP);
     MT_CHECK_OK(by_block ? mt_alloc_free_block(a, &b) : mt_alloc_free(a, l.region, l.offset));
     /* Double free right away (the region may even be gone): -ENOENT, also
      * when the stale hint names a node that is used again by now. */
-    MT_CHECK_ERR(mt_alloc_free(a, l.region, l.offset), -ENOENT);
+    MT_CHECK_ERR(mt_alloc_free(a, l.region, l.offset), m->no_map ? -ENOTSUP : -ENOENT);
     MT_CHECK_ERR(mt_alloc_free_block(a, &b), -ENOENT);
     m->n_free++;
 }
@@ -249,10 +254,15 @@ static void do_bad_free(model *m, mt_alloc *a)
         expect = hit ? 0 : -ENOENT;
     }
     m->n_bad++;
-    /* Half of them as blocks with a made-up hint: a hint never changes the
-     * outcome, only the way there. */
+    /* Half of them as blocks with a made-up hint: with the map a hint never
+     * changes the outcome, only the way there; without it, only a hint that
+     * names the allocation frees it. */
     mt_alloc_block b = {.region = rid, .offset = off, .hint = (uint32_t)rnd(m, 1u << 12)};
-    int by_block = rnd(m, 2) != 0;
+    int by_block = m->no_map || rnd(m, 2) != 0;
+    if (m->no_map && hit && m->live[hit - 1].hint != b.hint) {
+        hit = 0;
+        expect = -ENOENT;
+    }
     if (expect != 0) {
         AU_CHECK_ERR_UNCHANGED(a, by_block ? mt_alloc_free_block(a, &b) : mt_alloc_free(a, rid, off),
                                expect);
@@ -282,15 +292,17 @@ static void compare(model *m, mt_alloc *a, int deep)
 }
 
 static void run(uint64_t seed, mt_alloc_strategy strat, uint64_t g, uint64_t page, int release,
-                int steps)
+                int no_map, int steps)
 {
     model *m = calloc(1, sizeof *m);
     MT_CHECK(m != NULL);
     m->rng = seed;
+    m->no_map = no_map;
     m->gshift = msb64(g);
     m->pshift = page > g ? msb64(page) : 0;
     mt_alloc_opts o = {.strategy = strat, .min_align = g, .granularity = page,
-                       .flags = release ? MT_ALLOC_RELEASE_EMPTY : 0,
+                       .flags = (release ? MT_ALLOC_RELEASE_EMPTY : 0) |
+                                (no_map ? MT_ALLOC_NO_OFFSET_MAP : 0),
                        .grow = grow_cb, .release = release_cb, .user = m};
     mt_alloc *a;
     MT_CHECK_OK(mt_alloc_create(&o, &a));
@@ -332,9 +344,10 @@ static void run(uint64_t seed, mt_alloc_strategy strat, uint64_t g, uint64_t pag
         MT_CHECK(m->nregions <= 1);
     mt_alloc_destroy(a); /* releases the rest through the model */
     MT_CHECK_INT_EQ(m->nregions, 0);
-    printf("  %s g=%" PRIu64 " page=%" PRIu64 " release=%d: %u allocs, %u -ENOSPC, %u frees, "
-           "%u arbitrary frees, %u grows, %u releases, %u pads kept\n",
-           strat ? "first-fit" : "best-fit ", g, page, release, m->n_alloc, m->n_nospc, m->n_free,
+    printf("  %s g=%" PRIu64 " page=%" PRIu64 " release=%d map=%d: %u allocs, %u -ENOSPC, "
+           "%u frees, %u arbitrary frees, %u grows, %u releases, %u pads kept\n",
+           strat ? "first-fit" : "best-fit ", g, page, release, !no_map, m->n_alloc, m->n_nospc,
+           m->n_free,
            m->n_bad, m->n_grow, m->n_release, m->n_pad);
     MT_CHECK(page > g || m->n_pad > 0); /* the pad rule ran */
     free(m);
@@ -354,8 +367,10 @@ int main(int argc, char **argv)
             for (int gran = 0; gran < 2; gran++)
                 for (int rel = 0; rel < 2; rel++, cfg++) {
                     uint64_t g = gi ? 256 : 16;
+                    /* With and without the offset map: each strategy and
+                     * granularity runs both, with different granules. */
                     run(seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(cfg + 1)),
-                        (mt_alloc_strategy)strat, g, gran ? 4096 : 0, rel, steps);
+                        (mt_alloc_strategy)strat, g, gran ? 4096 : 0, rel, gi ^ rel, steps);
                 }
     printf("alloc random: ok (%d configurations x %d steps)\n", cfg, steps);
     return 0;

@@ -6,9 +6,10 @@
  * heap, a GPU virtual-address range. All bookkeeping lives in host memory
  * beside the region, never inside it. Allocation and free are O(1) in the
  * worst case: a two-level segregated fit (TLSF) index finds a free block with
- * two bit scans, free blocks coalesce with their neighbours at once, and a
- * hash table with bounded probes finds the block being freed (or the block's
- * hint does: mt_alloc_free_block). Allocations are named by (region id,
+ * two bit scans, free blocks coalesce with their neighbours at once, and the
+ * block's hint (mt_alloc_free_block) or a hash table with bounded probes
+ * finds the block being freed; MT_ALLOC_NO_OFFSET_MAP leaves the table out
+ * for callers that keep their blocks. Allocations are named by (region id,
  * offset); offsets are aligned relative to the region's start.
  *
  * An mt_alloc is not thread-safe: one thread at a time. For several threads,
@@ -59,6 +60,12 @@ enum {
      * called) unless it is the only fully free region left: one empty region
      * is kept, so alloc/free at a boundary does not thrash. */
     MT_ALLOC_RELEASE_EMPTY = 1u << 0,
+    /* No offset map: allocations are freed only through the block that
+     * mt_alloc_allocate filled in (mt_alloc_free_block); mt_alloc_free
+     * returns -ENOTSUP. Saves the map's upkeep on every allocate and free
+     * and its memory (docs/alloc.md). Not for mt_pools, which free by
+     * offset. */
+    MT_ALLOC_NO_OFFSET_MAP = 1u << 1,
 };
 
 /* Largest region, size and alignment: offsets fit in 56 bits. */
@@ -90,14 +97,13 @@ typedef struct mt_alloc_opts {
 /* One allocation: bytes [offset, offset + size) of region `region`. `size` is
  * the request rounded up to the granule. `hint` lets mt_alloc_free_block find
  * the allocation without looking its offset up; it is only a hint (checked,
- * never trusted), and means nothing to anyone else. */
+ * never trusted), and means nothing to anyone else. 24 bytes: callers keep
+ * one per allocation. */
 typedef struct mt_alloc_block {
-    uint32_t region;
-    uint32_t kind;
     uint64_t offset;
     uint64_t size;
+    uint32_t region;
     uint32_t hint;
-    uint32_t reserved; /* 0 */
 } mt_alloc_block;
 
 typedef struct mt_alloc_stats {
@@ -113,6 +119,9 @@ typedef struct mt_alloc_stats {
      * of their data: a pad of at most 1/16 of the request is not worth a
      * free block of its own (docs/alloc.md). */
     uint64_t pad_bytes;
+    /* Host memory the allocator holds for its bookkeeping: the allocator
+     * itself, its node array, offset map and region table. */
+    uint64_t metadata_bytes;
 } mt_alloc_stats;
 
 typedef struct mt_alloc_region {
@@ -158,15 +167,18 @@ MT_API int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_allo
 /* Frees the allocation that starts at `offset` of `region`, coalescing it with
  * free neighbours. O(1) worst case. Returns 0; -ENOENT when no live allocation
  * starts there (never allocated, already freed, unknown region); -EINVAL for
- * an offset outside the region or off the granule. Errors change nothing. */
+ * an offset outside the region or off the granule; -ENOTSUP with
+ * MT_ALLOC_NO_OFFSET_MAP. Errors change nothing. */
 MT_API int mt_alloc_free(mt_alloc *a, uint32_t region, uint64_t offset);
 
 /* mt_alloc_free(a, b->region, b->offset) for a block as mt_alloc_allocate
  * filled it in: its hint names the allocation's metadata, which saves the
- * offset lookup (about a sixth of an alloc+free pair). A hint that does not
- * name a live allocation at that region and offset (a copy edited, a block
- * already freed, a block of another allocator) is ignored and the offset is
- * looked up: same results and errors as mt_alloc_free, O(1) either way. */
+ * offset lookup. A hint that does not name a live allocation at that region
+ * and offset (a copy edited, a block already freed, a block of another
+ * allocator) is ignored and the offset is looked up: same results and
+ * errors as mt_alloc_free, O(1) either way. With MT_ALLOC_NO_OFFSET_MAP
+ * there is nothing to look up: such a block gets -ENOENT, and changes
+ * nothing. */
 MT_API int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *b);
 
 /* Fills *out with totals over all regions. O(blocks of the largest size

@@ -26,7 +26,8 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     if (!is_pow2(g) || g > MT_ALLOC_MAX_SIZE || (page > 1 && !is_pow2(page)) ||
         page > MT_ALLOC_MAX_SIZE)
         return -EINVAL;
-    if ((unsigned)opts->strategy > MT_ALLOC_FIRST_FIT || (opts->flags & ~MT_ALLOC_RELEASE_EMPTY))
+    if ((unsigned)opts->strategy > MT_ALLOC_FIRST_FIT ||
+        (opts->flags & ~(MT_ALLOC_RELEASE_EMPTY | MT_ALLOC_NO_OFFSET_MAP)))
         return -EINVAL;
     if ((opts->flags & MT_ALLOC_RELEASE_EMPTY) && !opts->release)
         return -EINVAL;
@@ -45,8 +46,12 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     a->grow = opts->grow;
     a->release = opts->release;
     a->user = opts->user;
-    /* The offset map always exists, so lookups need no NULL check. */
-    if (mta_map_reserve(a) != 0) {
+    /* Without the map, its room never runs out (reserve). The node array
+     * always exists, so hint checks need no NULL test. */
+    a->ht_room = UINT32_MAX;
+    if (mta_node_reserve(a, 2) != 0 ||
+        (!(a->flags & MT_ALLOC_NO_OFFSET_MAP) && mta_map_reserve(a) != 0)) {
+        free(a->b);
         free(a);
         return -ENOMEM;
     }
@@ -73,146 +78,119 @@ void mt_alloc_destroy(mt_alloc *a)
 
 /* ---- allocate ---------------------------------------------------------------- */
 
-/* Carves [start, start + r->size) out of free block id = [xoff, end), already
- * off its class list, and returns the used block. At the front, a new used
- * block goes before x and x keeps the rest; inside, x keeps the leading pad,
- * the used block follows and the tail, if any, is a new free block; exactly,
- * x itself is the allocation. x goes back on a list unless it is used.
- * Nodes reserved: cannot fail. */
-static inline __attribute__((always_inline)) uint32_t carve(mt_alloc *a, uint32_t id,
-                                                            uint64_t xoff, uint64_t end,
-                                                            uint64_t start, const mta_req *r)
-{
-    blk *b = a->b, *x = &b[id];
-    uint64_t aend = start + r->size;
-    uint32_t rid = x->region, prev = x->prev_phys, next = x->next_phys;
-    if (start == xoff && aend == end) {
-        x->free = BLK_USED;
-        x->kind = (uint8_t)r->kind;
-        return id;
-    }
-    uint32_t uid = node_take(a);
-    blk *u = &b[uid];
-    u->off = start;
-    u->size = r->size;
-    u->region = rid;
-    u->free = BLK_USED;
-    u->kind = (uint8_t)r->kind;
-    if (start == xoff) {
-        u->prev_phys = prev;
-        u->next_phys = id;
-        chain_after(a, rid, prev, uid);
-        x->prev_phys = uid;
-        x->off = aend;
-        x->size = end - aend;
-    } else {
-        uint32_t after = next, before_next = uid;
-        if (aend < end) {
-            after = before_next = node_take(a);
-            blk *t = &b[after];
-            t->off = aend;
-            t->size = end - aend;
-            t->prev_phys = uid;
-            t->next_phys = next;
-            t->region = rid;
-            t->free = BLK_FREE;
-            t->kind = 0;
-            tlsf_insert(a, after);
-        }
-        u->prev_phys = id;
-        u->next_phys = after;
-        b[next].prev_phys = before_next; /* the sink when x was last */
-        x->next_phys = uid;
-        x->size = start - xoff;
-    }
-    tlsf_insert(a, id);
-    return uid;
-}
-
 /* A leading pad of `pad` granules (what aligning the request in its block
  * skips) that stays part of the allocation instead of becoming a free
  * block of its own: at most 1/PAD_ABSORB_RATIO of the request, and it must
- * fit the node's pad field. Small pads are nearly useless as free blocks,
- * and making one costs a node and a list insertion at allocation and a
- * merge at free (two allocations in three need a pad in the gpu-typical
- * benchmark). Returns the pad kept: `pad` or 0. Not with granularity
- * pages, whose checks need the data's start as the block's (callers test). */
+ * fit the node's 8 bits. Small pads are nearly useless as free blocks, and
+ * making one costs a node and a list insertion at allocation and a merge
+ * at free. Returns the pad kept: `pad` or 0. Not with granularity pages,
+ * whose checks need the data's start as the block's (callers test). */
 #define PAD_ABSORB_RATIO 16
 static inline uint64_t kept_pad(uint64_t pad, const mta_req *r)
 {
     return pad <= BLK_PAD_MAX && pad * PAD_ABSORB_RATIO <= r->size ? pad : 0;
 }
 
-/* Records allocation uid, whose data starts at `start` of region rid, and
- * fills *out. */
-static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint32_t uid,
+/* Makes node u the used block [bstart, start + r->size) of region rid,
+ * whose data starts `pad` granules in (start = bstart + pad). */
+static inline void used_fill(blk *u, uint64_t bstart, uint64_t pad, const mta_req *r,
+                             uint32_t rid)
+{
+    u->off = bstart | pad << OFF_PAD_SHIFT;
+    u->size = (r->size + pad) | SZ_USED | (r->kind == MT_ALLOC_NONLINEAR ? SZ_NONLINEAR : 0);
+    u->region = rid;
+}
+
+/* Records allocation uid, whose data starts at `start` of region rid after
+ * a kept pad of `pad`, and fills *out. */
+static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pad, uint32_t uid,
                           const mta_req *r, mt_alloc_block *out)
 {
-    map_insert(a, rid, start, uid);
-    a->used += a->b[uid].size;
-    a->pad += a->b[uid].cls;
-    out->region = rid;
-    out->kind = r->kind;
+    if (a->ht)
+        map_insert(a, rid, start, uid);
+    a->live++;
+    a->used += r->size + pad;
+    a->pad += pad;
     out->offset = start << a->gshift;
     out->size = r->size << a->gshift;
+    out->region = rid;
     out->hint = uid;
-    out->reserved = 0;
 }
 
-/* Carves the request, with `pad` granules kept in front, out of free block
- * id, already off its list, and records it. */
-static __attribute__((noinline, cold)) void commit_carved(mt_alloc *a, uint32_t id,
-                                                          uint64_t start, uint64_t pad,
-                                                          const mta_req *r, mt_alloc_block *out)
+/* Carves [start - pad, start + r->size) out of free block id, still on its
+ * class list, for an allocation that keeps `pad` granules in front of its
+ * data, and records it. The block keeps the tail if there is one, else the
+ * leading part the allocation does not keep, else it becomes the
+ * allocation; the other pieces get new nodes (reserved: cannot fail). The
+ * general case, out of line: commit_head is the common one. */
+static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t start,
+                                             uint64_t pad, const mta_req *r, mt_alloc_block *out)
 {
-    const blk *x = &a->b[id];
-    uint32_t rid = x->region;
-    mta_req br = {r->size + pad, r->align, r->kind};
-    uint32_t uid = carve(a, id, x->off, x->off + x->size, start - pad, &br);
-    a->b[uid].cls = (uint16_t)pad;
-    record(a, rid, start, uid, r, out);
-}
-
-/* Carves the request out of free block id at `start` and records it.
- * Resources reserved: cannot fail. */
-static void commit(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
-                   mt_alloc_block *out)
-{
-    const blk *x = &a->b[id];
-    uint64_t pad = start - x->off;
-    if (blk_spans_region(x))
+    blk *b = a->b, *x = &b[id];
+    uint64_t xoff = x->off, end = xoff + x->size, bstart = start - pad, aend = start + r->size;
+    uint32_t prev = x->prev_phys, next = x->next_phys, rid = b[prev].region;
+    if (prev == next)
         a->reg_empty--; /* the region's first allocation */
-    tlsf_unlink(a, id);
-    commit_carved(a, id, start, a->pshift ? 0 : kept_pad(pad, r), r, out);
+    tlsf_unlink(a, id, x->size);
+    uint32_t lead = NIL, tail = aend < end ? id : NIL;
+    if (bstart > xoff)
+        lead = tail ? node_take(a) : id;
+    uint32_t uid = tail == id || lead == id ? node_take(a) : id;
+    uint32_t p = prev;
+    if (lead) {
+        b[lead].off = xoff;
+        b[lead].size = bstart - xoff;
+        chain_link(b, p, lead);
+        p = lead;
+    }
+    used_fill(&b[uid], bstart, pad, r, rid);
+    chain_link(b, p, uid);
+    p = uid;
+    if (tail) {
+        b[tail].off = aend;
+        b[tail].size = end - aend;
+        chain_link(b, p, tail);
+        p = tail;
+    }
+    chain_link(b, p, next);
+    if (lead)
+        tlsf_insert(a, lead);
+    if (tail)
+        tlsf_insert(a, tail);
+    record(a, rid, start, pad, uid, r, out);
 }
 
 /* commit for the fast path, where the block is the head of class c and its
  * offset and size are at hand in the head record. When the request leaves
  * a tail (nearly always), the block keeps the tail: it stays where it is in
- * the index if the tail is still of class c, else (in the benchmarks
- * nearly always: best fit picks blocks little larger than the request) it
- * moves to the tail's class. The used block is a new node in front of it;
- * a leading pad the allocation does not keep (kept_pad) becomes a new free
- * block in front of that. */
-static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mta_req *r,
-                               mt_alloc_block *out)
+ * the index if the tail is still of class c, else it moves to the tail's
+ * class. The used block is a new node in front of it; a leading pad the
+ * allocation does not keep (kept_pad) becomes a new free block in front of
+ * that. */
+static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, uint64_t size,
+                               unsigned kind, mt_alloc_block *out)
 {
+    /* In an order that lets each value go as soon as it is used: the
+     * allocation and what the caller gets first, then the block's tail,
+     * then the leading part (fewer values live at once, fewer spills). */
     tlsf_idx *ix = &a->ix;
     uint32_t id = ix->head[c];
-    uint64_t xoff = ix->hd[c].off, end = xoff + ix->hd[c].size, aend = start + r->size;
-    blk *b = a->b, *x = &b[id];
-    uint32_t rid = x->region;
-    if (__builtin_expect(blk_spans_region(x), 0))
-        a->reg_empty--; /* the region's first allocation */
-    uint64_t pad = kept_pad(start - xoff, r); /* the fast path has no granularity pages */
+    uint64_t xoff = ix->hd[c].off, end = xoff + ix->hd[c].size, aend = start + size;
+    mta_req r = {size, 1, kind};
+    uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
     if (__builtin_expect(aend == end, 0)) { /* no tail: rare, out of line */
-        tlsf_unlink_head(a, id, c);
-        commit_carved(a, id, start, pad, r, out);
+        commit(a, id, start, pad, &r, out);
         return;
     }
-    uint32_t prev = x->prev_phys, uid = node_take(a), left = prev, after_prev = uid;
+    blk *b = a->b, *x = &b[id];
+    uint32_t prev = x->prev_phys, rid = b[prev].region, uid = node_take(a);
+    if (__builtin_expect(prev == x->next_phys, 0))
+        a->reg_empty--; /* the region's first allocation */
     blk *u = &b[uid];
-    /* The tail first: the pad below may go to class c too, in front. */
+    used_fill(u, start - pad, pad, &r, rid);
+    u->next_phys = id;
+    record(a, rid, start, pad, uid, &r, out);
+    /* The tail: the leading part below may go to class c too, in front. */
     x->off = aend;
     x->size = end - aend;
     x->prev_phys = uid;
@@ -223,47 +201,53 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, const mt
         tlsf_unlink_head(a, id, c);
         tlsf_link(a, id, ct);
     }
-    if (start - pad != xoff) {
-        after_prev = left = node_take(a);
-        blk *pb = &b[left];
-        pb->off = xoff;
-        pb->size = start - xoff;
-        pb->prev_phys = prev;
-        pb->next_phys = uid;
-        pb->region = rid;
-        pb->free = BLK_FREE;
-        pb->kind = 0;
-        tlsf_insert(a, left);
+    if (start - pad != xoff) { /* then pad is 0 */
+        uint32_t lead = node_take(a);
+        b[lead].off = xoff;
+        b[lead].size = start - xoff;
+        chain_link(b, prev, lead);
+        tlsf_insert(a, lead);
+        prev = lead;
     }
-    chain_after(a, rid, prev, after_prev);
-    u->off = start - pad;
-    u->size = r->size + pad;
-    u->cls = (uint16_t)pad;
-    u->prev_phys = left;
-    u->next_phys = id;
-    u->region = rid;
-    u->free = BLK_USED;
-    u->kind = (uint8_t)r->kind;
-    record(a, rid, start, uid, r, out);
+    chain_link(b, prev, uid);
 }
 
-/* Makes sure a split can take two nodes (leading pad, tail) and the offset
- * map has room for one more entry. Only does something when the allocator
- * holds more blocks than ever before. */
+/* Makes sure a split can take two nodes (leading pad, allocation) and the
+ * offset map has room for one more entry, and renews the inline path's
+ * credit: the allocations certain to find both without looking, at most
+ * CREDIT_MAX. Only grows something when the allocator holds more blocks
+ * than ever before; when the credit would be small, it grows a little
+ * early, so that the inline path does not come here every few calls. */
+#define CREDIT_MAX 1024u
+#define CREDIT_MIN 16u
 static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
 {
-    if (a->b_unused_n < 2 && mta_node_reserve(a, 2) != 0)
+    if (a->b_unused_n < 2 * CREDIT_MIN && mta_node_reserve(a, 2 * CREDIT_MIN) != 0 &&
+        a->b_unused_n < 2)
         return -ENOMEM;
-    if (a->ht_used >= a->ht_room && mta_map_reserve(a) != 0)
+    if (a->ht && a->live + CREDIT_MIN > a->ht_room && mta_map_reserve(a) != 0 &&
+        a->live >= a->ht_room)
         return -ENOMEM;
+    uint32_t c = a->b_unused_n / 2, room = a->ht_room - a->live;
+    c = c < room ? c : room;
+    a->credit = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
     return 0;
 }
 
 static inline int reserve(mt_alloc *a)
 {
-    if (__builtin_expect(a->b_unused_n >= 2 && a->ht_used < a->ht_room, 1))
+    if (__builtin_expect(a->b_unused_n >= 2 && a->live < a->ht_room, 1))
         return 0;
     return reserve_slow(a);
+}
+
+/* Places the request in free block id (found by a search, or a fresh
+ * region's only block) at `start`. */
+static void commit_found(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
+                         mt_alloc_block *out)
+{
+    uint64_t pad = a->pshift ? 0 : kept_pad(start - a->b[id].off, r);
+    commit(a, id, start, pad, r, out);
 }
 
 /* No block fits: ask the grow callback for a region, then place the request
@@ -280,64 +264,71 @@ static int allocate_grown(mt_alloc *a, const mta_req *r, mt_alloc_block *out)
     int rc = reserve(a);
     if (rc)
         return rc;
-    uint32_t id = a->reg[a->reg_added].first;
-    uint64_t start = a->b[id].free ? mta_fit(a, &a->b[id], r) : NO_FIT;
+    uint32_t id = region_first(a, a->reg_added);
+    uint64_t start = blk_is_free(&a->b[id]) ? mta_fit(a, &a->b[id], r) : NO_FIT;
     if (start == NO_FIT)
         return -ENOSPC;
-    commit(a, id, start, r, out);
+    commit_found(a, id, start, r, out);
     return 0;
 }
 
-/* Everything but the common case: metadata to grow, first fit,
- * granularity separation, the last-resort scans, the grow callback. */
+/* Everything but the common case: metadata to grow, granularity
+ * separation, the scans, the grow callback. */
 static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, uint64_t align,
                                                    unsigned kind, mt_alloc_block *out)
 {
     mta_req r = {size, align, kind};
-    int rc = reserve(a);
+    int rc = a->credit ? 0 : reserve_slow(a);
+    if (rc == 0)
+        rc = reserve(a);
     if (rc)
         return rc;
     uint64_t start;
     uint32_t id = mta_search(a, &r, &start);
     if (id == NIL)
         return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
-    commit(a, id, start, &r, out);
+    commit_found(a, id, start, &r, out);
+    a->credit -= a->credit != 0; /* it took what one unit of credit stands for */
     return 0;
 }
 
-/* Bad arguments, told apart off the fast path. */
-static __attribute__((noinline)) int allocate_refused(const mt_alloc *a, uint64_t size,
-                                                      uint64_t align, mt_alloc_kind kind,
-                                                      const mt_alloc_block *out)
+/* Bad arguments told apart, and alignments beyond MT_ALLOC_MAX_SIZE, off
+ * the fast path. Offsets are below MT_ALLOC_MAX_SIZE: a larger alignment
+ * means offset 0, exactly as MT_ALLOC_MAX_SIZE does. */
+static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size, uint64_t align,
+                                                      mt_alloc_kind kind, mt_alloc_block *out)
 {
     if (!a || !out || size == 0 || (align & (align - 1)) != 0 ||
         (unsigned)kind > MT_ALLOC_NONLINEAR)
         return -EINVAL;
-    return -ENOSPC; /* size > MT_ALLOC_MAX_SIZE */
+    if (size > MT_ALLOC_MAX_SIZE)
+        return -ENOSPC;
+    unsigned gs = a->gshift;
+    align = MT_ALLOC_MAX_SIZE >> gs ? MT_ALLOC_MAX_SIZE >> gs : 1;
+    return allocate_slow(a, ((size - 1) >> gs) + 1, align, (unsigned)kind, out);
 }
 
 int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
                       mt_alloc_block *out)
 {
-    /* The bad values OR'ed into one word (size - 1 wraps for 0, and is
-     * below 2^56 = MT_ALLOC_MAX_SIZE for a good size), then the pointers. */
+    /* The unusual values OR'ed into one word (size - 1 wraps for 0, and is
+     * below 2^56 = MT_ALLOC_MAX_SIZE for a good size; a power-of-two
+     * alignment above it is at least 2^57), then the pointers. */
     _Static_assert(MT_ALLOC_MAX_SIZE == 1ull << 56 && MT_ALLOC_NONLINEAR == 1, "checks below");
-    if (__builtin_expect(((align & (align - 1)) | ((size - 1) >> 56) | ((unsigned)kind >> 1)) != 0 ||
-                         !a || !out, 0))
-        return allocate_refused(a, size, align, kind, out);
+    if (__builtin_expect(((align & (align - 1)) | ((size - 1) >> 56) | (align >> 57) |
+                          ((unsigned)kind >> 1)) != 0 || !a || !out, 0))
+        return allocate_unusual(a, size, align, kind, out);
     unsigned gs = a->gshift;
-    /* Offsets are below MT_ALLOC_MAX_SIZE: a larger alignment means offset 0,
-     * exactly as MT_ALLOC_MAX_SIZE does. */
-    align = align < MT_ALLOC_MAX_SIZE ? align : MT_ALLOC_MAX_SIZE;
     mta_req r = {((size - 1) >> gs) + 1, align >> gs ? align >> gs : 1, (unsigned)kind};
-    /* The common case inline: best fit without granularity pages, spare
-     * nodes and map room at hand, a block found on the head records. */
+    /* The common case inline: no granularity pages, credit for spare nodes
+     * and map room, a block found on the head records. */
     uint64_t start;
     int c;
-    if (__builtin_expect(a->b_unused_n >= 2 && a->ht_used < a->ht_room && a->fast, 1) &&
+    if (__builtin_expect(a->credit != 0, 1) &&
         (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r, &start)
                                       : mta_first_fit_fast(a, &r, &start)) >= 0) {
-        commit_head(a, (unsigned)c, start, &r, out);
+        a->credit--;
+        commit_head(a, (unsigned)c, start, r.size, r.kind, out);
         return 0;
     }
     /* Scalars: a request passed by address or by value would have to be

@@ -13,7 +13,7 @@
 
 typedef struct checker {
     const mt_alloc *a;
-    uint8_t *seen; /* per node: 1 chain, 2 class list, 4 unused list */
+    uint8_t *seen; /* per node: 1 chain, 2 class list, 4 unused list, 8 sentinel */
     char *msg;
     size_t len;
     uint64_t free_in_chains, used_in_chains, used_bytes; /* used_bytes: granules */
@@ -49,12 +49,12 @@ static int mark(checker *c, uint32_t id, uint8_t bit, const char *where)
 static int check_granularity(checker *c, const blk *prev_used, const blk *x)
 {
     unsigned p = c->a->pshift;
-    if (p == 0 || !prev_used || prev_used->kind == x->kind)
+    if (p == 0 || !prev_used || blk_kind(prev_used) == blk_kind(x))
         return 0;
     unsigned gs = c->a->gshift;
-    if (((prev_used->off + prev_used->size - 1) >> p) == (x->off >> p))
+    if (((blk_off(prev_used) + blk_size(prev_used) - 1) >> p) == (blk_off(x) >> p))
         return fail(c, "blocks at 0x%" PRIx64 " and 0x%" PRIx64 " of different kinds share a page",
-                    prev_used->off << gs, x->off << gs);
+                    blk_off(prev_used) << gs, blk_off(x) << gs);
     return 0;
 }
 
@@ -64,50 +64,60 @@ static int check_region(checker *c, uint32_t rid)
     const region *r = &a->reg[rid];
     unsigned gs = a->gshift;
     uint64_t pos = 0, used = 0, allocs = 0, rsize = r->size >> gs;
-    uint32_t prev = NIL;
+    uint32_t sid = r->sentinel, prev = sid;
     const blk *prev_used = NULL;
     int rc;
-    for (uint32_t id = r->first; id != NIL; prev = id, id = a->b[id].next_phys) {
+    if ((rc = mark(c, sid, 8, "region sentinel")))
+        return rc;
+    const blk *sx = &a->b[sid];
+    if (sx->size != (SZ_USED | SZ_SENT) || sx->off != OFF_MASK || sx->region != rid)
+        return fail(c, "region %" PRIu32 ": sentinel %" PRIu32 " is not one", rid, sid);
+    for (uint32_t id = sx->next_phys; id != sid; prev = id, id = a->b[id].next_phys) {
         if ((rc = mark(c, id, 1, "region chain")))
             return rc;
         const blk *x = &a->b[id];
-        if (x->region != rid || x->prev_phys != prev || x->off != pos)
-            return fail(c, "region %" PRIu32 ": block %" PRIu32 " at 0x%" PRIx64
-                        " has region %" PRIu32 ", prev %" PRIu32 ", offset 0x%" PRIx64
-                        " (expected %" PRIu32 ", 0x%" PRIx64 ")",
-                        rid, id, x->off << gs, x->region, x->prev_phys, x->off << gs, prev,
-                        pos << gs);
-        if (x->free > BLK_FREE)
-            return fail(c, "region %" PRIu32 ": unused node %" PRIu32 " in the chain", rid, id);
-        if (x->size == 0 || x->size > rsize - pos)
-            return fail(c, "block %" PRIu32 ": bad size %" PRIu64, id, x->size << gs);
-        if (x->free) {
-            if (prev != NIL && a->b[prev].free)
+        if (x->prev_phys != prev || blk_off(x) != pos)
+            return fail(c, "region %" PRIu32 ": block %" PRIu32 " at 0x%" PRIx64 " has prev %"
+                        PRIu32 " (expected %" PRIu32 ", 0x%" PRIx64 ")",
+                        rid, id, blk_off(x) << gs, x->prev_phys, prev, pos << gs);
+        uint64_t size = blk_size(x);
+        if (size == 0 || size > rsize - pos)
+            return fail(c, "block %" PRIu32 ": bad size %" PRIu64, id, size << gs);
+        if (blk_is_free(x)) {
+            if (x->size != size || x->off != pos)
+                return fail(c, "free block %" PRIu32 " has state bits", id);
+            if (blk_is_free(&a->b[prev]))
                 return fail(c, "free blocks %" PRIu32 " and %" PRIu32 " not coalesced", prev, id);
-            if (map_find(a, rid, x->off).bucket != UINT32_MAX)
-                return fail(c, "free block at 0x%" PRIx64 " is in the offset map", x->off << gs);
+            if (a->ht && map_find(a, rid, blk_off(x)).bucket != UINT32_MAX)
+                return fail(c, "free block at 0x%" PRIx64 " is in the offset map", pos << gs);
             c->free_in_chains++;
         } else {
-            if (x->kind > MT_ALLOC_NONLINEAR)
-                return fail(c, "block %" PRIu32 ": bad kind %u", id, x->kind);
+            if ((x->size & ~(SZ_MASK | SZ_USED | SZ_NONLINEAR)) != 0 || x->region != rid)
+                return fail(c, "used block %" PRIu32 ": bad state bits or region %" PRIu32, id,
+                            x->region);
             /* A kept pad leaves data in the block; never with granularity
              * pages (alloc.c, kept_pad). */
-            if (x->cls >= x->size || (a->pshift != 0 && x->cls != 0))
-                return fail(c, "used block %" PRIu32 ": bad pad %u", id, x->cls);
-            mloc l = map_find(a, rid, blk_data_off(x));
-            if (l.bucket == UINT32_MAX || map_id(a, l) != id)
-                return fail(c, "used block at 0x%" PRIx64 " missing from the offset map",
-                            blk_data_off(x) << gs);
+            if (blk_pad(x) >= size || (a->pshift != 0 && blk_pad(x) != 0))
+                return fail(c, "used block %" PRIu32 ": bad pad %u", id, blk_pad(x));
+            if (a->ht) {
+                mloc l = map_find(a, rid, blk_data_off(x));
+                if (l.bucket == UINT32_MAX || map_id(a, l) != id)
+                    return fail(c, "used block at 0x%" PRIx64 " missing from the offset map",
+                                blk_data_off(x) << gs);
+            }
             if ((rc = check_granularity(c, prev_used, x)))
                 return rc;
             prev_used = x;
-            used += x->size;
-            c->pad += x->cls;
+            used += size;
+            c->pad += blk_pad(x);
             allocs++;
             c->used_in_chains++;
         }
-        pos += x->size;
+        pos += size;
     }
+    if (sx->prev_phys != prev)
+        return fail(c, "region %" PRIu32 ": sentinel's prev is %" PRIu32 ", last block %" PRIu32,
+                    rid, sx->prev_phys, prev);
     if (pos != rsize)
         return fail(c, "region %" PRIu32 ": blocks cover 0x%" PRIx64 " of 0x%" PRIx64 " bytes",
                     rid, pos << gs, r->size);
@@ -149,9 +159,8 @@ static int check_classes(checker *c)
                 const blk *x = &a->b[id];
                 unsigned f, s;
                 class_of(x->size, &f, &s);
-                if (x->free != BLK_FREE || !(c->seen[id] & 1) || a->b[id].prev_free != prev ||
-                    f != fl || s != sl ||
-                    x->cls != fl * SL_N + sl)
+                if (!blk_is_free(x) || x->size == 0 || !(c->seen[id] & 1) ||
+                    a->b[id].prev_free != prev || f != fl || s != sl)
                     return fail(c, "class (%u,%u): node %" PRIu32 " is not a free block of "
                                 "this class in a region chain", fl, sl, id);
                 listed++;
@@ -182,7 +191,7 @@ static int check_map(checker *c)
                 continue;
             uint32_t id = a->ht[j].id[lane];
             if (id < FIRST_NODE || id >= a->b_cap || !(c->seen[id] & 1) ||
-                a->b[id].free != BLK_USED) {
+                blk_is_free(&a->b[id])) {
                 rc = fail(c, "map bucket %" PRIu32 " lane %" PRIu32 " names node %" PRIu32
                           ", not a used block", j, lane, id);
                 break;
@@ -190,9 +199,10 @@ static int check_map(checker *c)
             const blk *x = &a->b[id];
             uint64_t h = map_hash(a, x->region, blk_data_off(x));
             uint32_t home = map_home(a, h), d = (j - home) & a->ht_mask;
-            mloc l = map_find(a, x->region, blk_data_off(x)), noted = map_noted(x);
+            mloc l = map_find(a, x->region, blk_data_off(x));
             if (a->ht[j].tag[lane] != map_tag(h) || d > a->ht_limit || l.bucket != j ||
-                l.lane != lane || noted.bucket != j || noted.lane != lane || noted.home != home) {
+                l.lane != lane || noted_bucket(x) != j || noted_lane(x) != lane ||
+                !(x->note & NOTE_AWAY) != (d == 0)) {
                 rc = fail(c, "map bucket %" PRIu32 " lane %" PRIu32 " (block at 0x%" PRIx64
                           ") is misplaced", j, lane, blk_data_off(x) << a->gshift);
                 break;
@@ -206,10 +216,10 @@ static int check_map(checker *c)
             rc = fail(c, "map bucket %" PRIu32 ": spill count %" PRIu32 ", %" PRIu32
                       " entries spilled", j, a->ht[j].spill, spill[j]);
     free(spill);
-    if (rc == 0 && (entries != c->used_in_chains || entries != a->ht_used ||
-                    a->ht_used > a->ht_room || (uint64_t)a->ht_room * 2 != (uint64_t)n * MAP_LANES))
+    if (rc == 0 && (entries != c->used_in_chains || entries != a->live ||
+                    a->live > a->ht_room || (uint64_t)a->ht_room * 2 != (uint64_t)n * MAP_LANES))
         rc = fail(c, "map has %" PRIu64 " entries (recorded %" PRIu32 ", room %" PRIu32 " in %"
-                  PRIu32 " buckets) for %" PRIu64 " used blocks", entries, a->ht_used,
+                  PRIu32 " buckets) for %" PRIu64 " used blocks", entries, a->live,
                   a->ht_room, n, c->used_in_chains);
     return rc;
 }
@@ -222,20 +232,20 @@ static int check_nodes(checker *c)
     for (uint32_t id = a->b_unused; id != NIL; id = a->b[id].next_free, n++) {
         if ((rc = mark(c, id, 4, "unused nodes")))
             return rc;
-        if (a->b[id].free != BLK_UNUSED)
+        if (a->b[id].size != 0)
             return fail(c, "unused node %" PRIu32 " is not marked unused", id);
     }
     if (n != a->b_unused_n)
         return fail(c, "%" PRIu32 " unused nodes, recorded %" PRIu32, n, a->b_unused_n);
     /* The sink still reads as "no block, empty class" (tlsf.h). */
     const blk *sink = &a->b[NIL];
-    if (a->b_cap && (sink->off != UINT64_MAX || sink->size != 0 || sink->free))
+    if (sink->off != UINT64_MAX || sink->size != 0)
         return fail(c, "node NIL was written as a block");
     for (uint32_t id = FIRST_NODE; id < a->b_cap; id++) {
         uint8_t s = c->seen[id];
-        if (s != 4 && s != 1 && s != 3)
+        if (s != 4 && s != 1 && s != 3 && s != 8)
             return fail(c, "node %" PRIu32 " is lost or in two places (marks %u)", id, s);
-        if (s == 1 && a->b[id].free)
+        if (s == 1 && blk_is_free(&a->b[id]))
             return fail(c, "free block %" PRIu32 " is on no class list", id);
     }
     return 0;
@@ -253,13 +263,13 @@ static int check_totals(checker *c)
         }
     if (c->pad != a->pad)
         return fail(c, "kept pads: %" PRIu64 " granules, counted %" PRIu64, c->pad, a->pad);
-    if (total != a->total || c->used_bytes != a->used || c->used_in_chains != a->ht_used ||
+    if (total != a->total || c->used_bytes != a->used || c->used_in_chains != a->live ||
         live != a->reg_live || empty != a->reg_empty)
         return fail(c, "totals disagree: bytes %" PRIu64 "/%" PRIu64 ", used granules %" PRIu64
                     "/%" PRIu64
                     ", allocations %" PRIu64 "/%" PRIu64 ", regions %" PRIu32 "/%" PRIu32
                     ", empty %" PRIu32 "/%" PRIu32, total, a->total, c->used_bytes, a->used,
-                    c->used_in_chains, (uint64_t)a->ht_used, live, a->reg_live, empty,
+                    c->used_in_chains, (uint64_t)a->live, live, a->reg_live, empty,
                     a->reg_empty);
     return 0;
 }
@@ -271,7 +281,7 @@ int mt_alloc_check(const mt_alloc *a, char *msg, size_t msg_len)
     checker c = {.a = a, .msg = msg, .len = msg_len};
     if (msg && msg_len)
         msg[0] = '\0';
-    c.seen = calloc(a->b_cap ? a->b_cap : 1, 1);
+    c.seen = calloc(a->b_cap, 1);
     if (!c.seen)
         return -ENOMEM;
     int rc = 0;
@@ -280,7 +290,7 @@ int mt_alloc_check(const mt_alloc *a, char *msg, size_t msg_len)
             rc = check_region(&c, rid);
     if (rc == 0)
         rc = check_classes(&c);
-    if (rc == 0)
+    if (rc == 0 && a->ht)
         rc = check_map(&c);
     if (rc == 0)
         rc = check_nodes(&c);

@@ -1,72 +1,57 @@
-/* The region allocator's free path: find the block by its offset, coalesce
- * it with its free neighbours at once, file the result.
+/* The region allocator's free path: find the block (its hint, or its
+ * offset in the map), coalesce it with its free neighbours at once, file
+ * the result.
  *
- * A free block's neighbours are used blocks (coalescing is immediate), so at
- * most two merges happen and the result is one free block: O(1). Every
- * check comes before the first change, so an error changes nothing. */
+ * A free block's neighbours are used blocks or the sentinel (coalescing is
+ * immediate), so at most two merges happen and the result is one free
+ * block: O(1). Every check comes before the first change, so an error
+ * changes nothing. */
 #include <errno.h>
 
 #include "offmap.h"
 #include "tlsf.h"
 
-/* The previous block p is free: it grows over block `id`, and over the next
- * block n too when that one is free (nf). Returns p. */
-static inline uint32_t merge_into_prev(mt_alloc *a, uint32_t p, uint32_t id, uint32_t n, int nf)
+/* Frees used block `id`: its map entry goes (the node says where), then
+ * the free neighbours come off their lists and the block grows over them
+ * (the previous one's node, if free, takes its place), and the result is
+ * filed. Taking neighbours off and filing the result once costs no more
+ * than moving a grown neighbour between lists in place, which nearly
+ * always changes class anyway with 16 classes per power of two. */
+static inline int free_node(mt_alloc *a, uint32_t id)
 {
-    blk *b = a->b;
-    uint64_t grow = b[id].size;
-    if (nf) {
-        tlsf_unlink(a, n);
-        grow += b[n].size;
-        uint32_t after = b[n].next_phys;
+    blk *b = a->b, *x = &b[id];
+    uint32_t lo = x->prev_phys, hi = x->next_phys, f = id;
+    uint64_t off = blk_off(x), size = blk_size(x);
+    if (a->ht)
+        map_remove_noted(a, x);
+    a->live--;
+    a->used -= size;
+    a->pad -= blk_pad(x);
+    /* A sentinel reads as used. */
+    const blk *pb = &b[lo], *nb = &b[hi];
+    if (blk_is_free(pb)) {
+        tlsf_unlink(a, lo, pb->size);
+        node_put(a, id);
+        f = lo;
+        off = pb->off;
+        size += pb->size;
+        lo = pb->prev_phys;
+    }
+    if (blk_is_free(nb)) {
+        uint32_t n = hi;
+        tlsf_unlink(a, n, nb->size);
+        size += nb->size;
+        hi = nb->next_phys;
         node_put(a, n);
-        n = after;
     }
-    node_put(a, id);
-    b[p].size += grow;
-    b[p].next_phys = n;
-    b[n].prev_phys = p; /* the sink when p is now last */
-    tlsf_refile(a, p);
-    return p;
-}
-
-/* Only the next block n is free: it grows backwards over block `id`.
- * Returns n. */
-static inline uint32_t merge_into_next(mt_alloc *a, uint32_t id, uint32_t n)
-{
-    blk *b = a->b, *x = &b[id], *nx = &b[n];
-    uint32_t p = x->prev_phys;
-    nx->off = x->off;
-    nx->size += x->size;
-    nx->prev_phys = p;
-    chain_after(a, x->region, p, n);
-    node_put(a, id);
-    tlsf_refile(a, n);
-    return n;
-}
-
-/* Frees used block `id` of region rid: its map entry goes (the node says
- * where), then it merges with whichever neighbours are free. */
-static inline int free_node(mt_alloc *a, uint32_t rid, uint32_t id)
-{
-    blk *b = a->b;
-    uint32_t p = b[id].prev_phys, n = b[id].next_phys;
-    map_remove(a, map_noted(&b[id]));
-    a->used -= b[id].size;
-    a->pad -= b[id].cls;
-    /* A missing neighbour is the sink node, which reads as used. */
-    int pf = b[p].free, nf = b[n].free;
-    uint32_t f = id;
-    if (pf) {
-        f = merge_into_prev(a, p, id, n, nf);
-    } else if (nf) {
-        f = merge_into_next(a, id, n);
-    } else {
-        b[id].free = BLK_FREE;
-        tlsf_insert(a, id);
-    }
-    if (__builtin_expect(blk_spans_region(&b[f]), 0))
-        mta_region_emptied(a, rid);
+    blk *fx = &b[f];
+    fx->off = off;
+    fx->size = size;
+    chain_link(b, lo, f);
+    chain_link(b, f, hi);
+    tlsf_insert(a, f);
+    if (__builtin_expect(lo == hi, 0)) /* both the sentinel: the region is empty */
+        mta_region_emptied(a, b[lo].region);
     return 0;
 }
 
@@ -74,6 +59,8 @@ int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
 {
     if (!a)
         return -EINVAL;
+    if (!a->ht)
+        return -ENOTSUP;
     if (rid >= a->reg_cap || a->reg[rid].size == 0)
         return -ENOENT;
     if (offset >= a->reg[rid].size || (offset & ((1ull << a->gshift) - 1)) != 0)
@@ -81,7 +68,21 @@ int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
     mloc l = map_find(a, rid, offset >> a->gshift);
     if (l.bucket == UINT32_MAX)
         return -ENOENT;
-    return free_node(a, rid, map_id(a, l));
+    return free_node(a, map_id(a, l));
+}
+
+/* Without the map, a block whose hint does not hold names no allocation
+ * this allocator can find; the same checks as mt_alloc_free come first, so
+ * that both give the same error for a bad region or offset. */
+static __attribute__((noinline)) int free_unhinted(mt_alloc *a, uint32_t rid, uint64_t offset)
+{
+    if (a->ht)
+        return mt_alloc_free(a, rid, offset);
+    if (rid >= a->reg_cap || a->reg[rid].size == 0)
+        return -ENOENT;
+    if (offset >= a->reg[rid].size || (offset & ((1ull << a->gshift) - 1)) != 0)
+        return -EINVAL;
+    return -ENOENT;
 }
 
 int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
@@ -90,15 +91,18 @@ int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
         return -EINVAL;
     uint32_t id = blk_in->hint, rid = blk_in->region;
     uint64_t offset = blk_in->offset;
-    /* The hint is trusted only when it names a used block (unused nodes
-     * are marked BLK_UNUSED) that starts exactly there: then it is the
-     * block mt_alloc_free would find. */
-    if (__builtin_expect(id >= FIRST_NODE && id < a->b_cap, 1)) {
+    /* The hint is trusted only when it names a used block (not a free
+     * block, an unused node or a sentinel) of that region whose data
+     * starts exactly there: then it is the block mt_alloc_free would find.
+     * The node array always exists (mt_alloc_create), so b_cap > FIRST_NODE
+     * and one unsigned comparison checks the range. */
+    if (__builtin_expect(id - FIRST_NODE < a->b_cap - FIRST_NODE, 1)) {
         const blk *x = &a->b[id];
         /* The three conditions OR'ed into one word: one test. */
-        if (__builtin_expect(((uint64_t)(x->free ^ BLK_USED) | (x->region ^ rid) |
-                              ((blk_data_off(x) << a->gshift) ^ offset)) == 0, 1))
-            return free_node(a, rid, id);
+        if (__builtin_expect(((x->size & (SZ_USED | SZ_SENT)) ^ SZ_USED) | (x->region ^ rid) |
+                                 ((blk_data_off(x) << a->gshift) ^ offset),
+                             0) == 0)
+            return free_node(a, id);
     }
-    return mt_alloc_free(a, rid, offset);
+    return free_unhinted(a, rid, offset);
 }

@@ -4,10 +4,15 @@
  * so the arrays can be realloc'ed; id 0 is "none" in every array.
  *
  * Blocks: a block is a run of granules of one region, free or used. Blocks of
- * a region form a doubly linked chain in address order (prev_phys/next_phys)
- * that covers the region exactly. Invariant (immediate coalescing): two free
- * blocks are never neighbours, so a free block's neighbours are used blocks
- * or the region's ends.
+ * a region form a circular doubly linked chain in address order
+ * (prev_phys/next_phys) through the region's *sentinel*, a node that is no
+ * block: the sentinel's next is the region's first block, its prev the last
+ * one. Linking a block in is therefore the same at the region's ends as in
+ * its middle, and a block whose neighbours are both the sentinel spans the
+ * region. Invariant (immediate coalescing): two free blocks are never
+ * neighbours, so a free block's neighbours are used blocks or the sentinel,
+ * which both carry the region id: a free block's region is its previous
+ * neighbour's.
  *
  * Free blocks sit on one of FL_N x SL_N size-class lists (TLSF): the first
  * level is the power of two of the size in granules, the second splits it
@@ -15,9 +20,10 @@
  * are non-empty, so the smallest non-empty class at or above any size is
  * two bit scans away.
  *
- * Used blocks are found by (region, offset) through the offset map, a hash
- * table with bounded probes (offmap.h), or through the hint of the block
- * the caller got (mt_alloc_free_block). */
+ * Used blocks are found by the hint of the block the caller got
+ * (mt_alloc_free_block), or by (region, offset) through the offset map, a
+ * hash table with bounded probes (offmap.h), which MT_ALLOC_NO_OFFSET_MAP
+ * leaves out. */
 #ifndef MT_ALLOC_INTERNAL_H
 #define MT_ALLOC_INTERNAL_H
 
@@ -25,12 +31,13 @@
 
 #include "memtrack/alloc.h"
 
-/* 8 classes per power of two. With 32, the ~800 free blocks of an aged
- * heap spread so thin that a quarter of all list insertions and removals
- * emptied or filled a class; with 8 one in twenty does, fragmentation is
- * the same on GPU-sized requests, and a request is rounded up by at most
- * 1/8 for the guaranteed classes (docs/alloc.md). */
-#define SL_LOG2 3
+/* 16 classes per power of two: a request's guaranteed class (every block
+ * of it holds the request) is at most 1/16 above it, so near full a request
+ * still finds a block that is barely larger. With the "tight" search
+ * (mta_set_tight) an aged heap fills to 0.99 before its first refusal;
+ * 8 classes reach 0.98, and 32 cost 5 ns per alloc+free pair in class-list
+ * churn (docs/alloc.md). */
+#define SL_LOG2 4
 #define SL_N (1u << SL_LOG2)
 /* Block sizes in granules are at most 2^56 (MT_ALLOC_MAX_SIZE with a granule
  * of 1); searches round up to below 2^57. Top bit at most 56, so the first
@@ -42,10 +49,9 @@
  * (offmap.h): lookups read at most PROBE_LIMIT + 1 buckets. */
 #define PROBE_LIMIT 3u
 
-/* The last-resort scans (search.h): how many blocks of one class are
- * looked at. A constant, so the worst case stays O(1). */
-#define BEST_FIT_SCAN 8
-
+/* The last-resort scans (search.h): how many blocks they look at, in all.
+ * A constant, so the worst case stays O(1). */
+#define SCAN_LIMIT 64
 
 #define NIL 0u
 #define N_CLASSES (FL_N * SL_N)
@@ -54,51 +60,74 @@
 #define CLS_WORDS ((N_CLASSES + 64) / 64)
 #define NO_FIT UINT64_MAX
 
-/* A block. Offsets and sizes are counted in granules, so that class and
- * alignment arithmetic needs no shifting; bytes appear only at the API. */
+/* A node: a block, a region's sentinel, or unused. 32 bytes, two to a cache
+ * line. Offsets and sizes are counted in granules, so that class and
+ * alignment arithmetic needs no shifting; bytes appear only at the API.
+ * Both are below 2^57, which leaves their top bits for the block's state:
+ *
+ *   off   free block: the offset. Used block: the offset of the block,
+ *         and in bits 56-63 the granules of leading pad it kept (alloc.c,
+ *         kept_pad): its data starts at off + pad (blk_data_off).
+ *   size  free block: the size, nothing else (a free block's size and
+ *         offset are read as they are on every hot path). Used block: the
+ *         size with SZ_USED and SZ_NONLINEAR. Sentinel: SZ_USED | SZ_SENT.
+ *         Unused node: 0.
+ *
+ * A free block's class is not stored: class_index(size) gives it. */
 typedef struct blk {
-    uint64_t off;  /* offset in the region, granules */
-    uint64_t size; /* granules, > 0 */
+    uint64_t off;
+    uint64_t size;
     uint32_t prev_phys, next_phys;
-    /* Class-list links of a free block; next_free also links unused nodes.
-     * A used block keeps where its offset-map entry is there (offmap.h). */
-    uint32_t prev_free, next_free;
-    uint32_t region;
-    /* Free block: its class list, fl * SL_N + sl. Used block: the granules
-     * of leading pad it kept (alloc.c, kept_pad); its data starts at
-     * off + cls (blk_data_off), which is the offset the caller knows. */
-    uint16_t cls;
-    uint8_t free; /* BLK_USED, BLK_FREE, or BLK_UNUSED: not a block */
-    uint8_t kind;
+    union {
+        struct { /* free block: its class list; unused node: next_free links them */
+            uint32_t prev_free, next_free;
+        };
+        struct { /* used block, sentinel */
+            uint32_t region;
+            /* Used block, with the offset map: where its entry is
+             * (offmap.h, map_note). */
+            uint32_t note;
+        };
+    };
 } blk;
 
-enum { BLK_USED = 0, BLK_FREE = 1, BLK_UNUSED = 2 };
+_Static_assert(sizeof(blk) == 32, "two nodes per cache line");
+
+#define SZ_USED (1ull << 63)
+#define SZ_NONLINEAR (1ull << 62) /* used block of kind MT_ALLOC_NONLINEAR */
+#define SZ_SENT (1ull << 61)      /* a region's sentinel */
+#define SZ_MASK ((1ull << 57) - 1)
+#define OFF_MASK ((1ull << 56) - 1)
+#define OFF_PAD_SHIFT 56
+#define BLK_PAD_MAX 255u
+
+static inline int blk_is_free(const blk *x) { return !(x->size & SZ_USED); }
+static inline uint64_t blk_size(const blk *x) { return x->size & SZ_MASK; }
+static inline uint64_t blk_off(const blk *x) { return x->off & OFF_MASK; }
+static inline unsigned blk_pad(const blk *x) { return (unsigned)(x->off >> OFF_PAD_SHIFT); }
+static inline unsigned blk_kind(const blk *x) { return (x->size & SZ_NONLINEAR) != 0; }
+/* Where a used block's data starts: after the pad it kept. */
+static inline uint64_t blk_data_off(const blk *x) { return blk_off(x) + blk_pad(x); }
 
 /* mt_alloc.fast: which inline allocation path, 0 for none (granularity
  * pages: everything goes through mta_search). */
 enum { FAST_BEST_FIT = 1, FAST_FIRST_FIT = 2 };
 
-#define BLK_PAD_MAX UINT16_MAX
-
-/* Where a used block's data starts: after the pad it kept. */
-static inline uint64_t blk_data_off(const blk *x) { return x->off + x->cls; }
-
-/* Node ids: NIL (0) is "none" and the sink node (tlsf.h); blocks start at
+/* Node ids: NIL (0) is "none" and the sink node (tlsf.h); nodes start at
  * FIRST_NODE. */
 #define FIRST_NODE 1u
 
 /* Offset and size of a class's first block, kept beside the index so that
- * a search compares and checks heads without touching their nodes: the
- * node of the block finally chosen is the only one it reads. An empty
- * class reads {UINT64_MAX, 0}, what the sink node NIL holds (tlsf.h). */
+ * a search checks heads without touching their nodes: the node of the
+ * block finally chosen is the only one it reads. An empty class reads
+ * {UINT64_MAX, 0}, what the sink node NIL holds (tlsf.h). */
 typedef struct tlsf_head {
     uint64_t off, size;
 } tlsf_head;
 
-/* A TLSF index: class lists and their bitmap. With SL_N classes per power
- * of two, the classes of 64 / SL_N powers of two share one bitmap word, so
- * that finding the next few non-empty classes rarely leaves a word; the
- * summary word says which words are not zero. */
+/* A TLSF index: class lists and their bitmap. The classes of 64 / SL_N
+ * powers of two share one bitmap word; the summary word says which words
+ * are not zero. */
 typedef struct tlsf_idx {
     uint64_t summary;              /* bit w: cls_map[w] != 0 */
     uint64_t cls_map[CLS_WORDS];   /* bit c: class c has blocks */
@@ -120,21 +149,21 @@ typedef struct mbucket {
 typedef struct region {
     uint64_t size;     /* bytes; 0: the slot is unused */
     void *user;
-    uint32_t first;    /* block at offset 0 */
+    uint32_t sentinel; /* its node: next_phys is the block at offset 0 */
     uint32_t next_unused; /* free-slot list link */
 } region;
 
 /* Hot fields first: the allocate and free paths read the first cache line
  * and the class index, nothing else of the allocator. Counters that can be
- * derived are not kept: live allocations are the offset map's entries,
- * free blocks the nodes in use minus those, a region's use is a walk of its
- * chain (mt_alloc_region_info). */
+ * derived are not kept: free blocks are the nodes in use minus allocations
+ * and sentinels, a region's use is a walk of its chain
+ * (mt_alloc_region_info). */
 struct mt_alloc {
     blk *b;            /* nodes; b[NIL] is the sink node (tlsf.h) */
-    mbucket *ht;       /* offset map: ht_mask + 1 buckets */
+    mbucket *ht;       /* offset map: ht_mask + 1 buckets; NULL without one */
     uint64_t ht_seed;  /* odd multiplier of the hash */
     uint32_t ht_mask, ht_shift, ht_limit;
-    uint32_t ht_used;  /* entries: the live allocations */
+    uint32_t live;     /* live allocations (with the map: its entries) */
     uint32_t ht_room;  /* entries allowed before the map grows: half its lanes */
     uint32_t b_unused; /* list of unused nodes (via next_free) */
     uint32_t b_unused_n;
@@ -142,10 +171,15 @@ struct mt_alloc {
     unsigned pshift;   /* log2(granularity page in granules); 0: no separation */
     mt_alloc_strategy strategy;
     uint32_t fast;     /* FAST_*: the inline path and its strategy, or 0 */
+    /* Allocations the inline path may make before it must check for spare
+     * nodes and map room again (alloc.c, reserve): one counter instead of
+     * three tests. 0 without an inline path. */
+    uint32_t credit;
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */
-    uint64_t pad;        /* of which leading pads kept (blk.cls) */
+    uint64_t tight;      /* used granules from which best fit looks harder (search.h) */
+    uint64_t pad;        /* of which leading pads kept */
 
     uint64_t total;      /* bytes */
     uint32_t b_cap;
@@ -192,14 +226,10 @@ static inline void class_of(uint64_t u, unsigned *fl, unsigned *sl)
  * holds u granules. */
 static inline uint64_t class_round_up(uint64_t u) { return u + (1ull << class_shift(u)) - 1; }
 
-/* class_index(class_round_up(u)) for u <= U_LIMIT, with one bit scan: the
- * next class up unless u is the smallest size of its own class. N_CLASSES
- * when no class is certain to hold u. */
-static inline unsigned class_index_up(uint64_t u)
-{
-    unsigned s = class_shift(u);
-    return (s << SL_LOG2) + (unsigned)(u >> s) + ((u & ((1ull << s) - 1)) != 0);
-}
+/* class_index(class_round_up(u)) for 0 < u <= U_LIMIT: the next class up
+ * unless u is the smallest size of its own class, which is what the class
+ * of u - 1, plus one, is. N_CLASSES when no class is certain to hold u. */
+static inline unsigned class_index_up(uint64_t u) { return class_index(u - 1) + 1; }
 
 static inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 
@@ -224,20 +254,49 @@ int mta_map_rebuild(mt_alloc *a);
 void mta_region_emptied(mt_alloc *a, uint32_t id);
 void mta_region_drop(mt_alloc *a, uint32_t id, int call_release);
 
-/* Makes `id` the block after `prev` in region rid's chain: prev's link,
- * or the region's first block when prev is NIL. */
-static inline void chain_after(mt_alloc *a, uint32_t rid, uint32_t prev, uint32_t id)
+/* The allocator is "tight" once 9/16 of its granules are used: best fit
+ * then also tries the next class below the guaranteed ones (search.h),
+ * which is what lets an aged heap fill to 0.99 before its first refusal.
+ * Below, the inline path skips that try, whose branch no predictor learns:
+ * 9/16 and not 1/2, so that a heap churning at half full (the timed
+ * benchmark) does not pay for it. */
+#define TIGHT_16THS 9
+static inline void mta_set_tight(mt_alloc *a)
 {
-    *(prev != NIL ? &a->b[prev].next_phys : &a->reg[rid].first) = id;
+    uint64_t g = a->total >> a->gshift;
+    a->tight = g / 16 * TIGHT_16THS + g % 16 * TIGHT_16THS / 16;
 }
 
-/* A free block covering its whole region: the region has no allocation. */
-static inline int blk_spans_region(const blk *x) { return (x->prev_phys | x->next_phys) == NIL; }
+/* Links node n after node p in a chain (either may be a sentinel). */
+static inline void chain_link(blk *b, uint32_t p, uint32_t n)
+{
+    b[p].next_phys = n;
+    b[n].prev_phys = p;
+}
 
-/* Free blocks: every node in use that is not a live allocation. */
+/* A block whose neighbours are both its region's sentinel spans the
+ * region: the region has no allocation (when the block is free). */
+static inline int blk_spans_region(const blk *x) { return x->prev_phys == x->next_phys; }
+
+/* The region of a free block: its previous neighbour, a used block or the
+ * sentinel, carries it. */
+static inline uint32_t free_blk_region(const blk *b, const blk *x)
+{
+    return b[x->prev_phys].region;
+}
+
+/* The region's first block. */
+static inline uint32_t region_first(const mt_alloc *a, uint32_t rid)
+{
+    return a->b[a->reg[rid].sentinel].next_phys;
+}
+
+/* Free blocks: every node in use that is neither a live allocation nor a
+ * sentinel. */
 static inline uint64_t mta_free_blocks(const mt_alloc *a)
 {
-    return a->b_cap ? (uint64_t)(a->b_cap - FIRST_NODE - a->b_unused_n) - a->ht_used : 0;
+    return a->b_cap ? (uint64_t)(a->b_cap - FIRST_NODE - a->b_unused_n) - a->live - a->reg_live
+                    : 0;
 }
 
 #endif

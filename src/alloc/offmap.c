@@ -55,10 +55,10 @@ int mta_map_rebuild(mt_alloc *a)
     unsigned bits = map_bits(a);
     /* Mostly a full map doubles; a sparse one with a long run has met a bad
      * seed for its keys and gets a new one. Bounded: each round doubles or
-     * reseeds, and a map of 2^28 buckets is the end of the road. */
+     * reseeds, and a map of 2^27 buckets (what a note can name) is the end of the road. */
     for (int round = 0; round < 64; round++) {
-        if ((uint64_t)a->ht_used * 4 > (uint64_t)a->ht_room || round % 4 == 3) {
-            if (bits >= 28)
+        if ((uint64_t)a->live * 4 > (uint64_t)a->ht_room || round % 4 == 3) {
+            if (bits >= 27)
                 return -ENOMEM;
             bits++;
         }
@@ -71,14 +71,17 @@ int mta_map_rebuild(mt_alloc *a)
     return -ENOMEM;
 }
 
+#define MAP_SLACK 16u
 int mta_map_reserve(mt_alloc *a)
 {
     if (!a->ht)
         return rehash(a, 2, 0x9e3779b97f4a7c15ull) < 0 ? -ENOMEM : 0;
-    if (a->ht_used < a->ht_room)
+    /* A little early: the allocation path's credit (alloc.c) wants room
+     * for several entries, not just one. */
+    if (a->live + MAP_SLACK < a->ht_room)
         return 0;
     unsigned bits = map_bits(a);
-    if (bits >= 28)
+    if (bits >= 27)
         return -ENOMEM;
     long worst = rehash(a, bits + 1, a->ht_seed);
     if (worst < 0)

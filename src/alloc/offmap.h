@@ -94,7 +94,7 @@ static inline mloc map_find(const mt_alloc *a, uint32_t rid, uint64_t off)
         for (uint32_t m = lanes_eq(bk, t); m != 0; m &= m - 1) {
             uint32_t lane = (uint32_t)__builtin_ctz(m);
             const blk *x = &a->b[bk->id[lane]];
-            if (blk_data_off(x) == off && x->region == rid)
+            if (blk_data_off(x) == off && x->region == rid) /* x is a used block */
                 return (mloc){j, lane, home};
         }
         if (a->ht[home].spill == 0)
@@ -105,28 +105,26 @@ static inline mloc map_find(const mt_alloc *a, uint32_t rid, uint64_t off)
 
 static inline uint32_t map_id(const mt_alloc *a, mloc l) { return a->ht[l.bucket].id[l.lane]; }
 
-/* A used block's node keeps where its entry is, in the class-list links it
- * has no use for: bucket and lane in next_free (bucket < 2^28), home in
- * prev_free. Freeing a block whose node is known (mt_alloc_free_block)
- * then needs no lookup. */
-static inline void map_note(blk *x, mloc l)
+/* A used block's node keeps where its entry is, in `note`: bucket, lane,
+ * and whether the entry lives away from its home bucket (then the home's
+ * spill count must drop at removal, and the home is recomputed from the
+ * key). Buckets are below 2^27 (offmap.c). Freeing a block whose node is
+ * known (mt_alloc_free_block) then needs no lookup. */
+#define NOTE_AWAY 16u
+static inline void map_note(blk *x, uint32_t bucket, uint32_t lane, int away)
 {
-    x->next_free = l.bucket << 4 | l.lane;
-    x->prev_free = l.home;
+    x->note = bucket << 5 | (away ? NOTE_AWAY : 0) | lane;
 }
 
-static inline mloc map_noted(const blk *x)
-{
-    return (mloc){x->next_free >> 4, x->next_free & 15, x->prev_free};
-}
+static inline uint32_t noted_bucket(const blk *x) { return x->note >> 5; }
+static inline uint32_t noted_lane(const blk *x) { return x->note & 15; }
 
-/* Removes the entry at l. */
-static inline void map_remove(mt_alloc *a, mloc l)
+/* Removes the entry of used block x, which its note locates. */
+static inline void map_remove_noted(mt_alloc *a, const blk *x)
 {
-    a->ht[l.bucket].tag[l.lane] = 0;
-    if (__builtin_expect(l.bucket != l.home, 0))
-        a->ht[l.home].spill--;
-    a->ht_used--;
+    a->ht[noted_bucket(x)].tag[noted_lane(x)] = 0;
+    if (__builtin_expect(x->note & NOTE_AWAY, 0))
+        a->ht[map_home(a, map_hash(a, x->region, blk_data_off(x)))].spill--;
 }
 
 /* Finds a lane for block id, whose key has hash h, at or after its home
@@ -144,7 +142,7 @@ static inline uint32_t map_place(mt_alloc *a, uint64_t h, uint32_t id, uint32_t 
             bk->id[lane] = id;
             if (__builtin_expect(d != 0, 0))
                 a->ht[home].spill++;
-            map_note(&a->b[id], (mloc){j, lane, home});
+            map_note(&a->b[id], j, lane, d != 0);
             return d;
         }
     }
@@ -158,7 +156,6 @@ static inline uint32_t map_place(mt_alloc *a, uint64_t h, uint32_t id, uint32_t 
 static inline void map_insert(mt_alloc *a, uint32_t rid, uint64_t off, uint32_t id)
 {
     uint64_t h = map_hash(a, rid, off);
-    a->ht_used++;
     if (__builtin_expect(map_place(a, h, id, PROBE_LIMIT) != UINT32_MAX, 1))
         return;
     uint32_t d = map_place(a, h, id, a->ht_mask); /* at most half full: found */

@@ -1,8 +1,10 @@
 /* Regions: adding, removing, releasing fully free ones, and their info.
  *
- * A region with no allocation is a single free block (coalescing guarantees
- * it), its node `first`; removing it is taking that block off its class list.
- * Slots of removed regions are reused, so ids stay small and dense. */
+ * A region is a sentinel node and the chain of blocks through it
+ * (internal.h). A region with no allocation is a single free block
+ * (coalescing guarantees it); removing it is taking that block off its
+ * class list. Slots of removed regions are reused, so ids stay small and
+ * dense. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -41,16 +43,25 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     size &= ~((1ull << a->gshift) - 1);
     if (size == 0 || size > MT_ALLOC_MAX_SIZE)
         return -EINVAL;
-    if (mta_node_reserve(a, 1) != 0)
+    if (mta_node_reserve(a, 2) != 0)
         return -ENOMEM;
     uint32_t rid;
     if (slot_take(a, &rid) != 0)
         return -ENOMEM;
-    uint32_t bid = node_take(a);
-    a->b[bid] = (blk){.off = 0, .size = size >> a->gshift, .region = rid, .free = 1};
+    uint32_t sid = node_take(a), bid = node_take(a);
+    a->credit = 0; /* it counted these nodes (alloc.c, reserve_slow) */
+    blk *b = a->b;
+    /* The sentinel reads as a used neighbour that is no block (SZ_SENT), and
+     * carries the region id for the free blocks beside it. */
+    b[sid] = (blk){.off = OFF_MASK, .size = SZ_USED | SZ_SENT};
+    b[sid].region = rid;
+    b[bid] = (blk){.off = 0, .size = size >> a->gshift};
+    chain_link(b, sid, bid);
+    chain_link(b, bid, sid);
     tlsf_insert(a, bid);
-    a->reg[rid] = (region){.size = size, .user = user, .first = bid};
+    a->reg[rid] = (region){.size = size, .user = user, .sentinel = sid};
     a->total += size;
+    mta_set_tight(a);
     a->reg_live++;
     a->reg_empty++;
     a->reg_added = rid;
@@ -61,11 +72,14 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
 void mta_region_drop(mt_alloc *a, uint32_t rid, int call_release)
 {
     region r = a->reg[rid];
-    tlsf_unlink(a, r.first);
-    node_put(a, r.first);
+    uint32_t first = a->b[r.sentinel].next_phys;
+    tlsf_unlink(a, first, a->b[first].size);
+    node_put(a, first);
+    node_put(a, r.sentinel);
     a->reg[rid] = (region){.next_unused = a->reg_unused};
     a->reg_unused = rid + 1;
     a->total -= r.size;
+    mta_set_tight(a);
     a->reg_live--;
     a->reg_empty--;
     /* Last, with the allocator consistent: the callback may inspect it. */
@@ -85,8 +99,8 @@ void mta_region_emptied(mt_alloc *a, uint32_t rid)
 /* A live region without allocations is one free block (coalescing). */
 static int region_is_empty(const mt_alloc *a, uint32_t rid)
 {
-    const blk *x = &a->b[a->reg[rid].first];
-    return x->free && blk_spans_region(x);
+    const blk *x = &a->b[region_first(a, rid)];
+    return blk_is_free(x) && blk_spans_region(x);
 }
 
 int mt_alloc_remove_region(mt_alloc *a, uint32_t rid)
@@ -124,9 +138,9 @@ int mt_alloc_region_info(const mt_alloc *a, uint32_t rid, mt_alloc_region *out)
     *out = (mt_alloc_region){.size = r->size, .user = r->user};
     /* Not kept up to date by allocate and free, which is where the time
      * goes: counted here instead. */
-    for (uint32_t id = r->first; id != NIL; id = a->b[id].next_phys)
-        if (!a->b[id].free) {
-            out->used_bytes += a->b[id].size << a->gshift;
+    for (uint32_t id = a->b[r->sentinel].next_phys; id != r->sentinel; id = a->b[id].next_phys)
+        if (!blk_is_free(&a->b[id])) {
+            out->used_bytes += blk_size(&a->b[id]) << a->gshift;
             out->allocations++;
         }
     return 0;

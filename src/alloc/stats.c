@@ -26,10 +26,13 @@ int mt_alloc_get_stats(const mt_alloc *a, mt_alloc_stats *out)
         .used_bytes = used,
         .pad_bytes = a->pad << a->gshift,
         .largest_free = largest,
-        .allocations = a->ht_used,
+        .allocations = a->live,
         .free_blocks = mta_free_blocks(a),
         .regions = a->reg_live,
         .fragmentation = free_bytes ? 1.0 - (double)largest / (double)free_bytes : 0.0,
+        .metadata_bytes = sizeof *a + (uint64_t)a->b_cap * sizeof(blk) +
+                          (a->ht ? ((uint64_t)a->ht_mask + 1) * sizeof(mbucket) : 0) +
+                          (uint64_t)a->reg_cap * sizeof(region),
     };
     return 0;
 }
@@ -46,12 +49,13 @@ int mt_alloc_dump(const mt_alloc *a, FILE *f)
             continue;
         fprintf(f, "region %" PRIu32 ": size %" PRIu64 ", used %" PRIu64 ", %" PRIu64
                    " allocations\n", rid, info.size, info.used_bytes, info.allocations);
-        for (uint32_t id = r->first; id != NIL; id = a->b[id].next_phys) {
+        for (uint32_t id = a->b[r->sentinel].next_phys; id != r->sentinel;
+             id = a->b[id].next_phys) {
             const blk *x = &a->b[id];
-            uint64_t off = x->off << a->gshift, size = x->size << a->gshift;
+            uint64_t off = blk_off(x) << a->gshift, size = blk_size(x) << a->gshift;
             fprintf(f, "  [0x%" PRIx64 ", 0x%" PRIx64 ") %12" PRIu64 " %s", off, off + size,
-                    size, x->free ? "free" : kinds[x->kind & 1]);
-            if (!x->free && x->cls) /* a kept pad: the data starts after it */
+                    size, blk_is_free(x) ? "free" : kinds[blk_kind(x)]);
+            if (!blk_is_free(x) && blk_pad(x)) /* a kept pad: the data starts after it */
                 fprintf(f, ", data at 0x%" PRIx64, blk_data_off(x) << a->gshift);
             fputc('\n', f);
         }

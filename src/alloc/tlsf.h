@@ -2,12 +2,11 @@
  * the O(1) pieces every allocate and free goes through, inline.
  *
  * Node 0 (NIL) is never a block, but it is a real node that serves as a sink:
- * list and chain updates write "the neighbour's link" unconditionally, into
- * b[NIL] when there is no neighbour, instead of testing first. Nothing reads
- * the sink's links. Its `free` byte stays 0, so a missing
- * physical neighbour reads as a used one, and its off and size stay
- * UINT64_MAX and 0, the head record of an empty class, so "the next block
- * becomes the head" needs no test either. */
+ * list updates write "the neighbour's link" unconditionally, into b[NIL]
+ * when there is no neighbour, instead of testing first. Nothing reads the
+ * sink's links. Its off and size stay UINT64_MAX and 0, the head record of
+ * an empty class, so "the next block becomes the head" needs no test
+ * either. */
 #ifndef MT_ALLOC_TLSF_H
 #define MT_ALLOC_TLSF_H
 
@@ -38,7 +37,6 @@ static inline void tlsf_link(mt_alloc *a, uint32_t id, unsigned c)
     blk *b = a->b, *x = &b[id];
     tlsf_idx *ix = &a->ix;
     uint32_t h = ix->head[c];
-    x->cls = (uint16_t)c;
     if (ix->hd[c].off < x->off) { /* second, behind the lower head */
         uint32_t n = b[h].next_free;
         x->prev_free = h;
@@ -55,30 +53,8 @@ static inline void tlsf_link(mt_alloc *a, uint32_t id, unsigned c)
     tlsf_mark(ix, c); /* idempotent: cheaper than the test, whose outcome is random */
 }
 
-/* Takes free block `id` off its class list. When it was the head, the next
- * block (or the sink's "empty" record) becomes the head; when the list
- * becomes empty, its bitmap bits go. */
-static inline void tlsf_unlink(mt_alloc *a, uint32_t id)
-{
-    blk *b = a->b;
-    const blk *x = &b[id];
-    uint32_t prev = x->prev_free, next = x->next_free;
-    b[next].prev_free = prev;
-    if (prev != NIL) {
-        b[prev].next_free = next;
-        return;
-    }
-    tlsf_idx *ix = &a->ix;
-    unsigned c = x->cls;
-    ix->head[c] = next;
-    ix->hd[c] = (tlsf_head){b[next].off, b[next].size};
-    if (next == NIL)
-        tlsf_unmark(ix, c);
-}
-
-
-/* tlsf_unlink for the head of class c, known to be: its successor (or the
- * sink's empty record) becomes the head. */
+/* Takes the head `id` of class c off its list: its successor (or the
+ * sink's "empty" record) becomes the head. */
 static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
 {
     blk *b = a->b;
@@ -87,19 +63,39 @@ static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
     b[next].prev_free = NIL; /* the sink when it was alone */
     ix->head[c] = next;
     ix->hd[c] = (tlsf_head){b[next].off, b[next].size};
-    if (next == NIL)
-        tlsf_unmark(ix, c);
+    /* Whether the class is now empty is a coin toss for the branch
+     * predictor (with 16 classes per power of two, one head removal in
+     * three empties its class): the bits are cleared without a branch. */
+    uint64_t w = ix->cls_map[c / 64] & ~((uint64_t)(next == NIL) << (c % 64));
+    ix->cls_map[c / 64] = w;
+    ix->summary &= ~((uint64_t)(w == 0) << (c / 64));
 }
 
-/* A free block changed size (and maybe offset): moves it to its new class
- * list, or leaves it where it is when the class did not change (a small
- * piece came off a large block, or joined one). */
-static inline __attribute__((always_inline)) void tlsf_refile(mt_alloc *a, uint32_t id)
+/* Takes free block `id`, of `size` granules as filed, off its class list. */
+static inline void tlsf_unlink(mt_alloc *a, uint32_t id, uint64_t size)
+{
+    blk *b = a->b;
+    const blk *x = &b[id];
+    uint32_t prev = x->prev_free, next = x->next_free;
+    if (prev != NIL) {
+        b[next].prev_free = prev;
+        b[prev].next_free = next;
+        return;
+    }
+    tlsf_unlink_head(a, id, class_index(size));
+}
+
+/* Free block `id`, filed as `old` granules, changed size (and maybe
+ * offset): moves it to its new class list, or leaves it where it is when
+ * the class did not change (a small piece came off a large block, or
+ * joined one) and refreshes the head record if it is the head. */
+static inline __attribute__((always_inline)) void tlsf_refile(mt_alloc *a, uint32_t id,
+                                                              uint64_t old)
 {
     const blk *x = &a->b[id];
-    unsigned c = class_index(x->size);
-    if (c != x->cls) {
-        tlsf_unlink(a, id);
+    unsigned c = class_index(x->size), was = class_index(old);
+    if (c != was) {
+        tlsf_unlink(a, id, old);
         tlsf_link(a, id, c);
     } else if (x->prev_free == NIL) {
         a->ix.hd[c] = (tlsf_head){x->off, x->size}; /* a head that changed in place */
@@ -168,7 +164,7 @@ static inline uint32_t node_take(mt_alloc *a)
 
 static inline void node_put(mt_alloc *a, uint32_t id)
 {
-    a->b[id].free = BLK_UNUSED; /* a stale hint (mt_alloc_free_block) finds no block */
+    a->b[id].size = 0; /* not a used block: a stale hint (mt_alloc_free_block) finds none */
     a->b[id].next_free = a->b_unused;
     a->b_unused = id;
     a->b_unused_n++;

@@ -10,7 +10,7 @@ const mt_cli_command mt_cli_commands[] = {
      mt_cmd_verify_usage},
     {"dump", "FILE --submit N (--memory|--object) ID -o OUT", "content the GPU saw at submit N",
      mt_cmd_dump, mt_cmd_dump_usage},
-    {"bench", "SUITE [--quick] [--json] | --list", "run a benchmark suite", mt_cmd_bench,
+    {"bench", "SUITE [--quick] [--json] [--callgrind] | --list", "run a benchmark suite", mt_cmd_bench,
      mt_cmd_bench_usage},
     {"check", "[--no-init] [--sync] -- APP ...", "run a CUDA program with every access checked",
      mt_cmd_check, mt_cmd_check_usage},

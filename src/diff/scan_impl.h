@@ -280,10 +280,9 @@ MT_SCAN_ATTR __attribute__((noinline)) static void scan_dense(const scan_cfg *c,
         for (size_t j = 0; j < nb; j++) {
             scan_blk v;
             uint64_t m = blk_load(a + pos + 64 * j, b + pos + 64 * j, &v);
-            size_t d = scan_opaque(0 - (size_t)(m != 0));
-            scan_store_dense(b + pos + 64 * j, spill, &v, m, d);
+            scan_store_dense(b + pos + 64 * j, spill, &v, m, scan_opaque(0 - (size_t)(m != 0)));
             masks[j] = m;
-            dirty |= (uint32_t)(d & 1) << j;
+            dirty |= (uint32_t)(m != 0) << j;
         }
         for (uint32_t bits = dirty; bits; bits &= bits - 1) {
             unsigned j = (unsigned)__builtin_ctz(bits);

@@ -229,7 +229,7 @@ static void bench_seal(mt_bench_ctx *ctx, const char *path, int quick)
     static const unsigned intervals[] = {0, 1, 10, 100};
     static const double rates[] = {10000, 60};
     for (int ri = 0; ri < 2; ri++) {
-        double seconds = ri == 0 ? (quick ? 0.3 : 1.0) : (quick ? 1.0 : 3.0);
+        double seconds = ri == 0 ? (quick ? 0.3 : 1.0) : (quick ? 1.0 : 2.0);
         sresult base = {0};
         for (int ii = 0; ii < 4; ii++) {
             sresult r = seal_run(path, intervals[ii], rates[ri], seconds);

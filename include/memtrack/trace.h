@@ -135,7 +135,8 @@ typedef struct mt_trace_writer_stats {
     uint64_t records;     /* records appended */
     uint64_t submits;     /* SUBMIT records appended */
     uint64_t raw_bytes;   /* encoded record bytes (before compression) */
-    uint64_t file_bytes;  /* bytes written to the file so far */
+    uint64_t file_bytes;  /* end of the last chunk written (an index after it
+                             is not counted) */
     uint64_t chunks;      /* record chunks written */
     uint64_t stalls;      /* times a caller waited because the queue was full */
 } mt_trace_writer_stats;
@@ -308,7 +309,8 @@ typedef struct mt_trace_info {
  * submits-1 ("exact but incomplete"). */
 
 /* Opens a trace file. Reads the header and the index (or scans chunk headers
- * when the index is missing or damaged: see info.complete). Returns 0 and
+ * when the index is missing or damaged: see info.end), and decodes the last
+ * chunk holding a SUBMIT (for info.tail_records). Returns 0 and
  * sets *out, or -errno, MT_ECORRUPT, MT_ECHECKSUM, MT_ETRUNCATED, MT_EVERSION
  * when not even the file header is usable. opts may be NULL. Any thread; a
  * reader is used by one thread at a time. */

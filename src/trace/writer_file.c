@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -80,16 +81,22 @@ int mt_wfile_open(const char *path)
 
 /* Acquire pairs with the release in mt_wfile_leave(): the new holder sees
  * file_off, the index and everything the previous holder wrote. Normal
- * holders never contend with each other (compressors write one at a time
- * under `writing`, checkpoints wait for them), so a failed exchange means
- * the emergency flush took the file. */
+ * holders do not contend (compressors write one at a time under `writing`,
+ * checkpoints run when every chunk is written); should one find another
+ * there anyway, it waits its turn. Only the emergency flush makes it fail. */
 int mt_wfile_enter(mt_trace_writer *w)
 {
-    long expect = 0;
-    if (atomic_compare_exchange_strong_explicit(&w->token, &expect, mt_wfile_tid(),
-                                                memory_order_acquire, memory_order_relaxed))
-        return 0;
-    return -ECANCELED;
+    long tid = mt_wfile_tid();
+    for (;;) {
+        long expect = 0;
+        if (atomic_compare_exchange_weak_explicit(&w->token, &expect, tid, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return 0;
+        if (expect == MT_TOKEN_EMERGENCY)
+            return -ECANCELED;
+        if (expect != 0)
+            sched_yield();
+    }
 }
 
 void mt_wfile_leave(mt_trace_writer *w) { atomic_store_explicit(&w->token, 0, memory_order_release); }

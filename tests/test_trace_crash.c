@@ -553,6 +553,20 @@ static void test_abandon(void)
         _exit(rc == -EBUSY ? 0 : 10);
     }
     MT_CHECK_INT_EQ(wait_child(pid), 0);
+    /* A child that forgets to abandon and appends, flushes and closes gets
+     * -ECHILD instead of waiting forever for threads it does not have. */
+    pid = fork_child();
+    if (pid == 0) {
+        tr_gen g2;
+        tr_gen_init(&g2, 99, BIG);
+        int rc = 0;
+        for (int i = 0; i < 20000 && rc == 0; i++) /* enough to need a buffer */
+            rc = put_next(w, &g2);
+        int frc = mt_trace_writer_flush(w);
+        int crc = mt_trace_writer_close(w);
+        _exit((rc == 0 || rc == -ECHILD) && frc == -ECHILD && crc == -ECHILD ? 0 : 11);
+    }
+    MT_CHECK_INT_EQ(wait_child(pid), 0);
     /* So is a second writer in this process, and the trace is untouched. */
     mt_trace_writer *w2;
     MT_CHECK_ERR(mt_trace_writer_open(path, NULL, &w2), -EBUSY);

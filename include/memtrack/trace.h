@@ -247,7 +247,8 @@ MT_API int mt_trace_writer_emergency_flush(mt_trace_writer *w, unsigned timeout_
  * middle of use by a parent thread's copy): closes the child's copy of the
  * fd and leaves the rest allocated (copy-on-write pages the child never
  * touches). w must not be used again in the child. Async-signal-safe. NULL
- * is a no-op. */
+ * is a no-op. (A child that does not call it is not left hanging: where the
+ * writer would wait for its threads, it returns -ECHILD, and close abandons.) */
 MT_API void mt_trace_writer_abandon(mt_trace_writer *w);
 
 /* Copies the writer's counters. Any thread. */

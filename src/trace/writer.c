@@ -69,6 +69,11 @@ static void wait_space(mt_trace_writer *w)
     pthread_cond_timedwait(&w->space, &w->qlock, &t);
 }
 
+/* In a forked child the compressor threads do not exist: waiting for them
+ * would never end (the child must mt_trace_writer_abandon; this is the net
+ * for one that does not). */
+static int in_forked_child(const mt_trace_writer *w) { return getpid() != w->pid; }
+
 /* A buffer for the next chunk: a free one, a new one while fewer than
  * nslots exist, else wait for the compressors. Called with qlock held. */
 static int take_buffer(mt_trace_writer *w, uint8_t **out)
@@ -93,6 +98,8 @@ static int take_buffer(mt_trace_writer *w, uint8_t **out)
             if (w->nbufs == w->nfree)
                 return -ENOMEM; /* none in flight would come back */
         }
+        if (in_forked_child(w))
+            return -ECHILD;
         if (!counted)
             w->stalls++, counted = 1;
         wait_space(w);
@@ -232,8 +239,13 @@ static int drain(mt_trace_writer *w)
     int rc = seal(w);
     uint32_t target = w->cur ? w->next_seq - 1 : w->next_seq;
     pthread_mutex_lock(&w->qlock);
-    while (w->write_seq < target && !writer_error(w))
+    while (w->write_seq < target && !writer_error(w)) {
+        if (in_forked_child(w)) {
+            rc = rc ? rc : -ECHILD;
+            break;
+        }
         wait_space(w);
+    }
     if (!rc)
         rc = writer_error(w);
     pthread_mutex_unlock(&w->qlock);
@@ -316,6 +328,10 @@ int mt_trace_writer_close(mt_trace_writer *w)
 {
     if (!w)
         return 0;
+    if (in_forked_child(w)) {
+        mt_trace_writer_abandon(w);
+        return -ECHILD;
+    }
     int state = MT_EMERG_NONE, rc;
     if (atomic_compare_exchange_strong_explicit(&w->emergency, &state, MT_EMERG_CLOSING,
                                                 memory_order_acq_rel, memory_order_acquire)) {
@@ -409,6 +425,7 @@ int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts, mt_trace_w
         return rc ? rc : -ENOMEM;
     }
     w->fd = fd;
+    w->pid = getpid();
     struct stat st;
     w->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     configure(w, &o);

@@ -39,6 +39,7 @@
 #define MT_TRACE_WRITER_H
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <zstd.h>
@@ -81,6 +82,7 @@ typedef struct mt_wworker {
 
 struct mt_trace_writer {
     int fd;
+    pid_t pid; /* the process that opened it: a forked child's copy never waits */
     int regular; /* a regular file: a checkpoint's index is truncated before appending */
     uint32_t flags;
     int level;    /* zstd level; compress == 0: stored raw */

@@ -409,7 +409,12 @@ static int writer_alloc(mt_trace_writer *w)
         return -ENOMEM;
     w->nbufs = 1;
     start_fill(w, first);
-    return mt_wfile_index_reserve(w);
+    size_t cap = mt_wfile_index_want(w); /* no thread yet: no token needed */
+    uint8_t *index = mt_wfile_index_alloc(cap);
+    if (!index)
+        return -ENOMEM;
+    free(mt_wfile_index_adopt(w, index, cap));
+    return 0;
 }
 
 int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts, mt_trace_writer **out)

@@ -29,12 +29,15 @@
  * in order, a checkpoint or close writing the index, or the emergency flush,
  * which takes the token for good. The token is an atomic word (0 free, a
  * thread id, or MT_TOKEN_EMERGENCY); acquire on taking it pairs with the
- * release of the previous holder, which publishes everything it wrote.
+ * release of the previous holder, which publishes everything it wrote. A
+ * holder takes no lock and allocates nothing: the emergency flush waits for
+ * the token from a signal handler whose thread may hold `qlock`, `lock` or
+ * the allocator's lock.
  *
  * Bounded memory: at most nslots raw buffers (allocated on demand, reused
  * most-recently-freed first), one compression buffer per thread, and the
- * index (32 bytes per chunk, with room for nslots + 1 more entries kept in
- * advance so that the emergency flush never allocates). */
+ * index (32 bytes per chunk, with room for 2 * (nslots + 1) more entries
+ * kept in advance so that the emergency flush never allocates). */
 #ifndef MT_TRACE_WRITER_H
 #define MT_TRACE_WRITER_H
 
@@ -163,9 +166,17 @@ void mt_wfile_leave(mt_trace_writer *w);
 int mt_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a, size_t na,
                     const void *b, size_t nb);
 
-/* Token held: grows the index so that nslots + 1 more entries fit. Normal
- * context only (realloc). Returns 0 or -ENOMEM. */
-int mt_wfile_index_reserve(mt_trace_writer *w);
+/* Token held: the capacity (entries) the index should grow to so that it
+ * keeps 2 * (nslots + 1) spare entries, or 0 when it has them. */
+size_t mt_wfile_index_want(const mt_trace_writer *w);
+
+/* Without the token (it allocates): a buffer for `cap` entries, or NULL. */
+uint8_t *mt_wfile_index_alloc(size_t cap);
+
+/* Token held: moves the index into buf (from mt_wfile_index_alloc(cap)),
+ * unless it has grown to cap meanwhile. Returns the buffer to free, after
+ * leaving the token. */
+uint8_t *mt_wfile_index_adopt(mt_trace_writer *w, uint8_t *buf, size_t cap);
 
 /* Token held: writes the index chunk (stored raw) and the trailer after the
  * last chunk, `end_reason` MT_END_*. The next append overwrites them. No

@@ -4,14 +4,17 @@
  * Every write is a pwrite(2) at an offset the token holder knows, so that
  * whoever holds the token (a compressor thread, a checkpoint, the emergency
  * flush of a dying process) continues exactly after the last complete chunk,
- * whatever the fd's own offset is. Nothing here allocates: the emergency
- * flush calls mt_wfile_append() and mt_wfile_write_index() from signal
- * handlers. */
+ * whatever the fd's own offset is. Nothing here allocates or takes a lock
+ * while the token is held: the emergency flush waits for the token, and the
+ * thread it runs in may hold any lock, the allocator's included (so the
+ * index grows in a buffer allocated outside the token: index_want, alloc,
+ * adopt). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -115,7 +118,7 @@ int mt_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a,
                     const void *b, size_t nb)
 {
     if (w->nindex >= w->index_cap)
-        return -ENOMEM; /* mt_wfile_index_reserve() keeps room; never expected */
+        return -ENOMEM; /* the spare room ran out: growing failed repeatedly */
     /* A checkpoint's index lies here: cut it off first, so that a crash
      * during this write leaves complete chunks and then at most a part of
      * this one, never the old trailer after it. */
@@ -134,20 +137,35 @@ int mt_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a,
     return 0;
 }
 
-int mt_wfile_index_reserve(mt_trace_writer *w)
+/* Spare entries kept: the emergency flush appends at most nslots chunks
+ * without allocating; twice that, so that growing can wait for a moment
+ * outside the token. */
+static size_t index_spare(const mt_trace_writer *w) { return 2 * ((size_t)w->nslots + 1); }
+
+size_t mt_wfile_index_want(const mt_trace_writer *w)
 {
-    size_t need = (size_t)w->nindex + w->nslots + 1;
+    size_t need = (size_t)w->nindex + index_spare(w);
     if (need <= w->index_cap)
         return 0;
     size_t cap = w->index_cap ? 2 * w->index_cap : 256;
     while (cap < need)
         cap *= 2;
-    uint8_t *n = realloc(w->index_buf, MT_CHUNK_HEADER_SIZE + cap * MT_INDEX_ENTRY_SIZE);
-    if (!n)
-        return -ENOMEM;
-    w->index_buf = n;
+    return cap;
+}
+
+uint8_t *mt_wfile_index_alloc(size_t cap) { return malloc(MT_CHUNK_HEADER_SIZE + cap * MT_INDEX_ENTRY_SIZE); }
+
+uint8_t *mt_wfile_index_adopt(mt_trace_writer *w, uint8_t *buf, size_t cap)
+{
+    if (cap <= w->index_cap)
+        return buf; /* grown meanwhile */
+    if (w->index_buf)
+        memcpy(buf + MT_CHUNK_HEADER_SIZE, w->index_buf + MT_CHUNK_HEADER_SIZE,
+               (size_t)w->nindex * MT_INDEX_ENTRY_SIZE);
+    uint8_t *old = w->index_buf;
+    w->index_buf = buf;
     w->index_cap = cap;
-    return 0;
+    return old;
 }
 
 int mt_wfile_write_index(mt_trace_writer *w, uint32_t end_reason)

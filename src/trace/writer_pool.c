@@ -77,8 +77,28 @@ static void halt(mt_trace_writer *w)
     pthread_cond_broadcast(&w->space);
 }
 
+/* Grows the index, allocating outside the token. Returns 0 (also when the
+ * allocation failed: the spare room keeps the next chunks writable, and the
+ * next chunk tries again) or -ECANCELED (the emergency flush took the file). */
+static int grow_index(mt_trace_writer *w, size_t cap)
+{
+    uint8_t *buf = mt_wfile_index_alloc(cap);
+    if (!buf)
+        return 0;
+    int rc = mt_wfile_enter(w);
+    uint8_t *old = buf;
+    if (rc == 0) {
+        old = mt_wfile_index_adopt(w, buf, cap);
+        mt_wfile_leave(w);
+    }
+    free(old);
+    return rc;
+}
+
 /* Writes every READY chunk from write_seq on, in order, unless another
- * thread already does. Called and returns with qlock held. */
+ * thread already does. Called and returns with qlock held; holds the token
+ * only around the write itself (never while taking qlock: the thread the
+ * emergency flush interrupted may hold it). */
 static void write_ready(mt_trace_writer *w)
 {
     if (w->writing)
@@ -99,28 +119,35 @@ static void write_ready(mt_trace_writer *w)
             break;
         }
         uint64_t off = 0;
+        size_t grow = 0;
         if (!err) { /* after an error, later chunks are dropped */
             rc = mt_wfile_append(w, &s->hdr, s->buf, s->out_len, NULL, 0);
-            if (rc == 0)
-                rc = mt_wfile_index_reserve(w);
             int zero = 0;
             if (rc) /* set under the token: the emergency flush sees it */
                 atomic_compare_exchange_strong_explicit(&w->error, &zero, rc, memory_order_release,
                                                         memory_order_relaxed);
             off = w->file_off;
+            grow = mt_wfile_index_want(w);
         }
+        mt_wfile_leave(w);
+        if (grow && (rc = grow_index(w, grow)) != 0) {
+            pthread_mutex_lock(&w->qlock);
+            halt(w);
+            break;
+        }
+        /* The slot is freed without the token: the emergency flush starts
+         * at nindex, past this chunk when it was written, and returns at
+         * once when it was dropped (the error is set), so it never reads a
+         * slot that changes hands here. */
         pthread_mutex_lock(&w->qlock);
         if (!err && !rc) {
             w->file_bytes = off;
             w->chunks_written++;
         }
-        /* Freed under the token: the emergency flush never sees a slot
-         * change hands between reading nindex and the slot. */
         atomic_store_explicit(&s->state, MT_SLOT_FREE, memory_order_relaxed);
         w->pool[w->nfree++] = s->buf;
         w->write_seq++;
         pthread_cond_broadcast(&w->space);
-        mt_wfile_leave(w);
     }
     w->writing = 0;
 }

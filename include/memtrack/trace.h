@@ -235,6 +235,8 @@ MT_API int mt_trace_writer_checkpoint(mt_trace_writer *w);
  *               written and indexed),
  *   -EDEADLK    this thread was itself writing the file (nothing written),
  *   -ESHUTDOWN  mt_trace_writer_close had begun,
+ *   -ECHILD     called in a forked child on the parent's writer (nothing is
+ *               written: the file is the parent's),
  *   or the writer's earlier error (e.g. -ENOSPC: nothing can follow it) or
  *   a write error. A second call (another crashing thread) waits, within
  *   its own timeout, for the first and returns its result. */
@@ -247,8 +249,9 @@ MT_API int mt_trace_writer_emergency_flush(mt_trace_writer *w, unsigned timeout_
  * middle of use by a parent thread's copy): closes the child's copy of the
  * fd and leaves the rest allocated (copy-on-write pages the child never
  * touches). w must not be used again in the child. Async-signal-safe. NULL
- * is a no-op. (A child that does not call it is not left hanging: where the
- * writer would wait for its threads, it returns -ECHILD, and close abandons.) */
+ * is a no-op. (A child that does not call it is not left hanging: in the child
+ * every call on w returns -ECHILD without touching its locks, and close
+ * abandons it.) */
 MT_API void mt_trace_writer_abandon(mt_trace_writer *w);
 
 /* Copies the writer's counters. Any thread. */

@@ -69,10 +69,33 @@ static void wait_space(mt_trace_writer *w)
     pthread_cond_timedwait(&w->space, &w->qlock, &t);
 }
 
-/* In a forked child the compressor threads do not exist: waiting for them
- * would never end (the child must mt_trace_writer_abandon; this is the net
- * for one that does not). */
-static int in_forked_child(const mt_trace_writer *w) { return getpid() != w->pid; }
+/* In a forked child the compressor threads do not exist, and the writer's
+ * mutexes and condition variables may be frozen in the state the parent's
+ * threads left them in: any wait would never end. The child must call
+ * mt_trace_writer_abandon; this is the net for one that does not. A fork
+ * handler bumps a generation that every call compares with the one it was
+ * opened in (a relaxed load: no cost to speak of); the pid check catches
+ * forks that bypass the handlers (a raw clone). */
+static _Atomic unsigned g_fork_gen;
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void) { atomic_fetch_add_explicit(&g_fork_gen, 1, memory_order_relaxed); }
+
+/* glibc drops the handler when the library is unloaded (dlclose). */
+static void register_fork_handler(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+static int in_forked_child(const mt_trace_writer *w)
+{
+    return atomic_load_explicit(&g_fork_gen, memory_order_relaxed) != w->fork_gen || getpid() != w->pid;
+}
+
+static int forked(const mt_trace_writer *w)
+{
+    return atomic_load_explicit(&g_fork_gen, memory_order_relaxed) != w->fork_gen;
+}
+
+/* For the emergency flush (async-signal-safe: an atomic load and getpid). */
+int mt_writer_in_forked_child(const mt_trace_writer *w) { return in_forked_child(w); }
 
 /* A buffer for the next chunk: a free one, a new one while fewer than
  * nslots exist, else wait for the compressors. Called with qlock held. */
@@ -193,6 +216,8 @@ static int append_update(mt_trace_writer *w, const mt_trace_record *rec)
  * number, returned in *index when index is not NULL. */
 static int write_locked(mt_trace_writer *w, mt_trace_record *r, uint64_t *index)
 {
+    if (forked(w))
+        return -ECHILD;
     pthread_mutex_lock(&w->lock);
     int rc = writer_error(w);
     if (rc == 0 && !w->cur)
@@ -256,6 +281,8 @@ int mt_trace_writer_flush(mt_trace_writer *w)
 {
     if (!w)
         return -EINVAL;
+    if (forked(w))
+        return -ECHILD;
     pthread_mutex_lock(&w->lock);
     int rc = drain(w);
     pthread_mutex_unlock(&w->lock);
@@ -269,6 +296,8 @@ int mt_trace_writer_flush(mt_trace_writer *w)
  * the token meanwhile: only the emergency flush can have it. */
 static int write_end(mt_trace_writer *w, uint32_t end_reason)
 {
+    if (forked(w))
+        return -ECHILD;
     pthread_mutex_lock(&w->lock);
     int rc = drain(w);
     if (rc == 0)
@@ -290,6 +319,10 @@ int mt_trace_writer_checkpoint(mt_trace_writer *w)
 
 void mt_trace_writer_stats_get(mt_trace_writer *w, mt_trace_writer_stats *out)
 {
+    if (forked(w)) {
+        *out = (mt_trace_writer_stats){0};
+        return;
+    }
     pthread_mutex_lock(&w->lock);
     pthread_mutex_lock(&w->qlock);
     *out = (mt_trace_writer_stats){w->records, w->submits_sealed + w->cur_nsubmits, w->raw_bytes,
@@ -430,6 +463,8 @@ int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts, mt_trace_w
         return rc ? rc : -ENOMEM;
     }
     w->fd = fd;
+    pthread_once(&g_fork_once, register_fork_handler);
+    w->fork_gen = atomic_load_explicit(&g_fork_gen, memory_order_relaxed);
     w->pid = getpid();
     struct stat st;
     w->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);

@@ -85,7 +85,8 @@ typedef struct mt_wworker {
 
 struct mt_trace_writer {
     int fd;
-    pid_t pid; /* the process that opened it: a forked child's copy never waits */
+    pid_t pid;         /* the process that opened it, and the fork generation */
+    unsigned fork_gen; /* then: a forked child's copy never waits (writer.c) */
     int regular; /* a regular file: a checkpoint's index is truncated before appending */
     uint32_t flags;
     int level;    /* zstd level; compress == 0: stored raw */
@@ -136,6 +137,11 @@ struct mt_trace_writer {
     _Atomic int emergency;  /* MT_EMERG_* */
     _Atomic int emergency_rc;
 };
+
+/* ---- writer.c ---- */
+
+/* 1 in a forked child of the process that opened w. Async-signal-safe. */
+int mt_writer_in_forked_child(const mt_trace_writer *w);
 
 /* ---- writer_pool.c ---- */
 

@@ -153,6 +153,10 @@ int mt_trace_writer_emergency_flush(mt_trace_writer *w, unsigned timeout_ms)
 {
     if (!w)
         return -EINVAL;
+    /* A forked child's copy of the parent's writer: writing would land in
+     * the parent's file, in the middle of what the parent writes. */
+    if (mt_writer_in_forked_child(w))
+        return -ECHILD;
     uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000u;
     int state = MT_EMERG_NONE;
     if (!atomic_compare_exchange_strong_explicit(&w->emergency, &state, MT_EMERG_RUNNING,

@@ -15,7 +15,13 @@
  * Targets (issue 5): guard and shadow >= 5x cheaper than scan and copy on
  * sparse; auto within 1.1x of the best fixed mode on every workload; trace
  * bytes <= 1.1x the bytes changed for guard, shadow and scan. Each run is a
- * separate process (`memtrack record` of the sample); median of reps. */
+ * separate process (`memtrack record` of the sample); median of reps.
+ *
+ * MT_BENCH_CAPTURE_BASELINE=DIR compares this build with another one's bin
+ * directory instead (compare_builds); MT_BENCH_CAPTURE_WORKLOADS and
+ * MT_BENCH_CAPTURE_MODES (comma-separated) restrict that comparison;
+ * MT_BENCH_CAPTURE_FRAMES and MT_BENCH_CAPTURE_REPS (1-5) override the
+ * frames per run and runs per cell. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -154,6 +160,79 @@ static run_result run_median(const char *bindir, const char *tmp, const char *w,
     return rs[0];
 }
 
+/* Is `name` in the comma-separated list (NULL or empty: everything)? */
+static int selected(const char *list, const char *name)
+{
+    if (!list || !*list)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == 0))
+            return 1;
+    return 0;
+}
+
+/* With MT_BENCH_CAPTURE_BASELINE=DIR (the bin directory of another build,
+ * e.g. the previous commit's), each cell runs both builds, interleaved run
+ * by run, and reports this build's overhead against the other's: the "same
+ * run" comparison issue 12's targets ask for. Dense must cost at most a
+ * third of the baseline; the other workloads no more than it (1.1x: noise). */
+static int compare_builds(mt_bench_ctx *ctx, const char *exe, const char *base_dir, const char *tmp,
+                          int frames, int reps)
+{
+    const char *wl = getenv("MT_BENCH_CAPTURE_WORKLOADS"), *ml = getenv("MT_BENCH_CAPTURE_MODES");
+    mt_bench_note(ctx, "this build against %s, interleaved, median of %d runs of %d frames", base_dir,
+                  reps, frames);
+    int failures = 0;
+    for (int wi = 0; wi < NW; wi++) {
+        const char *w = g_workloads[wi];
+        if (!selected(wl, w))
+            continue;
+        run_result base = run_median(exe, tmp, w, NULL, frames, reps);
+        if (!base.ok) {
+            failures++;
+            continue;
+        }
+        for (int mi = 0; mi < NM; mi++) {
+            const char *m = g_modes[mi];
+            if (!selected(ml, m))
+                continue;
+            double on[5], ob[5], cn[5], cb[5], fn[5];
+            int k = 0;
+            for (int r = 0; r < reps && r < 5; r++) {
+                run_result b = run_once(base_dir, tmp, w, m, frames);
+                run_result n = run_once(exe, tmp, w, m, frames);
+                if (!b.ok || !n.ok)
+                    continue;
+                ob[k] = (b.loop_ns - base.loop_ns) / frames, on[k] = (n.loop_ns - base.loop_ns) / frames;
+                cb[k] = b.capture_ns, cn[k] = n.capture_ns, fn[k] = n.trace_bytes;
+                k++;
+            }
+            char name[64];
+            snprintf(name, sizeof name, "%s/%s/vs-baseline", w, m);
+            if (k == 0) {
+                mt_bench_note(ctx, "%s: runs failed", name);
+                failures++;
+                continue;
+            }
+            double vn = mt_bench_median(on, k), vb = mt_bench_median(ob, k);
+            int dense = strcmp(w, "dense") == 0;
+            /* Overheads within noise of zero make ratios meaningless: on
+             * target also within 50 us/submit of the baseline. */
+            mt_bench_row row = {name, "overhead_us", vn / 1e3, "us", "baseline build", vb / 1e3, vn / vb,
+                                dense ? "<= 0.333" : "<= 1.1 (or +50us)",
+                                dense ? vn <= vb / 3 : vn <= 1.1 * vb || vn - vb <= 50e3};
+            mt_bench_emit(ctx, &row);
+            mt_bench_row cap = {name, "capture_us", mt_bench_median(cn, k) / 1e3, "us", "baseline build",
+                                mt_bench_median(cb, k) / 1e3, mt_bench_median(cn, k) / mt_bench_median(cb, k),
+                                NULL, -1};
+            mt_bench_emit(ctx, &cap);
+            mt_bench_emit_value(ctx, name, "trace_file_MB", mt_bench_median(fn, k) / 1e6, "MB");
+        }
+    }
+    return failures;
+}
+
 int mt_bench_suite_capture(mt_bench_ctx *ctx)
 {
     char exe[PATH_MAX], tmp[] = "/tmp/mt-bench-capture-XXXXXX";
@@ -173,6 +252,17 @@ int mt_bench_suite_capture(mt_bench_ctx *ctx)
         return 1;
     int quick = mt_bench_quick(ctx);
     int frames = quick ? 15 : 60, reps = quick ? 1 : 3;
+    const char *ef = getenv("MT_BENCH_CAPTURE_FRAMES"), *er = getenv("MT_BENCH_CAPTURE_REPS");
+    if (ef && atoi(ef) > 0)
+        frames = atoi(ef);
+    if (er && atoi(er) > 0 && atoi(er) <= 5)
+        reps = atoi(er);
+    const char *base_dir = getenv("MT_BENCH_CAPTURE_BASELINE");
+    if (base_dir && *base_dir) {
+        int f = compare_builds(ctx, exe, base_dir, tmp, frames, reps);
+        rmdir(tmp);
+        return f ? 1 : 0;
+    }
     mt_bench_note(ctx, "memtrack-sample, %d frames, 4 threads, median of %d runs; "
                        "overhead = loop time with the layer minus without, per submit",
                   frames, reps);

@@ -4,8 +4,9 @@
  * sizes), and with every checksum recomputed, so that mutations reach the
  * record decoder, the chunk consistency checks and the replayer instead of
  * dying at the first hash. Invariants: nothing crashes or leaks (ASan), every
- * error is one of the documented codes, and a clean read returns no more
- * records than the chunk headers promised. */
+ * error is one of the documented codes, a clean read returns no more
+ * records than the chunk headers promised, and the end state (how the trace
+ * ends, records after the last submit) is consistent. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,9 @@ static void one(const uint8_t *data, size_t size)
     mt_trace_info info;
     mt_trace_reader_info(r, &info);
     MT_FUZZ_CHECK(info.readable_size <= size && info.submits <= info.records);
+    MT_FUZZ_CHECK(info.tail_records <= info.records);
+    MT_FUZZ_CHECK(info.end >= MT_TRACE_END_SCANNED && info.end <= MT_TRACE_END_EMERGENCY);
+    MT_FUZZ_CHECK(info.complete == (info.end != MT_TRACE_END_SCANNED));
     const char *k, *v;
     for (size_t i = 0; mt_trace_meta_at(r, i, &k, &v) == 0; i++)
         MT_FUZZ_CHECK(strlen(k) <= size && strlen(v) <= size);

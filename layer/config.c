@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "config.h"
+#include "memtrack/trace.h"
 #include "memtrack/track.h"
 
 static const char *const g_mode_names[LT_NMODES + 1] = {"auto", "guard", "shadow", "scan", "copy", "off"};
@@ -153,6 +154,13 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
             warn("MEMTRACK_TRACK_BACKEND", v, "auto, signal or uffd", arg);
         else
             c->backend = b;
+    }
+    if ((v = value_of(&p, "MEMTRACK_COMPRESSION"))) {
+        mt_trace_compression comp;
+        if (mt_trace_compression_parse(v, &comp) != 0)
+            warn("MEMTRACK_COMPRESSION", v, "default, fast or none", arg);
+        else
+            c->compression = (int)comp;
     }
     parse_bool_var(&p, "MEMTRACK_VERIFY", &c->verify);
     parse_bool_var(&p, "MEMTRACK_PROGRESS", &c->progress);

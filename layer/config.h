@@ -8,6 +8,7 @@
  *   MEMTRACK_STATS             path: capture statistics as JSON when the trace closes
  *   MEMTRACK_STATUS            path: one line, "ok ..." or "error ...", for `memtrack record`
  *   MEMTRACK_MERGE_GAP         diff merge gap in bytes (default: diff's default)
+ *   MEMTRACK_COMPRESSION       default | fast | none: the trace's compression preset
  *   MEMTRACK_TRACK_BACKEND     auto | signal | uffd: the tracking backend (default auto)
  *   MEMTRACK_SESSION           set by `memtrack record`: the first process of the session
  *                              creates the trace, later ones are children (see docs/layer.md)
@@ -44,6 +45,7 @@ typedef struct lt_config {
     lt_mode mode;
     int verify, progress, follow_children;
     int backend; /* mt_track_backend */
+    int compression; /* mt_trace_compression */
     size_t merge_gap;
     uint64_t drop_update;
     uint64_t frames_first, frames_last; /* 0, 0: every frame; last 0: to the end */

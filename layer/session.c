@@ -17,7 +17,6 @@
 
 #include "process.h"
 #include "session.h"
-#include "writer_compat.h"
 
 enum { S_NONE, S_OPEN, S_FAILED, S_PASSIVE, S_FORKED, S_CLOSED };
 
@@ -234,7 +233,11 @@ void lt_session_open(const mt_trace_kv *meta, size_t nmeta)
     mt_trace_writer *w = NULL;
     int rc = fd;
     if (fd >= 0) {
-        mt_trace_writer_opts o = {.meta = meta, .nmeta = nmeta};
+        /* A submit seals its chunk when 100 ms passed since the last seal,
+         * and an idle chunk is sealed after 100 ms: a kill -9 loses at most
+         * about that much (a seal costs ~50 us of a compressor's time). */
+        mt_trace_writer_opts o = {.meta = meta, .nmeta = nmeta, .seal_interval_ms = 100,
+                                  .compression = (mt_trace_compression)g_cfg.compression};
         rc = mt_trace_writer_open_fd(fd, &o, &w);
     }
     if (rc < 0) {
@@ -512,9 +515,13 @@ void lt_session_exit(void)
 void lt_session_forked_child(void)
 {
     /* Only this thread exists in the child; the parent's other threads may
-     * have held these locks at the fork. The writer (its thread and its
-     * file offset) belongs to the parent: never touch it. */
+     * have held these locks at the fork. The writer (its threads and its
+     * file offset) belongs to the parent: the child lets go of its copy of
+     * the descriptor and touches nothing else. */
     int s = atomic_load(&g_state);
+    mt_trace_writer *inherited = atomic_load(&g_writer_raw);
+    if (inherited)
+        mt_trace_writer_abandon(inherited);
     pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
     pthread_mutex_t fresh_mutex = PTHREAD_MUTEX_INITIALIZER;
     memcpy(&g_wlock, &fresh, sizeof fresh);
@@ -533,9 +540,12 @@ void lt_session_last_words(int from_signal)
     if (atomic_load(&g_state) != S_OPEN)
         return;
     if (from_signal) {
+        /* No locks: the dying thread may hold any of them. The writer's
+         * emergency flush takes none and waits at most 1 s for a compressor
+         * in the middle of a write. */
         mt_trace_writer *w = atomic_load(&g_writer_raw);
         if (w)
-            mt_trace_writer_emergency(w);
+            mt_trace_writer_emergency_flush(w, 1000);
         return;
     }
     mt_trace_writer *w = rec_begin();

@@ -1,7 +1,10 @@
 /* Writes the seed corpus of the fuzz targets: mt_gen_fuzz_corpus DIR writes
  * DIR/trace_reader/ and DIR/diff/. Seeds are small, valid or nearly valid
  * inputs covering every record type, both codecs, a closed trace, a trace
- * whose writer died, and damaged ones. Deterministic (fixed seed). */
+ * whose writer died, traces ending at a checkpoint or an emergency flush, a
+ * checkpoint's index overwritten by later chunks, and damaged ones.
+ * Deterministic (fixed seed). The v1.0-* seeds were written by the 1.0
+ * writer (compressed index, no end reason) and are kept as they are. */
 #include <sys/stat.h>
 
 #include "trace_util.h"
@@ -15,8 +18,12 @@ static void save(const char *dir, const char *name, const uint8_t *b, size_t n)
     fclose(f);
 }
 
-/* A trace of nrec generated records; returns its bytes. */
-static uint8_t *make_trace(const char *tmp, uint32_t flags, size_t chunk, size_t nrec, uint64_t seed, size_t *size)
+enum { END_CLOSE, END_CHECKPOINT, END_EMERGENCY, END_APPENDED };
+
+/* A trace of nrec generated records, ended as `end` says (END_APPENDED: a
+ * checkpoint, then more chunks over its index); returns its bytes. */
+static uint8_t *make_trace_end(const char *tmp, uint32_t flags, size_t chunk, size_t nrec, uint64_t seed,
+                               int end, size_t *size)
 {
     static const mt_trace_kv meta[] = {{"application", "seed"}, {"mode", "auto"}};
     mt_trace_writer_opts o = {.chunk_size = chunk, .flags = flags, .meta = meta, .nmeta = 2};
@@ -38,9 +45,27 @@ static uint8_t *make_trace(const char *tmp, uint32_t flags, size_t chunk, size_t
     MT_CHECK_OK(mt_trace_write_mode(w, 1, "scan"));
     MT_CHECK_OK(mt_trace_write_frame(w, NULL));
     MT_CHECK_OK(mt_trace_write_submit(w, 0, NULL));
+    MT_CHECK_OK(mt_trace_write_destroy(w, MT_TRACE_DESTROY_OBJECT, 1000)); /* after the last submit */
+    uint8_t *b = NULL;
+    if (end == END_CHECKPOINT || end == END_APPENDED) {
+        MT_CHECK_OK(mt_trace_writer_checkpoint(w));
+        if (end == END_APPENDED) {
+            MT_CHECK_OK(mt_trace_write_frame(w, NULL));
+            MT_CHECK_OK(mt_trace_writer_flush(w));
+        }
+        b = tr_read_file(tmp, size); /* as a killed writer leaves it */
+    } else if (end == END_EMERGENCY) {
+        MT_CHECK_OK(mt_trace_write_frame(w, NULL)); /* in the chunk being filled */
+        MT_CHECK_OK(mt_trace_writer_emergency_flush(w, 1000));
+    }
     MT_CHECK_OK(mt_trace_writer_close(w));
     tr_gen_free(&g);
-    return tr_read_file(tmp, size);
+    return b ? b : tr_read_file(tmp, size);
+}
+
+static uint8_t *make_trace(const char *tmp, uint32_t flags, size_t chunk, size_t nrec, uint64_t seed, size_t *size)
+{
+    return make_trace_end(tmp, flags, chunk, nrec, seed, END_CLOSE, size);
 }
 
 int main(int argc, char **argv)
@@ -65,6 +90,12 @@ int main(int argc, char **argv)
     b = make_trace(tmp, MT_TRACE_NO_COMPRESS, 4096, 15, 3, &n);
     save(dir, "raw-one-chunk", b, n);
     free(b);
+    static const char *const ends[] = {NULL, "checkpoint", "emergency", "checkpoint-appended"};
+    for (int e = END_CHECKPOINT; e <= END_APPENDED; e++) {
+        b = make_trace_end(tmp, 0, 512, 30, 4 + (uint64_t)e, e, &n);
+        save(dir, ends[e], b, n);
+        free(b);
+    }
     unlink(tmp);
 
     snprintf(dir, sizeof dir, "%s/diff", argv[1]);

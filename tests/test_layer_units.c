@@ -5,6 +5,9 @@
 
 #include "../layer/autopilot.h"
 #include "../layer/config.h"
+#include <signal.h>
+
+#include "memtrack/trace.h"
 #include "memtrack/track.h"
 #include "mt_test.h"
 
@@ -56,7 +59,8 @@ static void test_values(void)
                                      "MEMTRACK_PROGRESS", "off", "MEMTRACK_TRACK_BACKEND", "signal",
                                      "MEMTRACK_MERGE_GAP", "0x40", "MEMTRACK_OUTPUT", "/tmp/a.mtrace",
                                      "MEMTRACK_FOLLOW_CHILDREN", "TRUE", "MEMTRACK_SESSION", "s1",
-                                     "MEMTRACK_TEST_DROP_UPDATE", "7", NULL};
+                                     "MEMTRACK_TEST_DROP_UPDATE", "7", "MEMTRACK_COMPRESSION", "fast",
+                                     "MEMTRACK_FRAMES", "10-20", "MEMTRACK_TRIGGER", "SIGUSR2", NULL};
     env e = {kv, 0, ""};
     lt_config c;
     MT_CHECK_INT_EQ(parse(&c, &e), 0);
@@ -67,6 +71,10 @@ static void test_values(void)
     MT_CHECK_INT_EQ(c.merge_gap, 64);
     MT_CHECK_INT_EQ(c.follow_children, 1);
     MT_CHECK_INT_EQ(c.drop_update, 7);
+    MT_CHECK_INT_EQ(c.compression, MT_TRACE_COMPRESSION_FAST);
+    MT_CHECK_INT_EQ(c.frames_first, 10);
+    MT_CHECK_INT_EQ(c.frames_last, 20);
+    MT_CHECK_INT_EQ(c.trigger, SIGUSR2);
     MT_CHECK(strcmp(c.output, "/tmp/a.mtrace") == 0 && strcmp(c.session, "s1") == 0);
     MT_CHECK_INT_EQ(e.warnings, 0);
     lt_config_free(&c);
@@ -88,7 +96,11 @@ static void test_booleans_and_bad_values(void)
     static const char *const bad[][2] = {{"MEMTRACK_VERIFY", "maybe"},    {"MEMTRACK_MODE", "warp"},
                                          {"MEMTRACK_TRACK_BACKEND", "io"}, {"MEMTRACK_MERGE_GAP", "-1"},
                                          {"MEMTRACK_MERGE_GAP", "12k"},   {"MEMTRACK_TEST_DROP_UPDATE", "x"},
-                                         {"MEMTRACK_FOLLOW_CHILDREN", "2"}};
+                                         {"MEMTRACK_FOLLOW_CHILDREN", "2"},   {"MEMTRACK_COMPRESSION", "lz5"},
+                                         {"MEMTRACK_FRAMES", "0-5"},          {"MEMTRACK_FRAMES", "9-3"},
+                                         {"MEMTRACK_FRAMES", "-4"},           {"MEMTRACK_FRAMES", "3-x"},
+                                         {"MEMTRACK_TRIGGER", "KILL"},        {"MEMTRACK_TRIGGER", "SEGV"},
+                                         {"MEMTRACK_TRIGGER", "NOPE"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *kv[] = {bad[i][0], bad[i][1], NULL};
         env e = {kv, 0, ""};
@@ -99,6 +111,9 @@ static void test_booleans_and_bad_values(void)
         MT_CHECK_INT_EQ(c.mode, LT_AUTO); /* defaults kept */
         MT_CHECK_INT_EQ(c.verify, 0);
         MT_CHECK_INT_EQ(c.merge_gap, 0);
+        MT_CHECK_INT_EQ(c.frames_first, 0);
+        MT_CHECK_INT_EQ(c.trigger, 0);
+        MT_CHECK_INT_EQ(c.compression, MT_TRACE_COMPRESSION_DEFAULT);
         lt_config_free(&c);
     }
     /* Empty means unset. */
@@ -109,6 +124,24 @@ static void test_booleans_and_bad_values(void)
     MT_CHECK_INT_EQ(e.warnings, 0);
     MT_CHECK(strcmp(c.output, "memtrack-1234.mtrace") == 0);
     lt_config_free(&c);
+}
+
+static void test_frames_and_signals(void)
+{
+    uint64_t a, b;
+    MT_CHECK_INT_EQ(lt_parse_frames("5", &a, &b), 0);
+    MT_CHECK(a == 5 && b == 5);
+    MT_CHECK_INT_EQ(lt_parse_frames("100-", &a, &b), 0);
+    MT_CHECK(a == 100 && b == 0);
+    MT_CHECK_INT_EQ(lt_parse_frames("1-1", &a, &b), 0);
+    MT_CHECK_INT_EQ(lt_parse_frames("", &a, &b), -1);
+    MT_CHECK_INT_EQ(lt_parse_frames("3--4", &a, &b), -1);
+    MT_CHECK_INT_EQ(lt_parse_signal("USR1"), SIGUSR1);
+    MT_CHECK_INT_EQ(lt_parse_signal("sigusr2"), SIGUSR2);
+    MT_CHECK_INT_EQ(lt_parse_signal("10"), 10);
+    MT_CHECK_INT_EQ(lt_parse_signal("SIGBUS"), -1);
+    MT_CHECK_INT_EQ(lt_parse_signal("0"), -1);
+    MT_CHECK_INT_EQ(lt_parse_signal("999"), -1);
 }
 
 /* ---- autopilot ---------------------------------------------------------------- */
@@ -203,6 +236,7 @@ int main(void)
     test_defaults();
     test_values();
     test_booleans_and_bad_values();
+    test_frames_and_signals();
     test_always_scan();
     test_guard_to_scan_needs_two();
     test_one_burst_does_not_flip();

@@ -7,11 +7,15 @@
  * each chunk is one zstd frame with an XXH3-64 checksum; an index of submits
  * closes the file.
  *
- * Writer: callers append records from any thread; a background thread
- * compresses and writes full chunks, so a caller only waits when the bounded
- * queue of chunks is full. A trace cut at any byte (crash, full disk) reads
- * back up to its last complete chunk; mt_trace_writer_flush() makes what was
- * written so far durable in that sense.
+ * Writer: callers append records from any thread; compressor threads
+ * compress sealed chunks in parallel and write them in order, so a caller
+ * only waits when the bounded queue of chunks is full. What survives which
+ * kind of exit (docs/trace-format.md, "Crash safety"): every chunk written
+ * (a kill -9 or a power cut keeps those; mt_trace_writer_opts.seal_interval_ms
+ * bounds how old the newest one is), everything appended before
+ * mt_trace_writer_checkpoint() (readable as a complete trace), and, where the
+ * dying process gets to run mt_trace_writer_emergency_flush() (fatal signal
+ * handler, _exit/exec wrapper), everything appended before it.
  *
  * Reader: validates everything it reads (corrupt or truncated input gives
  * MT_ECORRUPT, MT_ECHECKSUM, MT_ETRUNCATED or MT_EVERSION, never a crash or an
@@ -36,7 +40,7 @@ extern "C" {
 #endif
 
 #define MT_TRACE_VERSION_MAJOR 1
-#define MT_TRACE_VERSION_MINOR 0
+#define MT_TRACE_VERSION_MINOR 1
 /* Largest uncompressed chunk a writer produces and a reader accepts. */
 #define MT_TRACE_MAX_CHUNK_RAW (64u << 20)
 /* Largest META/ANNOTATION/MODE text. */
@@ -92,40 +96,78 @@ typedef struct mt_trace_kv {
 } mt_trace_kv;
 
 enum {
-    MT_TRACE_NO_COMPRESS = 1u << 0, /* store chunks raw (tests, already-compressed data) */
-    MT_TRACE_SYNC = 1u << 1,        /* flush and close also fdatasync the file */
+    MT_TRACE_NO_COMPRESS = 1u << 0, /* store chunks raw: same as MT_TRACE_COMPRESSION_NONE */
+    MT_TRACE_SYNC = 1u << 1,        /* flush, checkpoint, close and the emergency flush
+                                       also fdatasync the file */
 };
+
+/* Compression presets (`memtrack record --compression`, MEMTRACK_COMPRESSION).
+ * Chunks stay independently decodable zstd frames whatever the preset. */
+typedef enum mt_trace_compression {
+    MT_TRACE_COMPRESSION_DEFAULT = 0, /* zstd level 1 */
+    MT_TRACE_COMPRESSION_FAST = 1,    /* zstd level -3: ~3x faster, larger trace */
+    MT_TRACE_COMPRESSION_NONE = 2,    /* stored raw: only hashing and writing */
+} mt_trace_compression;
 
 typedef struct mt_trace_writer_opts {
     size_t chunk_size;    /* raw bytes per chunk; 0 = 1 MiB; 512 B .. 63 MiB */
-    unsigned queue_depth; /* chunks waiting for the compressor; 0 = 4. Memory bound:
-                             about (queue_depth + 2) * chunk_size plus zstd's state */
-    int level;            /* zstd level; 0 = 1 (fast) */
+    unsigned queue_depth; /* chunks sealed but not yet in the file; 0 = 64; at most 4096 */
+    int level;            /* zstd level, overriding the preset; 0 = the preset's */
     uint32_t flags;       /* MT_TRACE_* above */
     const mt_trace_kv *meta; /* header metadata, written first */
     size_t nmeta;
+    mt_trace_compression compression; /* 0 = MT_TRACE_COMPRESSION_DEFAULT */
+    unsigned threads;     /* compressor threads; 0 = half the online CPUs, 1 to 8
+                             (at most 2 when storing raw); at most 64 */
+    unsigned seal_interval_ms; /* a SUBMIT seals its chunk (and a compressor writes
+                             it soon after) when at least this long passed since
+                             the last seal: bounds what a kill -9 loses. 0 = seal
+                             full chunks only. At most 3600000 */
 } mt_trace_writer_opts;
+
+/* Memory: at most (queue_depth + 1) chunk buffers of chunk_size + 128 KiB,
+ * allocated only when callers get ahead of the compressors (reused
+ * most-recently-freed first), plus per thread a zstd context and a
+ * compression buffer of ~chunk_size, plus 32 bytes per chunk written (the
+ * index). Defaults: at most 65 x 1.125 MiB + 8 x ~2 MiB. */
 
 typedef struct mt_trace_writer_stats {
     uint64_t records;     /* records appended */
     uint64_t submits;     /* SUBMIT records appended */
     uint64_t raw_bytes;   /* encoded record bytes (before compression) */
-    uint64_t file_bytes;  /* bytes written to the file so far */
+    uint64_t file_bytes;  /* end of the last chunk written (an index after it
+                             is not counted) */
     uint64_t chunks;      /* record chunks written */
     uint64_t stalls;      /* times a caller waited because the queue was full */
 } mt_trace_writer_stats;
 
-/* Creates (truncates) `path` and starts a writer with its compressor thread.
- * opts may be NULL. Returns 0 and sets *out, -EINVAL, -ENOMEM, or the
- * negated errno of open/write. Any thread. */
+/* Creates `path` and starts a writer with its compressor threads. The file
+ * is opened without truncating it, locked (flock, exclusive, for as long
+ * as the writer lives) and only then truncated: one trace per file, never
+ * two writers in it. opts may be NULL. Any thread. Returns 0 and sets
+ * *out, or
+ *   -EBUSY    another open file (another process, or another writer in this
+ *             one) holds the lock: it is writing this trace; choose another
+ *             path (e.g. NAME.PID.mtrace)
+ *   -ESPIPE   not a regular file (FIFO, socket, device such as /dev/full):
+ *             a trace must be seekable; a FIFO never blocks the open
+ *   -EISDIR, -EACCES, -EROFS, -ENOENT, -ENOSPC, ... from open/ftruncate/write
+ *   -EINVAL   bad opts, -ENOMEM. */
 MT_API int mt_trace_writer_open(const char *path, const mt_trace_writer_opts *opts,
                                 mt_trace_writer **out);
 
-/* As mt_trace_writer_open on an fd opened for writing at offset 0; the
- * writer owns the fd from then on (closed by mt_trace_writer_close), also
- * when this fails. */
+/* As mt_trace_writer_open on an fd opened for writing; the writer writes it
+ * from offset 0 with pwrite (no lock, no truncation: the caller's choice)
+ * and owns the fd from then on (closed by mt_trace_writer_close), also when
+ * this fails. */
 MT_API int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts,
                                    mt_trace_writer **out);
+
+/* "default", "fast" or "none" to a preset: 0, or -EINVAL for other names. */
+MT_API int mt_trace_compression_parse(const char *name, mt_trace_compression *out);
+
+/* The preset's name ("default", "fast", "none"). */
+MT_API const char *mt_trace_compression_name(mt_trace_compression c);
 
 /* Appends one record (any type; SUBMIT and FRAME get the writer's next index,
  * whatever rec holds). Updates larger than a chunk are split into several
@@ -163,18 +205,64 @@ MT_API int mt_trace_write_frame(mt_trace_writer *w, uint64_t *index);
 /* The hash CONTENT_HASH records carry: XXH3-64 (seed 0) of `size` bytes. */
 MT_API uint64_t mt_trace_hash(const void *data, size_t size);
 
-/* Hands the records appended so far to the compressor and waits until they
+/* Hands the records appended so far to the compressors and waits until they
  * are in the file (and on disk with MT_TRACE_SYNC). Returns 0 or the writer's
- * error. Any thread. */
+ * error. Any thread; not from a signal handler. */
 MT_API int mt_trace_writer_flush(mt_trace_writer *w);
+
+/* Makes everything appended so far a complete trace in the file: flushes,
+ * then writes the index and trailer after the last chunk (a reader reports
+ * end = MT_TRACE_END_CHECKPOINT). Appending goes on: the next chunk is
+ * written over that index (truncated first, so a crash later still reads
+ * back up to the last complete chunk). Cost: the flush plus one write of 32
+ * bytes per chunk in the trace. For device destruction, exec, any moment a
+ * complete trace should be on disk. Any thread; not from a signal handler.
+ * Returns 0 or the writer's error. */
+MT_API int mt_trace_writer_checkpoint(mt_trace_writer *w);
+
+/* For a dying process: call from a fatal-signal handler (SIGSEGV, SIGTERM,
+ * SIGINT, ... before the default action), or from an _exit/exec wrapper.
+ * Writes after the last chunk in the file, in order, every chunk not yet
+ * there (compressed if a compressor finished it, raw otherwise), the chunk
+ * being filled up to its last complete record, then the index and trailer
+ * (end = MT_TRACE_END_EMERGENCY). Async-signal-safe: no lock, no malloc;
+ * waits at most timeout_ms for a compressor to finish a write in progress,
+ * then never lets one write again. Never corrupts what is in the file
+ * already. Afterwards appends fail with -ECANCELED; close only frees.
+ * Returns 0 (the trace holds every record appended before the call),
+ *   -ETIMEDOUT  a write in progress did not end in time (nothing written),
+ *               or a chunk could not be had in time (those before it are
+ *               written and indexed),
+ *   -EDEADLK    this thread was itself writing the file (nothing written),
+ *   -ESHUTDOWN  mt_trace_writer_close had begun,
+ *   -ECHILD     called in a forked child on the parent's writer (nothing is
+ *               written: the file is the parent's),
+ *   or the writer's earlier error (e.g. -ENOSPC: nothing can follow it) or
+ *   a write error. A second call (another crashing thread) waits, within
+ *   its own timeout, for the first and returns its result. */
+MT_API int mt_trace_writer_emergency_flush(mt_trace_writer *w, unsigned timeout_ms);
+
+/* In a forked child (e.g. a pthread_atfork child handler): drops the writer
+ * inherited from the parent without touching the file (no write, truncate
+ * or unlock: the parent's trace and lock are unaffected), joining threads
+ * (they do not exist in the child) or freeing memory (it may be in the
+ * middle of use by a parent thread's copy): closes the child's copy of the
+ * fd and leaves the rest allocated (copy-on-write pages the child never
+ * touches). w must not be used again in the child. Async-signal-safe. NULL
+ * is a no-op. (A child that does not call it is not left hanging: in the child
+ * every call on w returns -ECHILD without touching its locks, and close
+ * abandons it.) */
+MT_API void mt_trace_writer_abandon(mt_trace_writer *w);
 
 /* Copies the writer's counters. Any thread. */
 MT_API void mt_trace_writer_stats_get(mt_trace_writer *w, mt_trace_writer_stats *out);
 
-/* Flushes, writes the index and trailer, stops the thread, closes the file
- * and frees the writer. Returns 0 or the first error the writer met (the
- * writer is freed either way). No other call on w may run concurrently or
- * follow. NULL is a no-op returning 0. */
+/* Flushes, writes the index and trailer (end = MT_TRACE_END_CLOSED), stops
+ * the threads, closes the file (releasing its lock) and frees the writer.
+ * Returns 0 or the first error the writer met (the writer is freed either
+ * way); after an emergency flush, that flush's result (nothing is written).
+ * No other call on w may run concurrently or follow, except an emergency
+ * flush, which then returns -ESHUTDOWN. NULL is a no-op returning 0. */
 MT_API int mt_trace_writer_close(mt_trace_writer *w);
 
 /* ---- reader ---------------------------------------------------------------- */
@@ -185,24 +273,48 @@ typedef struct mt_trace_reader_opts {
     int reserved; /* none yet; zero it */
 } mt_trace_reader_opts;
 
+/* How a trace ends (mt_trace_info.end). */
+typedef enum mt_trace_end {
+    MT_TRACE_END_SCANNED = 0,    /* no valid index and trailer: the writer died (or the
+                                    index is damaged: index_error); read up to the last
+                                    complete chunk, found by scanning */
+    MT_TRACE_END_CLOSED = 1,     /* closed by mt_trace_writer_close: holds every record
+                                    appended */
+    MT_TRACE_END_CHECKPOINT = 2, /* ends with a checkpoint's index: complete up to it;
+                                    the writer was still running and may have appended
+                                    more that never reached the file */
+    MT_TRACE_END_EMERGENCY = 3,  /* ends with an emergency flush's index: the process
+                                    was dying; holds what was appended before it */
+} mt_trace_end;
+
 typedef struct mt_trace_info {
     unsigned version_major, version_minor;
     uint64_t file_size;
     uint64_t readable_size; /* file prefix holding the header and complete chunks */
     uint64_t chunks;        /* complete record chunks */
     uint64_t records;       /* records in them (from chunk headers) */
-    uint64_t submits;       /* SUBMIT records in them */
+    uint64_t submits;       /* SUBMIT records in them: submits 0 .. submits-1 are
+                               complete */
     uint64_t raw_bytes;     /* their uncompressed payload */
     uint64_t stored_bytes;  /* their stored payload */
     int indexed;            /* 1: the writer's index was used */
-    int complete;           /* 1: closed properly (valid trailer and index) */
+    int complete;           /* 1: ends with a valid index and trailer (end != SCANNED) */
     int index_error;        /* why the index was not used: 0, MT_ETRUNCATED (none
                                there), MT_ECHECKSUM, MT_ECORRUPT */
     int tail_error;         /* why reading stops before the end of the file, or 0 */
+    mt_trace_end end;       /* how the trace ends */
+    uint64_t tail_records;  /* records after the last SUBMIT: a submit whose capture
+                               was cut short unless end is CLOSED (where they are
+                               teardown records: destroys, unmaps) */
 } mt_trace_info;
 
+/* For a verifier: the trace is complete when end == MT_TRACE_END_CLOSED and
+ * tail_error == 0; otherwise what it holds is exact only up to SUBMIT
+ * submits-1 ("exact but incomplete"). */
+
 /* Opens a trace file. Reads the header and the index (or scans chunk headers
- * when the index is missing or damaged: see info.complete). Returns 0 and
+ * when the index is missing or damaged: see info.end), and decodes the last
+ * chunk holding a SUBMIT (for info.tail_records). Returns 0 and
  * sets *out, or -errno, MT_ECORRUPT, MT_ECHECKSUM, MT_ETRUNCATED, MT_EVERSION
  * when not even the file header is usable. opts may be NULL. Any thread; a
  * reader is used by one thread at a time. */
@@ -217,7 +329,7 @@ MT_API int mt_trace_reader_open_mem(const void *data, size_t size, const mt_trac
 /* Closes a reader. NULL is a no-op. */
 MT_API void mt_trace_reader_close(mt_trace_reader *r);
 
-/* Copies what the reader knows without decompressing anything. */
+/* Copies what the reader learnt when it opened the trace. */
 MT_API void mt_trace_reader_info(const mt_trace_reader *r, mt_trace_info *out);
 
 /* Header metadata entry i (the META records at the start of the trace), NUL

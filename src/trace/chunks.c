@@ -183,7 +183,14 @@ static int from_index(mt_trace_reader *r)
         return MT_ECORRUPT;
     if ((rc = mt_chunk_payload(r, index_off, &h)))
         return rc;
-    return index_entries(r, index_off, &h);
+    if ((rc = index_entries(r, index_off, &h)))
+        return rc;
+    /* Unknown reasons (a later minor version) read as a checkpoint: complete
+     * up to here, and the writer may have gone on. */
+    r->info.end = h.end_reason == MT_END_CLOSED       ? MT_TRACE_END_CLOSED
+                  : h.end_reason == MT_END_EMERGENCY ? MT_TRACE_END_EMERGENCY
+                                                     : MT_TRACE_END_CHECKPOINT;
+    return 0;
 }
 
 int mt_chunks_load(mt_trace_reader *r)
@@ -207,4 +214,36 @@ int mt_chunks_load(mt_trace_reader *r)
     r->info.chunks = r->nchunks;
     r->info.submits = r->nchunks ? r->chunks[r->nchunks - 1].submits_before + r->chunks[r->nchunks - 1].nsubmits : 0;
     return 0;
+}
+
+/* Records after the last SUBMIT: those of the chunks after the last chunk
+ * holding a SUBMIT, plus those after its last SUBMIT record, found by
+ * decoding that one chunk. When it does not decode, all its records count
+ * (an upper bound; reading the chunk reports the error). */
+void mt_chunks_tail(mt_trace_reader *r)
+{
+    size_t last = r->nchunks;
+    uint64_t tail = 0;
+    while (last > 0 && r->chunks[last - 1].nsubmits == 0)
+        tail += r->chunks[--last].nrecords;
+    if (last == 0) {
+        r->info.tail_records = tail;
+        return;
+    }
+    const mt_index_entry *e = &r->chunks[last - 1];
+    uint64_t after = e->nrecords;
+    mt_chunk_header h;
+    if (mt_chunk_read(r, last - 1, &h) == 0) {
+        const uint8_t *p = r->raw, *end = r->raw + h.raw_size;
+        mt_trace_record rec;
+        uint64_t n = 0;
+        int rc = 1;
+        while (p < end && n < h.nrecords && rc >= 0) {
+            rc = mt_record_get(&p, end, &rec);
+            n++;
+            if (rc == 1 && rec.type == MT_TRACE_SUBMIT)
+                after = h.nrecords - n;
+        }
+    }
+    r->info.tail_records = tail + after;
 }

@@ -43,7 +43,7 @@ void mt_chunk_header_put(uint8_t out[MT_CHUNK_HEADER_SIZE], const mt_chunk_heade
     mt_put32(out + 20, h->raw_size);
     mt_put64(out + 24, h->submits_before);
     mt_put32(out + 32, h->nsubmits);
-    mt_put32(out + 36, 0);
+    mt_put32(out + 36, h->end_reason);
     mt_put64(out + 40, h->payload_hash);
     mt_put64(out + 48, XXH3_64bits(out, 48));
 }
@@ -63,6 +63,7 @@ int mt_chunk_header_parse(const uint8_t in[MT_CHUNK_HEADER_SIZE], uint32_t max_c
     h->raw_size = mt_get32(in + 20);
     h->submits_before = mt_get64(in + 24);
     h->nsubmits = mt_get32(in + 32);
+    h->end_reason = mt_get32(in + 36);
     h->payload_hash = mt_get64(in + 40);
     if ((h->kind != MT_CHUNK_RECORDS && h->kind != MT_CHUNK_INDEX) ||
         (h->codec != MT_CODEC_RAW && h->codec != MT_CODEC_ZSTD))

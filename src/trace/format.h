@@ -29,11 +29,16 @@ enum { MT_CODEC_RAW = 0, MT_CODEC_ZSTD = 1 };
 #define MT_VARINT_MAX 10u
 #define MT_REC_HEADER_MAX (1u + MT_VARINT_MAX)
 
+/* How a trace ends: the index chunk's `end_reason` (header bytes 36..39,
+ * reserved in 1.0, where writers always wrote 0 = closed). */
+enum { MT_END_CLOSED = 0, MT_END_CHECKPOINT = 1, MT_END_EMERGENCY = 2 };
+
 typedef struct mt_chunk_header {
     uint8_t kind, codec;
     uint32_t seq, nrecords, stored_size, raw_size;
     uint64_t submits_before;
     uint32_t nsubmits;
+    uint32_t end_reason; /* index chunk: MT_END_*; record chunks: 0, ignored */
     uint64_t payload_hash;
 } mt_chunk_header;
 

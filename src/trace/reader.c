@@ -184,8 +184,11 @@ static int open_src(mt_src src, mt_trace_reader **out)
         rc = mt_file_header_parse(h, &r->max_chunk_raw, &r->info.version_minor);
     if (rc == 0) {
         r->info.version_major = MT_TRACE_VERSION_MAJOR;
+        r->info.end = MT_TRACE_END_SCANNED; /* until the index says otherwise */
         rc = mt_chunks_load(r);
     }
+    if (rc == 0)
+        mt_chunks_tail(r);
     if (rc == 0)
         rc = load_meta(r);
     if (rc) {

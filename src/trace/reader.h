@@ -48,6 +48,9 @@ struct mt_trace_reader {
  * info.index_error / info.tail_error. */
 int mt_chunks_load(mt_trace_reader *r);
 
+/* Sets info.tail_records (decodes at most one chunk). */
+void mt_chunks_tail(mt_trace_reader *r);
+
 /* Reads, checks and decompresses record chunk i into r->raw. Returns 0 or
  * MT_ECORRUPT / MT_ECHECKSUM / MT_ETRUNCATED / -errno / -ENOMEM. */
 int mt_chunk_read(mt_trace_reader *r, size_t i, mt_chunk_header *h);

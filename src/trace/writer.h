@@ -1,80 +1,205 @@
-/* Private state of a trace writer, shared by writer.c (the callers' side)
- * and writer_thread.c (the compressor thread).
+/* Private state of a trace writer, shared by
+ *   writer.c           callers: append, seal, flush, checkpoint, open, close
+ *   writer_pool.c      compressor threads: compress in parallel, write in order
+ *   writer_file.c      the file: open and lock, chunk and index writes, token
+ *   writer_emergency.c emergency flush (signal handlers), abandon (fork child)
  *
- * Threads and locks: `lock` serialises callers and guards the current
- * chunk; `qlock` guards the hand-off (ring of sealed chunks, pool of free
- * buffers, done_seq, error, stop). Order: lock before qlock; the compressor
- * only ever takes qlock, and never holds it while compressing or writing.
+ * Chunks. Chunk `seq` occupies ring[seq % nslots] from the moment a caller
+ * starts filling it until it is in the file; its state (an atomic, so that
+ * the emergency flush can read it without locks) goes
  *
- * Bounded memory: queue_depth + 1 raw chunk buffers exist in all (one being
- * filled, the rest queued or being compressed), plus one compression buffer
- * and the index (32 bytes per chunk written). A caller blocks only when it
- * seals a chunk and no buffer is free, i.e. queue_depth chunks are waiting. */
+ *   FILLING -> SEALED -> COMPRESSING -> [COPYBACK ->] READY -> FREE
+ *
+ * FILLING: a caller appends records; `committed` (release) counts the bytes
+ * of complete records. SEALED: queued for a compressor. COMPRESSING: a
+ * compressor reads the records. COPYBACK: it copies the compressed bytes
+ * over the records. READY: buf[0, out_len) holds the chunk exactly as it goes
+ * into the file. FROZEN: taken by the emergency flush; nobody else touches
+ * the slot again. Transitions out of FILLING, SEALED and COMPRESSING are
+ * compare-and-swaps, so exactly one of {owner, emergency flush} wins.
+ *
+ * Locks. `lock` serialises callers and guards the chunk being filled
+ * (`cur`, `cur_len`, ...); `qlock` guards the hand-off (take/write/sealed
+ * sequence numbers, the pool of free buffers, error, stop). Order: lock
+ * before qlock; compressor threads only take qlock, never while compressing
+ * or writing.
+ *
+ * The file. Only the holder of the file token writes to the file or to the
+ * index (`file_off`, `nindex`, `index_buf`, ...): a compressor writing chunks
+ * in order, a checkpoint or close writing the index, or the emergency flush,
+ * which takes the token for good. The token is an atomic word (0 free, a
+ * thread id, or MT_TOKEN_EMERGENCY); acquire on taking it pairs with the
+ * release of the previous holder, which publishes everything it wrote. A
+ * holder takes no lock and allocates nothing: the emergency flush waits for
+ * the token from a signal handler whose thread may hold `qlock`, `lock` or
+ * the allocator's lock.
+ *
+ * Bounded memory: at most nslots raw buffers (allocated on demand, reused
+ * most-recently-freed first), one compression buffer per thread, and the
+ * index (32 bytes per chunk, with room for 2 * (nslots + 1) more entries
+ * kept in advance so that the emergency flush never allocates). */
 #ifndef MT_TRACE_WRITER_H
 #define MT_TRACE_WRITER_H
 
 #include <pthread.h>
+#include <sys/types.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <zstd.h>
 
 #include "format.h"
 
-typedef struct mt_wchunk {
-    uint8_t *buf; /* MT_CHUNK_HEADER_SIZE bytes of headroom, then the records */
-    uint32_t len, seq, nrecords, nsubmits;
-    uint64_t submits_before;
-} mt_wchunk;
+enum {
+    MT_SLOT_FREE,
+    MT_SLOT_FILLING,
+    MT_SLOT_SEALED,
+    MT_SLOT_COMPRESSING,
+    MT_SLOT_COPYBACK,
+    MT_SLOT_READY,
+    MT_SLOT_FROZEN,
+};
+
+#define MT_TOKEN_EMERGENCY (-1)
+
+/* Emergency flush state (mt_trace_writer.emergency). CLOSING: close began,
+ * an emergency flush returns at once. */
+enum { MT_EMERG_NONE, MT_EMERG_RUNNING, MT_EMERG_DONE, MT_EMERG_CLOSING };
+
+typedef struct mt_wslot {
+    _Atomic uint32_t state;
+    _Atomic uint32_t seq;
+    _Atomic uint32_t committed; /* FILLING: bytes of complete records */
+    uint8_t *buf;               /* MT_CHUNK_HEADER_SIZE bytes of room, then records */
+    uint64_t submits_before;    /* set before FILLING */
+    uint32_t len, nrecords, nsubmits; /* set before SEALED */
+    mt_chunk_header hdr;        /* set before READY, with out_len: buf[0, out_len) */
+    uint32_t out_len;           /* is the chunk as it goes into the file */
+} mt_wslot;
+
+typedef struct mt_wworker {
+    struct mt_trace_writer *w;
+    pthread_t thread;
+    ZSTD_CCtx *cctx;
+    uint8_t *zbuf; /* header room + ZSTD_compressBound(buf_cap) */
+} mt_wworker;
 
 struct mt_trace_writer {
     int fd;
+    pid_t pid;         /* the process that opened it, and the fork generation */
+    unsigned fork_gen; /* then: a forked child's copy never waits (writer.c) */
+    int regular; /* a regular file: a checkpoint's index is truncated before appending */
     uint32_t flags;
-    int level;
+    int level;    /* zstd level; compress == 0: stored raw */
+    int compress;
     size_t chunk_size; /* seal threshold */
     size_t buf_cap;    /* bytes of records a buffer holds: chunk_size + slack */
-    unsigned depth;
+    uint64_t seal_interval_ns; /* 0: seal full chunks only */
+    unsigned nslots;   /* queue_depth + 1 */
+    mt_wslot *ring;
 
     /* Callers' side, under `lock`. */
     pthread_mutex_t lock;
-    mt_wchunk cur;
-    uint32_t next_seq;
+    mt_wslot *cur;     /* the chunk being filled */
+    uint32_t cur_len, cur_nrecords, cur_nsubmits;
+    uint32_t next_seq; /* seq of the next chunk to start */
     uint64_t next_submit, next_frame, submits_sealed;
-    uint64_t records, raw_bytes;
+    uint64_t records, raw_bytes, last_seal_ns;
 
     /* Hand-off, under `qlock`. */
     pthread_mutex_t qlock;
-    pthread_cond_t work;  /* signalled when a chunk is queued or stop is set */
-    pthread_cond_t space; /* signalled when a buffer is freed / a chunk is done */
-    mt_wchunk *ring;      /* depth + 1 slots */
-    unsigned head, count;
-    uint8_t **pool;       /* free buffers */
-    unsigned nfree;
-    uint32_t done_seq;    /* chunks [0, done_seq) are in the file (or failed) */
-    int error;            /* first error; sticky */
+    pthread_cond_t work;  /* a chunk was sealed, or stop */
+    pthread_cond_t space; /* a buffer was freed, a chunk written, or an error */
+    uint32_t sealed_seq;  /* chunks [0, sealed_seq) are sealed */
+    uint32_t take_seq;    /* next chunk a compressor takes */
+    uint32_t write_seq;   /* next chunk to write: [0, write_seq) are done */
+    int writing;          /* a thread is writing chunks in order */
+    uint8_t **pool;       /* free buffers, most recently freed last */
+    unsigned nfree, nbufs;
+    _Atomic int error;    /* first error, sticky; written under qlock or the token,
+                             read anywhere; -ECANCELED: the emergency flush took over */
     int stop;
     uint64_t stalls, file_bytes, chunks_written;
 
-    /* Compressor thread only (and close, after joining it). */
-    pthread_t thread;
-    int thread_started;
-    ZSTD_CCtx *cctx;
-    uint8_t *zbuf;
-    size_t zcap;
-    uint64_t file_off;
-    mt_index_entry *index;
-    size_t nindex, index_cap;
+    /* Threads. */
+    mt_wworker *workers;
+    unsigned nthreads, started;
+
+    /* The file, under the token. */
+    _Atomic long token;
+    uint64_t file_off;      /* end of the last chunk written */
+    uint64_t index_end;     /* != 0: an index and trailer lie at file_off, up to here */
+    uint64_t submits_written;
+    uint8_t *index_buf;     /* MT_CHUNK_HEADER_SIZE of room, then 32-byte entries */
+    uint32_t nindex;        /* chunks written = seq of the next one */
+    size_t index_cap;       /* entries index_buf holds */
+
+    /* Emergency flush and close. */
+    _Atomic int emergency;  /* MT_EMERG_* */
+    _Atomic int emergency_rc;
 };
 
-void *mt_writer_thread_main(void *arg);
+/* ---- writer.c ---- */
 
-/* Compresses (unless disabled or useless) and writes one chunk whose payload
- * is buf[MT_CHUNK_HEADER_SIZE ..+ len]; `h` carries everything but the sizes
- * and hash. Compressor thread or close only. Returns 0 or -errno. */
-int mt_writer_emit(mt_trace_writer *w, uint8_t *buf, uint32_t len, mt_chunk_header *h);
+/* 1 in a forked child of the process that opened w. Async-signal-safe. */
+int mt_writer_in_forked_child(const mt_trace_writer *w);
 
-/* Writes the index chunk and the trailer. Close only, after the thread ended. */
-int mt_writer_finish(mt_trace_writer *w);
+/* ---- writer_pool.c ---- */
 
-/* write(2) until done; -errno on failure. */
-int mt_write_all(int fd, const void *p, size_t n);
+/* Starts the compressor threads with every signal blocked (so that
+ * asynchronous signals, and the handlers that may call the emergency flush,
+ * never run on them). Returns 0 or -errno. */
+int mt_wpool_start(mt_trace_writer *w);
+
+/* Sets stop, wakes and joins the threads. */
+void mt_wpool_stop(mt_trace_writer *w);
+
+/* Seals the chunk being filled if it holds records and the seal interval has
+ * passed since the last seal, so that the last submits before a quiet
+ * period (or a kill -9) reach the file without waiting for another submit.
+ * Called by the first compressor thread when its wait times out, holding no
+ * lock; gives up at once if a caller holds `lock`. */
+void mt_writer_seal_idle(mt_trace_writer *w);
+
+/* ---- writer_file.c ---- */
+
+/* Opens `path` for a new trace: regular files only, never blocking (FIFO),
+ * exclusively locked (flock) before it is truncated. Returns the fd, or
+ * -EBUSY (another open file holds the lock), -ESPIPE (not a regular file),
+ * or -errno. */
+int mt_wfile_open(const char *path);
+
+/* Takes the file token for the calling thread. Returns 0, or -ECANCELED
+ * when the emergency flush holds it for good. */
+int mt_wfile_enter(mt_trace_writer *w);
+void mt_wfile_leave(mt_trace_writer *w);
+
+/* Token held: appends a chunk (a[0, na) then b[0, nb), a starting with the
+ * chunk header `h`), truncating a checkpoint's index first, and records it
+ * in the index. No allocation: async-signal-safe. Returns 0 or -errno. */
+int mt_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a, size_t na,
+                    const void *b, size_t nb);
+
+/* Token held: the capacity (entries) the index should grow to so that it
+ * keeps 2 * (nslots + 1) spare entries, or 0 when it has them. */
+size_t mt_wfile_index_want(const mt_trace_writer *w);
+
+/* Without the token (it allocates): a buffer for `cap` entries, or NULL. */
+uint8_t *mt_wfile_index_alloc(size_t cap);
+
+/* Token held: moves the index into buf (from mt_wfile_index_alloc(cap)),
+ * unless it has grown to cap meanwhile. Returns the buffer to free, after
+ * leaving the token. */
+uint8_t *mt_wfile_index_adopt(mt_trace_writer *w, uint8_t *buf, size_t cap);
+
+/* Token held: writes the index chunk (stored raw) and the trailer after the
+ * last chunk, `end_reason` MT_END_*. The next append overwrites them. No
+ * allocation: async-signal-safe. Returns 0 or -errno. */
+int mt_wfile_write_index(mt_trace_writer *w, uint32_t end_reason);
+
+/* pwrite(2) until done; -errno on failure. Async-signal-safe. */
+int mt_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
+
+/* The calling thread's id (gettid). Async-signal-safe. */
+long mt_wfile_tid(void);
 
 #endif

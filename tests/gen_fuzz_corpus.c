@@ -43,6 +43,7 @@ static uint8_t *make_trace_end(const char *tmp, uint32_t flags, size_t chunk, si
     MT_CHECK_OK(mt_trace_write_bind(w, 1000, 1, 0));
     MT_CHECK_OK(mt_trace_write_annotation(w, 0, "vkQueueBindSparse unsupported"));
     MT_CHECK_OK(mt_trace_write_mode(w, 1, "scan"));
+    MT_CHECK_OK(mt_trace_write_mismatch(w, 1, 0, 64, 4096, MT_TRACE_MISMATCH_HOST, 0));
     MT_CHECK_OK(mt_trace_write_frame(w, NULL));
     MT_CHECK_OK(mt_trace_write_submit(w, 0, NULL));
     MT_CHECK_OK(mt_trace_write_destroy(w, MT_TRACE_DESTROY_OBJECT, 1000)); /* after the last submit */

@@ -143,6 +143,14 @@ static inline void tr_check_equal(const mt_trace_record *a, const mt_trace_recor
         MT_CHECK_UINT_EQ(a->u.mode.length, b->u.mode.length);
         TR_EQ_BYTES(a->u.mode.mode, b->u.mode.mode, a->u.mode.length);
         break;
+    case MT_TRACE_MISMATCH:
+        MT_CHECK_UINT_EQ(a->u.mismatch.memory, b->u.mismatch.memory);
+        MT_CHECK_UINT_EQ(a->u.mismatch.object, b->u.mismatch.object);
+        MT_CHECK_UINT_EQ(a->u.mismatch.offset, b->u.mismatch.offset);
+        MT_CHECK_UINT_EQ(a->u.mismatch.length, b->u.mismatch.length);
+        MT_CHECK_UINT_EQ(a->u.mismatch.cause, b->u.mismatch.cause);
+        MT_CHECK_UINT_EQ(a->u.mismatch.running, b->u.mismatch.running);
+        break;
     }
 }
 
@@ -271,6 +279,14 @@ static inline void tr_gen_next(tr_gen *g, mt_trace_record *r)
             r->u.map.offset = mt_test_below(&g->rng, m->size);
             r->u.map.size = m->size - r->u.map.offset;
         }
+    } else if (dice < 91) {
+        r->type = MT_TRACE_MISMATCH;
+        r->u.mismatch.memory = m->id;
+        r->u.mismatch.object = mt_test_below(&g->rng, 2) && g->nobjects ? g->objects[0] : 0;
+        r->u.mismatch.offset = mt_test_below(&g->rng, m->size);
+        r->u.mismatch.length = 1 + mt_test_below(&g->rng, m->size - r->u.mismatch.offset);
+        r->u.mismatch.cause = 1 + (uint32_t)mt_test_below(&g->rng, 3);
+        r->u.mismatch.running = mt_test_below(&g->rng, 3);
     } else if (dice < 92) {
         r->type = MT_TRACE_MODE;
         const char *s = modes[mt_test_below(&g->rng, 4)];

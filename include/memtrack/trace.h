@@ -60,10 +60,23 @@ typedef enum mt_trace_rec_type {
     MT_TRACE_ANNOTATION = 11,  /* free-form text */
     MT_TRACE_CONTENT_HASH = 12, /* XXH3-64 of a memory's real content at a submit */
     MT_TRACE_MODE = 13,        /* capture mode of a memory from here on */
+    MT_TRACE_MISMATCH = 14,    /* bytes whose real content differed from the capture, and why */
 } mt_trace_rec_type;
 
 enum { MT_TRACE_OBJECT_BUFFER = 1, MT_TRACE_OBJECT_IMAGE = 2 };
 enum { MT_TRACE_DESTROY_MEMORY = 1, MT_TRACE_DESTROY_OBJECT = 2 };
+
+/* Why a MISMATCH's bytes differed, at the instant of the submit's content
+ * hash, from what the capture recorded for that submit. The first two are
+ * legal and not failures: the bytes changed while the capture ran and are
+ * captured at the next submit; the CONTENT_HASH that follows covers the
+ * captured bytes there. LOST is a write the capture missed: the hash covers
+ * the real bytes, so verify fails. */
+enum {
+    MT_TRACE_MISMATCH_HOST = 1,   /* written by the host while the capture ran (a race) */
+    MT_TRACE_MISMATCH_DEVICE = 2, /* device-writable bytes, device work possibly still running */
+    MT_TRACE_MISMATCH_LOST = 3,   /* unexplained: a write the capture missed */
+};
 
 /* One record. Pointers (data, text) point into the reader's buffers and stay
  * valid until the next call on that reader; writers copy what they are given.
@@ -84,6 +97,9 @@ typedef struct mt_trace_record {
         struct { uint64_t id; const char *text; size_t length; } annotation;
         struct { uint64_t memory, offset, size, hash; } content_hash; /* bytes [offset, offset+size) */
         struct { uint64_t memory; const char *mode; size_t length; } mode;
+        /* bytes [offset, offset+length) of memory, object bound there (0 if
+         * none); running: submits not yet known complete (DEVICE) */
+        struct { uint64_t memory, object, offset, length; uint32_t cause; uint64_t running; } mismatch;
     } u;
 } mt_trace_record;
 
@@ -193,6 +209,11 @@ MT_API int mt_trace_write_annotation(mt_trace_writer *w, uint64_t id, const char
 MT_API int mt_trace_write_content_hash(mt_trace_writer *w, uint64_t memory, uint64_t offset,
                                        uint64_t size, uint64_t hash);
 MT_API int mt_trace_write_mode(mt_trace_writer *w, uint64_t memory, const char *mode);
+/* cause: MT_TRACE_MISMATCH_*; written before the submit's CONTENT_HASH of
+ * that memory. */
+MT_API int mt_trace_write_mismatch(mt_trace_writer *w, uint64_t memory, uint64_t object,
+                                   uint64_t offset, uint64_t length, uint32_t cause,
+                                   uint64_t running);
 MT_API int mt_trace_write_meta(mt_trace_writer *w, const char *key, const char *value);
 
 /* Appends a SUBMIT record for `queue`; stores its index in *index (may be

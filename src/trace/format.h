@@ -21,8 +21,9 @@
 enum { MT_CHUNK_RECORDS = 1, MT_CHUNK_INDEX = 2 };
 enum { MT_CODEC_RAW = 0, MT_CODEC_ZSTD = 1 };
 
-/* Record types 14..127 are skipped by readers; 128..255 must be understood. */
-#define MT_REC_LAST_KNOWN MT_TRACE_MODE
+/* Record types above the last known one up to 127 are skipped by readers
+ * (a 1.0/1.1 reader skips MISMATCH); 128..255 must be understood. */
+#define MT_REC_LAST_KNOWN MT_TRACE_MISMATCH
 #define MT_REC_FIRST_CRITICAL 128u
 
 /* Longest varint (u64) and the longest record header (type + body length). */

@@ -244,6 +244,6 @@ const char *mt_trace_rec_type_name(int type)
 {
     static const char *const names[] = {NULL, "meta", "memory", "object", "bind", "map", "unmap",
                                         "update", "submit", "frame", "destroy", "annotation",
-                                        "content-hash", "mode"};
+                                        "content-hash", "mode", "mismatch"};
     return type > 0 && type <= MT_REC_LAST_KNOWN ? names[type] : "unknown";
 }

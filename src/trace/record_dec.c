@@ -85,6 +85,15 @@ static int decode_body(uint8_t type, body *b, mt_trace_record *r)
         rest(b, &t, &r->u.mode.length);
         r->u.mode.mode = t;
         return 0;
+    case MT_TRACE_MISMATCH:
+        if (f64(b, &r->u.mismatch.memory) || f64(b, &r->u.mismatch.object) ||
+            f64(b, &r->u.mismatch.offset) || f64(b, &r->u.mismatch.length) ||
+            f32(b, &r->u.mismatch.cause) || f64(b, &r->u.mismatch.running))
+            return -1;
+        if (r->u.mismatch.cause < MT_TRACE_MISMATCH_HOST || r->u.mismatch.cause > MT_TRACE_MISMATCH_LOST ||
+            r->u.mismatch.offset > UINT64_MAX - r->u.mismatch.length)
+            return -1;
+        return 0;
     }
     return -1;
 }

@@ -6,7 +6,7 @@
 typedef struct rec_layout {
     uint8_t type;
     unsigned nf;
-    uint64_t f[5];
+    uint64_t f[6];
     const void *mid, *tail;
     size_t mid_len, tail_len;
     int has_fixed;
@@ -67,6 +67,13 @@ static int layout(const mt_trace_record *r, rec_layout *L)
             return -1;
         F(r->u.mode.memory);
         L->tail = r->u.mode.mode, L->tail_len = r->u.mode.length;
+        return 0;
+    case MT_TRACE_MISMATCH:
+        if (r->u.mismatch.cause < MT_TRACE_MISMATCH_HOST || r->u.mismatch.cause > MT_TRACE_MISMATCH_LOST ||
+            r->u.mismatch.offset > UINT64_MAX - r->u.mismatch.length)
+            return -1;
+        F(r->u.mismatch.memory, r->u.mismatch.object, r->u.mismatch.offset, r->u.mismatch.length,
+          r->u.mismatch.cause, r->u.mismatch.running);
         return 0;
     }
     return -1;

@@ -67,6 +67,12 @@ int mt_trace_write_mode(mt_trace_writer *w, uint64_t memory, const char *mode)
     WRITE(w, MT_TRACE_MODE, mode, memory, mode, strlen(mode));
 }
 
+int mt_trace_write_mismatch(mt_trace_writer *w, uint64_t memory, uint64_t object, uint64_t offset,
+                            uint64_t length, uint32_t cause, uint64_t running)
+{
+    WRITE(w, MT_TRACE_MISMATCH, mismatch, memory, object, offset, length, cause, running);
+}
+
 int mt_trace_write_meta(mt_trace_writer *w, const char *key, const char *value)
 {
     if (!key || !value)

@@ -40,7 +40,8 @@ enum mt_error {
     MT_EUNSUPPORTED = -4102, /* the platform or kernel cannot do this */
     MT_ECANCELED = -4103,  /* a wait was cancelled by another thread */
     MT_ETIMEDOUT = -4104,  /* a wait reached its deadline */
-    MT_ERROR_LAST = -4104
+    MT_EUNMAPPED = -4105,  /* the application unmapped or moved (part of) the memory */
+    MT_ERROR_LAST = -4105
 };
 
 /* Returns the library's run-time version as MAJOR*10000 + MINOR*100 + PATCH.

@@ -17,6 +17,7 @@ static const char *mt_own_error(int code)
     case MT_EUNSUPPORTED: return "not supported on this platform or kernel";
     case MT_ECANCELED: return "wait cancelled";
     case MT_ETIMEDOUT: return "wait timed out";
+    case MT_EUNMAPPED: return "memory was unmapped or moved by the application";
     default: return NULL;
     }
 }

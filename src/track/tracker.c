@@ -43,6 +43,15 @@ int mt_tracker_create(const mt_tracker_opts *opts, mt_tracker **out)
     /* The interposer, if preloaded, must know about us before any range
      * exists (its real functions are what track calls from now on). */
     mt_preload_link();
+    /* With the interposer, memtrack's handler goes first from now on, for
+     * every backend: the application's SIGSEGV/SIGBUS dispositions and
+     * masks are then virtualised uniformly (signals the application blocks
+     * only virtually are emulated by the handler). */
+    if (mt_sys_attached()) {
+        int rc = mt_sig_install();
+        if (rc)
+            return rc;
+    }
     /* Everything from the arena, never malloc (see arena.c). */
     mt_tracker *t = mt_arena_alloc(sizeof *t);
     if (!t)

@@ -28,6 +28,11 @@
 
 static inline int tc_run_child(void (*fn)(void))
 {
+    const char *nofork = getenv("MT_TEST_NOFORK"); /* debugging: first case in-process */
+    if (nofork && *nofork == '1') {
+        fn();
+        exit(0);
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();

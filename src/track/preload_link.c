@@ -23,14 +23,16 @@
 #endif
 #define MT_PRELOAD_NAME "libmemtrack_preload.so"
 
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static _Atomic int g_status;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int g_status;  /* 0 not found (yet), 1 attached, < 0 refused */
+static _Atomic int g_decided; /* found (attached or refused): never looked up again */
 
-static void link_once(void)
+static void try_link(void)
 {
     mt_preload_entry_fn entry = (mt_preload_entry_fn)dlsym(RTLD_DEFAULT, MT_PRELOAD_ENTRY);
     if (!entry)
-        return; /* status 0: not preloaded */
+        return; /* status 0: not there (an interposer dlopen()ed later is found next time) */
+    atomic_store_explicit(&g_decided, 1, memory_order_release);
     const mt_preload_api *api = entry();
     if (!api || api->abi != MT_PRELOAD_ABI_VERSION || api->size < sizeof *api) {
         atomic_store_explicit(&g_status, MT_EVERSION, memory_order_release);
@@ -45,7 +47,20 @@ static void link_once(void)
     atomic_store_explicit(&g_status, rc == 0 ? 1 : rc, memory_order_release);
 }
 
-void mt_preload_link(void) { pthread_once(&g_once, link_once); }
+/* Called when a tracker is created: a look-up until the interposer is
+ * found, then nothing. */
+void mt_preload_link(void)
+{
+    if (atomic_load_explicit(&g_decided, memory_order_acquire))
+        return;
+    /* trylock: another thread is looking; and a fork child that inherited
+     * the lock held must not hang on it. */
+    if (pthread_mutex_trylock(&g_lock) != 0)
+        return;
+    if (!atomic_load_explicit(&g_decided, memory_order_relaxed))
+        try_link();
+    pthread_mutex_unlock(&g_lock);
+}
 
 int mt_track_preload_status(void)
 {

@@ -554,7 +554,7 @@ static void dgram_race(mt_track_backend be)
 
 static race g_sig;
 static int g_sig_pipe[2];
-static volatile sig_atomic_t g_sig_reads, g_sig_bad;
+static _Atomic long g_sig_reads, g_sig_bad;
 static _Atomic unsigned g_sig_next;
 
 /* Async-signal-safe: read(2) into tracked memory from a signal handler. */
@@ -566,15 +566,20 @@ static void on_alarm(int sig)
     unsigned char *dst = g_sig.base + ((size_t)k * 1237) % (g_sig.len - 256);
     ssize_t n = read(g_sig_pipe[0], dst, 256);
     if (n > 0)
-        g_sig_reads++;
+        atomic_fetch_add(&g_sig_reads, 1);
     else if (n < 0 && errno != EAGAIN)
-        g_sig_bad++;
+        atomic_fetch_add(&g_sig_bad, 1);
     errno = saved;
 }
 
 static void *pipe_feeder(void *arg)
 {
     (void)arg;
+    /* The timer's signal is for the collecting thread. */
+    sigset_t alrm;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alrm, NULL);
     unsigned char buf[4096];
     memset(buf, 0x3c, sizeof buf);
     while (!atomic_load(&g_sig.done))
@@ -586,7 +591,8 @@ static void *pipe_feeder(void *arg)
 static void signal_read_race(mt_track_backend be)
 {
     memset((void *)&g_sig, 0, sizeof g_sig);
-    g_sig_reads = g_sig_bad = 0;
+    atomic_store(&g_sig_reads, 0);
+    atomic_store(&g_sig_bad, 0);
     size_t ps = tu_page();
     g_sig.len = 8 * ps;
     g_sig.base = tu_map(g_sig.len);
@@ -610,7 +616,7 @@ static void signal_read_race(mt_track_backend be)
 #else
     long want = 2000;
 #endif
-    while (g_sig_reads < want && collects < 50000000) {
+    while (atomic_load(&g_sig_reads) < want && collects < 50000000) {
         MT_CHECK_OK(mt_tracker_collect(g_sig.t, g_sig.id, runs, 64));
         collects++;
     }
@@ -618,10 +624,10 @@ static void signal_read_race(mt_track_backend be)
     setitimer(ITIMER_REAL, &off, NULL);
     atomic_store(&g_sig.done, 1);
     pthread_join(feeder, NULL);
-    MT_CHECK_INT_EQ(g_sig_bad, 0);
-    MT_CHECK(g_sig_reads >= want);
+    MT_CHECK_INT_EQ(atomic_load(&g_sig_bad), 0);
+    MT_CHECK(atomic_load(&g_sig_reads) >= want);
     printf("  %-6s %ld reads from a SIGALRM handler during %ld collects on the same thread: no EFAULT\n",
-           mt_track_backend_name(be), (long)g_sig_reads, collects);
+           mt_track_backend_name(be), atomic_load(&g_sig_reads), collects);
     signal(SIGALRM, SIG_DFL);
     close(g_sig_pipe[0]);
     close(g_sig_pipe[1]);

@@ -108,13 +108,23 @@ static int mask_change(int how, const sigset_t *set, sigset_t *old, int pthread_
     return 0;
 }
 
+/* Nothing virtual before or after the call: a plain pass-through. */
+static inline int plain_mask_call(const sigset_t *set)
+{
+    return (mtp_vmask | mtp_vpend) == 0 && (!set || mtp_vbits(set) == 0);
+}
+
 MTP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
+    if (plain_mask_call(set))
+        return REAL(sigprocmask)(how, set, old);
     return mask_change(how, set, old, 0);
 }
 
 MTP_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
+    if (plain_mask_call(set))
+        return REAL(pthread_sigmask)(how, set, old);
     return mask_change(how, set, old, 1);
 }
 

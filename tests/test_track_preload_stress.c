@@ -7,7 +7,10 @@
  * interrupts, often memtrack's own fault handler; a churn thread makes
  * "its" pages read-only and writable again (mprotect), writes them, and
  * zeroes them with madvise(DONTNEED); a kernel-writer thread read(2)s a
- * pipe into tracked memory. At the end the shadow, updated only from
+ * pipe into tracked memory; two looker threads read(2) into untracked
+ * memory without pause (every call looks the destination up in the range
+ * table: a signal handler's tracked write that interrupts a look-up must
+ * never wait for a hook writer that waits for the look-up). At the end the shadow, updated only from
  * reported runs, must equal every tracked byte. Under TSan the handler
  * writes untracked memory (TSan runs handlers with every signal blocked)
  * and the kernel writer is off (TSan cannot see the kernel's writes as
@@ -155,6 +158,18 @@ static void *kernel_writer(void *arg)
     return NULL;
 }
 
+static void *looker(void *arg)
+{
+    (void)arg;
+    int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    MT_CHECK(fd >= 0);
+    char buf[16];
+    while (!atomic_load(&g.stop))
+        MT_CHECK_INT_EQ(read(fd, buf, 1), 1);
+    close(fd);
+    return NULL;
+}
+
 static unsigned char g_untracked[NPAGES * 4096];
 static _Atomic unsigned g_alarms;
 
@@ -214,9 +229,11 @@ static void run(mt_track_backend be, int nthreads)
     MT_CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
 
     atomic_store(&g.writers_left, nthreads);
-    pthread_t w[8], col, ch, kw;
+    pthread_t w[8], col, ch, kw, lk[2];
     pthread_create(&col, NULL, collector, NULL);
     pthread_create(&ch, NULL, churner, NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_create(&lk[i], NULL, looker, NULL);
     if (!TC_TSAN)
         pthread_create(&kw, NULL, kernel_writer, NULL);
     for (int i = 0; i < nthreads; i++)
@@ -226,6 +243,8 @@ static void run(mt_track_backend be, int nthreads)
     pthread_join(col, NULL);
     atomic_store(&g.stop, 1);
     pthread_join(ch, NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(lk[i], NULL);
     if (!TC_TSAN)
         pthread_join(kw, NULL);
     struct itimerval off = {{0, 0}, {0, 0}};

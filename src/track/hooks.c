@@ -76,10 +76,10 @@ static int tracked(uintptr_t pa, uintptr_t pb)
         return 0;
     const mt_sig_entry *e;
     uint32_t n;
-    unsigned tok = mt_sigtable_enter(&e, &n);
+    unsigned tok = mt_sigtable_enter_light(&e, &n);
     uint32_t i = mt_sigtable_first_ending_after(e, n, pa);
     int hit = i < n && e[i].start < pb;
-    mt_sigtable_leave(tok);
+    mt_sigtable_leave_light(tok);
     return hit;
 }
 
@@ -92,14 +92,16 @@ static void mark_dirty(mt_range *r, size_t first, size_t n, void *ctx)
     atomic_fetch_add_explicit(&r->app_calls, 1, memory_order_relaxed);
 }
 
-/* Reports [pa, pb) dirty in every range there. Async-signal-safe. */
+/* Reports [pa, pb) dirty in every range there. Async-signal-safe. A light
+ * section: a page the application unmaps meanwhile may get a bit, which
+ * collect drops (gone pages are never reported). */
 static void dirty_pages(uintptr_t pa, uintptr_t pb)
 {
     const mt_sig_entry *e;
     uint32_t n;
-    unsigned tok = mt_sigtable_enter(&e, &n);
+    unsigned tok = mt_sigtable_enter_light(&e, &n);
     for_each_range(e, n, pa, pb, mark_dirty, NULL);
-    mt_sigtable_leave(tok);
+    mt_sigtable_leave_light(tok);
 }
 
 static void set_prot(mt_range *r, size_t first, size_t n, void *ctx)

@@ -193,9 +193,13 @@ const mt_sig_entry *mt_sigtable_locked_view(uint32_t *count);
 /* Number of ranges in the table (relaxed; a hint for fast paths). */
 uint32_t mt_sigtable_count(void);
 
-/* Reader side: async-signal-safe. */
+/* Reader side: async-signal-safe. Heavy sections (they act on
+ * protections) must be entered with asynchronous signals blocked; light
+ * sections only look up ranges and set dirty bits (see sigtable.c). */
 unsigned mt_sigtable_enter(const mt_sig_entry **entries, uint32_t *count);
 void mt_sigtable_leave(unsigned token);
+unsigned mt_sigtable_enter_light(const mt_sig_entry **entries, uint32_t *count);
+void mt_sigtable_leave_light(unsigned token);
 uint32_t mt_sigtable_first_ending_after(const mt_sig_entry *e, uint32_t n, uintptr_t addr);
 int mt_sigtable_recently_removed(uintptr_t addr);
 void mt_sigtable_fork_child(void);

@@ -205,12 +205,12 @@ int mt_kw_begin(const mt_kw_segs *segs)
     if (mt_sigtable_count() == 0)
         return -1;
     hull_ctx hc = {.ps = 0, .lo = 0, .hi = 0};
-    unsigned tok = mt_sigtable_enter(&hc.e, &hc.n);
+    unsigned tok = mt_sigtable_enter_light(&hc.e, &hc.n);
     if (hc.n)
         hc.ps = (size_t)1 << hc.e[0].range->page_shift;
     if (hc.n)
         for_each_seg(segs, hull_seg, &hc);
-    mt_sigtable_leave(tok);
+    mt_sigtable_leave_light(tok);
     if (hc.hi == 0)
         return -1;
 
@@ -242,12 +242,12 @@ void mt_kw_end(int slot, const mt_kw_segs *segs)
         return;
     int saved_errno = errno;
     prep_ctx pc = {.make_writable = 0};
-    unsigned tok = mt_sigtable_enter(&pc.e, &pc.n);
+    unsigned tok = mt_sigtable_enter_light(&pc.e, &pc.n);
     if (pc.n) {
         pc.ps = (size_t)1 << pc.e[0].range->page_shift;
         for_each_seg(segs, prep_seg, &pc);
     }
-    mt_sigtable_leave(tok);
+    mt_sigtable_leave_light(tok);
     /* release: the bits above are set before a re-armer can see the page
      * unpinned and re-arm it. */
     atomic_store_explicit(&g_slots[slot].state, SLOT_FREE, memory_order_release);

@@ -12,16 +12,28 @@
  * afford. After mt_sigtable_remove() returns, no reader holds a pointer to
  * the removed range.
  *
+ * Two kinds of readers. *Heavy* sections act on protections (the fault
+ * handler, collect, kernel-write preparation); *light* sections only look
+ * ranges up and set dirty bits (the hooks' look-ups, the end of a kernel
+ * write). Both keep the table's memory alive (the writer waits for both).
+ *
  * Hook writers (the application's mprotect/munmap/mremap/mmap over tracked
  * memory) change page states and real protections together. Under the same
- * lock they raise `hook_active`, which keeps new readers out, and wait for
- * the readers inside to leave: a reader's section then sees page states and
- * real protections that agree from start to end (a handler never re-protects
- * a page with a protection the application just changed, nor touches memory
- * it just unmapped). A thread's own enclosing reader sections are not waited
- * for (a hook run from a signal handler that interrupted a look-up); the
- * sections that act on protections block asynchronous signals, so the only
- * sections a hook can interrupt are look-ups that act on nothing. */
+ * lock they raise `hook_active`, which keeps new heavy readers out, and wait
+ * for the heavy readers inside to leave: a heavy section then sees page
+ * states and real protections that agree from start to end (a handler never
+ * re-protects a page with a protection the application just changed, nor
+ * touches memory it just unmapped). Light sections neither wait for nor are
+ * waited for by hook writers: they run with signals open, and a signal
+ * handler's tracked write (a heavy section, which may have to wait for a
+ * hook writer) can interrupt them anywhere, even between counting
+ * themselves in and noting it in their thread-local depth; if hook writers
+ * waited for them, that handler and the writer would wait for each other.
+ * Heavy sections are always entered with asynchronous signals blocked (the
+ * handler by its sa_mask, the others explicitly), so their count and their
+ * thread's depth cannot be split by a signal, and a nested heavy section (a
+ * fault inside collect) knows exactly that its thread is counted: it never
+ * backs off, since the hook writer is waiting for its outer section. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
@@ -39,10 +51,11 @@ static sigset_t g_lock_saved;
 static mt_sig_entry *g_copy[2];
 static _Atomic uint32_t g_count[2];
 static _Atomic unsigned g_active;
-static _Atomic uint32_t g_readers[2];
+static _Atomic uint32_t g_readers[2]; /* heavy */
+static _Atomic uint32_t g_light[2];
 static _Atomic int g_hook_active;
 
-/* Reader sections this thread is inside (initial-exec: no __tls_get_addr
+/* Heavy sections this thread is inside (initial-exec: no __tls_get_addr
  * from a signal handler, even in a dlopen()ed layer). */
 static __thread int tls_reader_depth __attribute__((tls_model("initial-exec")));
 
@@ -105,6 +118,28 @@ void mt_sigtable_leave(unsigned token)
     atomic_fetch_sub_explicit(&g_readers[token], 1, memory_order_release);
 }
 
+/* Async-signal-safe. */
+unsigned mt_sigtable_enter_light(const mt_sig_entry **entries, uint32_t *count)
+{
+    for (;;) {
+        unsigned i = atomic_load_explicit(&g_active, memory_order_acquire);
+        /* The same Dekker pair with the table writer as heavy readers. */
+        atomic_fetch_add_explicit(&g_light[i], 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&g_active, memory_order_seq_cst) == i) {
+            *entries = g_copy[i];
+            *count = g_copy[i] ? atomic_load_explicit(&g_count[i], memory_order_acquire) : 0;
+            return i;
+        }
+        atomic_fetch_sub_explicit(&g_light[i], 1, memory_order_release);
+    }
+}
+
+/* Async-signal-safe. */
+void mt_sigtable_leave_light(unsigned token)
+{
+    atomic_fetch_sub_explicit(&g_light[token], 1, memory_order_release);
+}
+
 /* Async-signal-safe. Entries never overlap, so sorting by start also sorts by end. */
 uint32_t mt_sigtable_first_ending_after(const mt_sig_entry *e, uint32_t n, uintptr_t addr)
 {
@@ -121,7 +156,8 @@ uint32_t mt_sigtable_first_ending_after(const mt_sig_entry *e, uint32_t n, uintp
 
 static void wait_readers(unsigned i)
 {
-    while (atomic_load_explicit(&g_readers[i], memory_order_seq_cst) != 0)
+    while (atomic_load_explicit(&g_readers[i], memory_order_seq_cst) != 0 ||
+           atomic_load_explicit(&g_light[i], memory_order_seq_cst) != 0)
         sched_yield();
 }
 
@@ -286,6 +322,8 @@ void mt_sigtable_fork_child(void)
 {
     atomic_store_explicit(&g_readers[0], 0, memory_order_relaxed);
     atomic_store_explicit(&g_readers[1], 0, memory_order_relaxed);
+    atomic_store_explicit(&g_light[0], 0, memory_order_relaxed);
+    atomic_store_explicit(&g_light[1], 0, memory_order_relaxed);
     unsigned cur = atomic_load_explicit(&g_active, memory_order_relaxed);
     atomic_store_explicit(&g_readers[cur], (uint32_t)tls_reader_depth, memory_order_relaxed);
     atomic_store_explicit(&g_hook_active, 0, memory_order_relaxed);

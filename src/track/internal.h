@@ -176,8 +176,6 @@ void mt_sigtable_unlock(void);
 int mt_sigtable_insert(mt_range *r);
 /* Removes and waits until no reader can still see r. */
 void mt_sigtable_remove(mt_range *r);
-/* 1 if any live range other than `self` covers a byte of page [p, p+ps). */
-int mt_sigtable_page_shared(uintptr_t page, size_t page_size, const mt_range *self);
 /* The state byte of `page` as the other ranges on it know it (shared end
  * pages of a new range inherit it); -1 if no other range covers it. */
 int mt_sigtable_page_state(uintptr_t page, const mt_range *self);
@@ -247,8 +245,6 @@ int mt_sig_rearm(mt_range *r, size_t first, size_t n, const mt_pins *pins);
 /* Makes pages [first, first+n) of r writable and marks them (and the pages'
  * other owners) dirty. */
 int mt_sig_make_writable(mt_range *r, size_t first, size_t n);
-/* The signal handler's address, for status checks. */
-void mt_sig_handler_fn(void (**fn)(int, siginfo_t *, void *));
 
 /* sigchain.c: the handlers memtrack chains to, one chain per signal. */
 enum { MT_SLOT_SEGV = 0, MT_SLOT_BUS = 1, MT_NSLOTS = 2 };

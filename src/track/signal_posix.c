@@ -166,8 +166,6 @@ static void mt_on_fault(int sig, siginfo_t *si, void *uctx)
     errno = saved_errno;
 }
 
-void mt_sig_handler_fn(void (**fn)(int, siginfo_t *, void *)) { *fn = mt_on_fault; }
-
 int mt_sig_install(void)
 {
     if (!g_page_size)

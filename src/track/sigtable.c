@@ -248,19 +248,6 @@ uint32_t mt_sigtable_count(void)
     return atomic_load_explicit(&g_count[cur], memory_order_relaxed);
 }
 
-int mt_sigtable_page_shared(uintptr_t page, size_t page_size, const mt_range *self)
-{
-    uint32_t n;
-    const mt_sig_entry *e = mt_sigtable_locked_view(&n);
-    if (!e)
-        return 0;
-    for (uint32_t i = mt_sigtable_first_ending_after(e, n, page);
-         i < n && e[i].start < page + page_size; i++)
-        if (e[i].range != self)
-            return 1;
-    return 0;
-}
-
 int mt_sigtable_page_state(uintptr_t page, const mt_range *self)
 {
     uint32_t n;

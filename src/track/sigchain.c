@@ -291,6 +291,9 @@ int mt_chain_app_sigaction(int sig, const struct sigaction *act, struct sigactio
     int slot = sig == SIGSEGV ? MT_SLOT_SEGV : sig == SIGBUS ? MT_SLOT_BUS : -1;
     if (slot < 0 || !mt_chain_installed())
         return 0;
+    chain_snap nv = {0, 0, 0, 0};
+    if (act)
+        nv = from_app(act); /* read before *old is written */
     lock();
     int top = atomic_load_explicit(&g_chain_len[slot], memory_order_relaxed) - 1;
     if (old) {
@@ -298,9 +301,8 @@ int mt_chain_app_sigaction(int sig, const struct sigaction *act, struct sigactio
         to_sigaction(&v, old);
     }
     if (act) {
-        chain_snap v = from_app(act);
         write_begin();
-        entry_store(&g_chain[slot][top], &v);
+        entry_store(&g_chain[slot][top], &nv);
         write_end();
     }
     unlock();

@@ -429,7 +429,7 @@ static void test_destroy_stalled(void)
 
 int main(void)
 {
-    for (int code = -4110; code >= -4113; code--)
+    for (int code = MT_ENOBUF; code >= MT_EMAPPED; code--)
         MT_CHECK(strcmp(mt_strerror(code), "unknown error") != 0);
     test_validation();
     test_stall();

@@ -40,16 +40,17 @@ enum mt_error {
     MT_EUNSUPPORTED = -4102, /* the platform or kernel cannot do this */
     MT_ECANCELED = -4103,  /* a wait was cancelled by another thread */
     MT_ETIMEDOUT = -4104,  /* a wait reached its deadline */
-    MT_ERROR_LAST = -4104,
-    /* coherence (-4110..-4119) */
-    MT_ENOBUF = -4110,    /* buffer handle freed, never valid, or another client's */
-    MT_EDEVMEM = -4111,   /* device memory full, even after evicting what is valid elsewhere */
-    MT_ELOSTDATA = -4112, /* the range's only valid copy was lost with its device */
-    MT_EMAPPED = -4113,   /* the range is mapped for the host */
-    /* check (memtrack/check.h): -4120..-4129 */
-    MT_ECHECK_NOACCESS = -4120, /* a byte of the range is not addressable */
-    MT_ECHECK_UNINIT = -4121,   /* addressable, but a byte was never initialised */
-    MT_ECHECK_PTX = -4122,      /* PTX text the instrumenter cannot parse */
+    MT_EUNMAPPED = -4105,  /* the application unmapped or moved (part of) the memory */
+    /* coherence */
+    MT_ENOBUF = -4106,    /* buffer handle freed, never valid, or another client's */
+    MT_EDEVMEM = -4107,   /* device memory full, even after evicting what is valid elsewhere */
+    MT_ELOSTDATA = -4108, /* the range's only valid copy was lost with its device */
+    MT_EMAPPED = -4109,   /* the range is mapped for the host */
+    /* check */
+    MT_ECHECK_NOACCESS = -4110, /* a byte of the range is not addressable */
+    MT_ECHECK_UNINIT = -4111,   /* addressable, but a byte was never initialised */
+    MT_ECHECK_PTX = -4112,      /* PTX text the instrumenter cannot parse */
+    MT_ERROR_LAST = -4112  /* the most negative code: own codes are dense, -4096 down to here */
 };
 
 /* Returns the library's run-time version as MAJOR*10000 + MINOR*100 + PATCH.

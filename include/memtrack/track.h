@@ -5,38 +5,50 @@
  * application needs no change. Two backends:
  *
  *  - signal: pages are made read-only with mprotect; a SIGSEGV/SIGBUS handler
- *    records the page in a preallocated dirty bitmap and makes it writable
- *    again. Works on any mapping, including GPU driver mappings. Costs one
- *    signal per first write to a page, splits VMAs, and makes kernel writes
- *    into tracked memory (read(2) into a tracked buffer) fail with EFAULT.
+ *    records the page in a dirty bitmap and makes it writable again. Works
+ *    on any mapping, including GPU driver mappings. Costs one signal per
+ *    first write to a page and splits VMAs.
  *  - uffd: userfaultfd write-protect in asynchronous mode plus the
  *    PAGEMAP_SCAN ioctl (Linux >= 6.7). The kernel resolves write faults by
  *    itself, no signal is raised, and one ioctl reads and re-protects the
- *    written pages. Kernel writes into tracked memory work and are recorded.
- *    Only anonymous, shmem and hugetlb memory can be registered: device
- *    mappings are refused, and such ranges fall back to the signal backend.
+ *    written pages. Only anonymous, shmem and hugetlb memory can be
+ *    registered: device mappings are refused, and such ranges fall back to
+ *    the signal backend.
  *
  * Guarantee: a write to tracked memory that happens before or during a
  * collect is reported by that collect or by the next one; never lost.
  *
- * Contract with the application's own signal handlers (signal backend):
- * memtrack installs its handler when the first signal-backend range is
- * added and chains every fault that is not a tracked write to the handler
- * that was installed before it, with that handler's semantics (SA_SIGINFO or
- * plain, its sa_mask, SA_NODEFER, SA_RESETHAND; SIG_IGN and SIG_DFL as the
- * kernel applies them to faults: the process dies of the signal). A handler
- * the application installs *after* memtrack's must chain to the one it
- * replaced for faults it does not own, as crash reporters do; then tracking
- * keeps working. mt_track_handler_status() tells whether memtrack's handler is
- * still installed, and mt_track_reinstall_handler() puts it back on top while
- * keeping the application's handler in the chain.
+ * Transparency: with the interposer libmemtrack_preload.so in LD_PRELOAD
+ * (docs/track.md), the application observes nothing of the tracking: its
+ * SIGSEGV/SIGBUS handlers are chained behind memtrack's and what it reads
+ * back is what it installed; those two signals stay deliverable while it
+ * believes them blocked; read(2)-family calls into tracked memory work and
+ * are reported; its own mprotect is respected per page; pages it zeroes
+ * (madvise), writes through /proc/self/mem, or unmaps are reported or marked
+ * gone (MT_EUNMAPPED). The tracker finds the interposer by itself when a
+ * tracker is created (mt_track_preload_status()).
  *
- * fork(): the child inherits the read-only protections and the handler
- * (signal backend): its writes to tracked pages are absorbed by the inherited
- * handler, which unprotects the page in the child only. With the uffd backend
- * the child's mappings are not write-protected at all. The child must not
- * call mt_tracker_* functions (other threads' locks may be held). The
- * parent's tracking is unaffected by the fork and by the child's writes. */
+ * Without the interposer (signal backend): read(2) into tracked memory fails
+ * with EFAULT (use mt_tracker_prepare_write()), and a handler the
+ * application installs *after* memtrack's must chain to the one it replaced
+ * for faults it does not own, as crash reporters do;
+ * mt_track_handler_status() tells whether memtrack's handler is still on
+ * top, and mt_track_reinstall_handler() puts it back while keeping the
+ * application's handler in the chain. Either way every fault that is not a
+ * tracked write goes to the handler installed before, with that handler's
+ * semantics (SA_SIGINFO or plain, sa_mask, SA_NODEFER, SA_RESETHAND; SIG_IGN
+ * and SIG_DFL as the kernel applies them to faults).
+ *
+ * Memory: the tracker's own bookkeeping (ranges, bitmaps, page states) lives
+ * in memtrack's own mappings, never in malloc memory, so the application may
+ * track heap memory.
+ *
+ * fork(): the child inherits the read-only protections and the handler;
+ * its writes are absorbed in the child only and never disturb the parent's
+ * tracking. The child may keep using a tracker: signal ranges work as in the
+ * parent; uffd ranges are reported whole on each collect (the child's pages
+ * are not write-protected); a tracker that another thread was using at the
+ * fork fails every call with -ENOTRECOVERABLE in the child. */
 #ifndef MEMTRACK_TRACK_H
 #define MEMTRACK_TRACK_H
 
@@ -74,7 +86,11 @@ enum {
 typedef struct mt_range_opts {
     mt_track_backend backend; /* 0 = the tracker's default */
     uint32_t flags;           /* MT_RANGE_* */
-    int prot;                 /* protection restored on remove; 0 = PROT_READ|PROT_WRITE */
+    /* The application's protection of the memory now (PROT_READ|PROT_WRITE|
+     * PROT_EXEC bits; 0 = PROT_READ|PROT_WRITE): kept per page from then on
+     * (its own mprotect calls update it, with the interposer), restored on
+     * remove, and never widened or narrowed by tracking. */
+    int prot;
 } mt_range_opts;
 
 /* One run of dirty pages, clipped to the range: bytes [offset, offset+length)
@@ -94,6 +110,17 @@ typedef struct mt_range_stats {
     uint64_t degradations;    /* times tracking fell back to "whole range dirty" */
     int degraded;             /* 1 while the range is reported whole on each collect */
     int fallback_reason;      /* why uffd was not used (negative code), 0 if it was or not asked */
+    /* The application unmapped, moved (mremap) or replaced (mmap MAP_FIXED)
+     * pages of the range (seen through the interposer): those pages are
+     * never touched or reported again; stop capturing the range and remove
+     * it. `unmapped` is 1 when unmapped_pages > 0. */
+    int unmapped;
+    size_t unmapped_pages;
+    uint64_t kernel_writes; /* read(2)-family calls the interposer prepared the range for */
+    uint64_t app_calls;     /* the application's mprotect/madvise/munmap/mremap calls on it */
+    /* 1 in a fork child for a uffd range: not write-protected there, so
+     * every page is reported on each collect. */
+    int not_protected;
 } mt_range_stats;
 
 /* Creates a tracker. `opts` may be NULL (all defaults). Returns 0 and sets
@@ -124,18 +151,31 @@ MT_API int mt_tracker_remove(mt_tracker *t, mt_range_id id);
 /* Fills up to `max` runs with the dirty pages of range `id` and re-arms
  * tracking for exactly the pages it reports. When it returns `max`, more
  * pages may be dirty: call again (unreported pages stay dirty). Returns the
- * number of runs, or -ENOENT / -EINVAL. Any thread; concurrent collects of
- * the same range split the dirty pages between them. */
+ * number of runs, -ENOENT / -EINVAL, or MT_EUNMAPPED instead of 0 once the
+ * application has unmapped or moved part of the range (its remaining live
+ * dirty pages are reported first). Any thread; concurrent collects of the
+ * same range split the dirty pages between them. */
 MT_API long mt_tracker_collect(mt_tracker *t, mt_range_id id, mt_dirty_run *runs, size_t max);
 
-/* As mt_tracker_collect, over every range of the tracker in address order. */
+/* As mt_tracker_collect, over every range of the tracker in address order.
+ * Ranges the application unmapped contribute their live pages, no error
+ * (check mt_range_stats.unmapped). */
 MT_API long mt_tracker_collect_all(mt_tracker *t, mt_dirty_run *runs, size_t max);
 
 /* Marks [addr, addr+len) of range `id` dirty and writable now, so that the
  * kernel can write into it (e.g. read(2) into a buffer tracked by the signal
  * backend, which would otherwise fail with EFAULT). The pages are reported by
- * the next collect. Returns 0, -ENOENT or -EINVAL. Any thread. */
+ * the next collect; a collect that runs before the kernel write re-arms them
+ * (the interposer has no such race: prefer it). Returns 0, -ENOENT or
+ * -EINVAL. Any thread. */
 MT_API int mt_tracker_prepare_write(mt_tracker *t, mt_range_id id, void *addr, size_t len);
+
+/* Whether any page overlapping bytes [offset, offset+len) of range `id` was
+ * written since the collect that last reported it, without reporting or
+ * re-arming anything (a verifier asks this about bytes that changed after a
+ * capture: written since the collect means the write raced the capture).
+ * Returns 1, 0, -ENOENT or -EINVAL. Any thread. */
+MT_API int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len);
 
 /* Copies the range's statistics into *out. Returns 0 or -ENOENT. Any thread. */
 MT_API int mt_tracker_stats(mt_tracker *t, mt_range_id id, mt_range_stats *out);
@@ -154,7 +194,8 @@ MT_API const char *mt_track_backend_name(mt_track_backend backend);
 MT_API int mt_track_backend_parse(const char *name);
 
 /* 1 if memtrack's SIGSEGV handler is installed and on top, 0 if it was never
- * installed, -1 if another handler replaced it. Any thread. */
+ * installed, -1 if another handler replaced it (only possible without the
+ * interposer, or with a raw rt_sigaction system call). Any thread. */
 MT_API int mt_track_handler_status(void);
 
 /* Puts memtrack's handler back on top of whatever the application installed,
@@ -162,6 +203,18 @@ MT_API int mt_track_handler_status(void);
  * it is detected, so a handler that chains back to memtrack's does not loop).
  * Returns 0, -ENOSPC when the chain is full, or a sigaction error. */
 MT_API int mt_track_reinstall_handler(void);
+
+/* Whether the interposer libmemtrack_preload.so is in the process and this
+ * copy of memtrack is attached to it: 1 attached, 0 not preloaded,
+ * MT_EVERSION for an interposer of another ABI version, -EBUSY when another
+ * copy of libmemtrack in the process attached first. Any thread. */
+MT_API int mt_track_preload_status(void);
+
+/* Writes the path of the interposer to preload into buf: $MEMTRACK_PRELOAD,
+ * else ../lib/libmemtrack_preload.so next to the running program, else the
+ * installed one. Returns its length, -ENOENT if none exists, -ENAMETOOLONG,
+ * or -EINVAL. Any thread. */
+MT_API int mt_track_preload_path(char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -89,15 +89,20 @@ static void put_back(mt_range *r, size_t word0, const uint64_t *local, size_t nw
 /* Signal backend: reported pages waiting to be re-armed. Contiguous runs are
  * re-armed with one mprotect even across windows: fewer syscalls, and a
  * degraded range (all pages dirty) is re-armed in one call over its whole
- * span, which merges VMAs instead of splitting them. */
+ * span, which merges VMAs instead of splitting them. Pages a kernel write
+ * is using are left writable (and dirty) for the next collect. */
 typedef struct rearm {
     size_t first, n;
 } rearm;
 
 static void rearm_flush(mt_range *r, rearm *ra)
 {
-    if (ra->n)
-        mt_sig_rearm(r, ra->first, ra->n);
+    if (ra->n) {
+        mt_pins pins;
+        mt_kw_rearm_begin(&pins);
+        mt_sig_rearm(r, ra->first, ra->n, &pins);
+        mt_kw_rearm_end();
+    }
     ra->n = 0;
 }
 
@@ -112,12 +117,61 @@ static void rearm_add(mt_range *r, rearm *ra, size_t first, size_t n)
     ra->n = n;
 }
 
-long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max)
+/* Clears the bits of pages the application unmapped: never reported. */
+static void drop_gone(const mt_range *r, size_t p0, uint64_t *w, size_t nbits)
+{
+    for (size_t p = 0; p < nbits; p++)
+        if ((w[p / 64] >> (p % 64) & 1) && (mt_pstate(r, p0 + p) & MT_PS_GONE))
+            w[p / 64] &= ~(1ull << (p % 64));
+}
+
+/* uffd: the written pages of pages [p0, p0+nbits) of r, ORed into `out`.
+ * Pages the application unmapped are not scanned (the address may hold an
+ * unrelated mapping now). Returns 0 or -errno. */
+static int scan_window(mt_tracker *t, const mt_range *r, size_t p0, size_t nbits, uint64_t *out)
+{
+    if (atomic_load_explicit(&r->gone_pages, memory_order_relaxed) == 0) {
+        uintptr_t s = r->span_start + ((uintptr_t)p0 << r->page_shift);
+        return mt_uffd_scan(t, s, s + ((uintptr_t)nbits << r->page_shift), r->page_shift, out);
+    }
+    for (size_t a = 0; a < nbits;) {
+        while (a < nbits && (mt_pstate(r, p0 + a) & MT_PS_GONE))
+            a++;
+        size_t b = a;
+        while (b < nbits && !(mt_pstate(r, p0 + b) & MT_PS_GONE))
+            b++;
+        if (b > a) {
+            uint64_t part[MT_WINDOW_WORDS];
+            size_t nw = (b - a + 63) / 64;
+            memset(part, 0, nw * sizeof *part);
+            uintptr_t s = r->span_start + ((uintptr_t)(p0 + a) << r->page_shift);
+            int rc = mt_uffd_scan(t, s, s + ((uintptr_t)(b - a) << r->page_shift), r->page_shift, part);
+            if (rc)
+                return rc;
+            for (size_t p = 0; p < b - a; p++)
+                if (part[p / 64] >> (p % 64) & 1)
+                    out[(a + p) / 64] |= 1ull << ((a + p) % 64);
+        }
+        a = b;
+    }
+    return 0;
+}
+
+static int any_bit(const mt_range *r)
+{
+    for (size_t i = 0; i < r->nwords; i++)
+        if (atomic_load_explicit(&r->bits[i], memory_order_relaxed))
+            return 1;
+    return 0;
+}
+
+static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max)
 {
     size_t n = 0;
     rearm ra = {0, 0};
     uint64_t local[MT_WINDOW_WORDS];
-    atomic_fetch_add_explicit(&r->collects, 1, memory_order_relaxed);
+    int whole = atomic_load_explicit(&r->whole, memory_order_relaxed);
+    int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
     for (size_t w0 = 0; w0 < r->nwords; w0 += MT_WINDOW_WORDS) {
         size_t nw = r->nwords - w0 < MT_WINDOW_WORDS ? r->nwords - w0 : MT_WINDOW_WORDS;
         size_t p0 = w0 * 64;
@@ -131,12 +185,10 @@ long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max
             local[i] = x ? atomic_exchange_explicit(&r->bits[w0 + i], 0, memory_order_acquire) : 0;
             any |= local[i];
         }
-        if (r->backend == MT_TRACK_UFFD) {
-            uintptr_t s = r->span_start + ((uintptr_t)p0 << r->page_shift);
-            uintptr_t e = s + ((uintptr_t)nbits << r->page_shift);
+        if (r->backend == MT_TRACK_UFFD && !whole) {
             uint64_t scanned[MT_WINDOW_WORDS];
             memset(scanned, 0, nw * sizeof *scanned);
-            if (mt_uffd_scan(t, s, e, r->page_shift, scanned) != 0) {
+            if (scan_window(t, r, p0, nbits, scanned) != 0) {
                 /* Unknown state: report the whole window. Pages the scan did
                  * not re-protect stay "written" and come back next time. */
                 memset(scanned, 0, nw * sizeof *scanned);
@@ -159,6 +211,8 @@ long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max
         }
         if (!any)
             continue;
+        if (gone)
+            drop_gone(r, p0, local, nbits);
         for (size_t a = next_set(local, 0, nbits); a < nbits;) {
             size_t b = next_clear(local, a, nbits);
             if (emit(r, p0 + a, p0 + b, runs, max, &n) != 0) {
@@ -173,5 +227,33 @@ long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max
         }
     }
     rearm_flush(r, &ra);
+    /* A uffd range in a fork child is not write-protected there (the
+     * registration stays with the parent): every page may change at any
+     * time, so each complete pass ends with every page dirty again. */
+    if (whole)
+        mt_bits_set_range(r->bits, 0, r->npages);
     return (long)n;
+}
+
+long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max)
+{
+    atomic_fetch_add_explicit(&r->collects, 1, memory_order_relaxed);
+    int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
+    /* A clean signal range: nothing to report or re-arm, no system call. */
+    if (r->backend == MT_TRACK_SIGNAL && !any_bit(r))
+        return gone ? MT_EUNMAPPED : 0;
+    /* One table reader section, asynchronous signals blocked: the
+     * application's mprotect/munmap (hook writers) wait until the page
+     * states this collect acts on are consistent with what it did, and no
+     * signal handler on this thread can run one in the middle (sigtable.c). */
+    sigset_t saved;
+    mt_sys_block_async(&saved);
+    const mt_sig_entry *e;
+    uint32_t cnt;
+    unsigned tok = mt_sigtable_enter(&e, &cnt);
+    long n = collect_windows(t, r, runs, max);
+    gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
+    mt_sigtable_leave(tok);
+    mt_sys_restore_mask(&saved);
+    return n == 0 && gone ? MT_EUNMAPPED : n;
 }

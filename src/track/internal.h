@@ -1,20 +1,91 @@
-/* track internals shared by the tracker core and the two backends.
+/* track internals shared by the tracker core, the two backends and the
+ * interposer hooks.
  *
  * Ordering rules that make "never lose a write" hold (see docs/track.md):
  *  - fault handler: make the page writable FIRST, then set its dirty bit.
  *  - collect: take the dirty bits FIRST, then re-arm exactly the pages taken.
  * Whatever the interleaving, a page left writable always ends with its bit
  * set, and a write that slips in before the re-arm happened before collect
- * returned, so the caller sees it when it reads the page it was told about. */
+ * returned, so the caller sees it when it reads the page it was told about.
+ *
+ * Memory rule: nothing the fault handler, collect or the hooks write lives in
+ * malloc memory. Trackers, ranges, bitmaps, page states and tables come from
+ * arena.c (mmap'd pages memtrack never hands out), because the application
+ * may track malloc memory and the tracker must never fault on its own
+ * bookkeeping. */
 #ifndef MT_TRACK_INTERNAL_H
 #define MT_TRACK_INTERNAL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 #include "memtrack/track.h"
+#include "preload_abi.h"
+
+/* ---- system calls and locks (sys.c) ------------------------------------ */
+/* Track's own calls go to the real functions, never to the interposer's
+ * wrappers (which would take them for the application's). mprotect is a
+ * raw system call (async-signal-safe, no user-space state). All return 0 or
+ * -errno, except mmap/mremap (MAP_FAILED + errno). */
+int mt_sys_mprotect(uintptr_t addr, size_t len, int prot);
+int mt_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+int mt_sys_sigmask(int how, const sigset_t *set, sigset_t *old);
+void *mt_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+int mt_sys_munmap(void *addr, size_t len);
+int mt_sys_madvise(void *addr, size_t len, int advice);
+void *mt_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr);
+/* Blocks every signal except the synchronous fault signals (a fault must
+ * still reach the handler), saving the old mask. */
+void mt_sys_block_async(sigset_t *saved);
+/* Blocks every signal. */
+void mt_sys_block_all(sigset_t *saved);
+void mt_sys_restore_mask(const sigset_t *saved);
+/* The interposer's API once found (NULL without it); set by preload_link.c. */
+const mt_preload_api *mt_sys_api(void);
+void mt_sys_set_api(const mt_preload_api *api);
+/* 1 when the interposer is attached to this copy of track (hooks live). */
+int mt_sys_attached(void);
+void mt_sys_set_attached(int on);
+
+/* A spin lock for state that signal handlers and hooks reach. Callers block
+ * signals first (so the holder is never interrupted on its own thread by
+ * code that wants the lock) and hold it briefly. */
+typedef struct mt_spin {
+    _Atomic int held;
+} mt_spin;
+void mt_spin_lock(mt_spin *s);
+void mt_spin_unlock(mt_spin *s);
+void mt_cpu_relax(void);
+
+/* ---- metadata arena (arena.c) ------------------------------------------ */
+/* Zeroed memory from memtrack's own mappings. Not async-signal-safe. */
+void *mt_arena_alloc(size_t size);
+void mt_arena_free(void *p, size_t size);
+void mt_arena_fork_prepare(void);
+void mt_arena_fork_parent(void);
+void mt_arena_fork_child(void);
+
+/* ---- ranges -------------------------------------------------------------- */
+/* Page state, one byte per page of a range's span: the protection the
+ * application asked for (PROT_READ|PROT_WRITE|PROT_EXEC, as it would be
+ * without memtrack) and whether the page is gone (unmapped, moved or
+ * replaced by the application: memtrack never touches it again). Written by
+ * the hooks (application mprotect/munmap/mremap/mmap) under the table lock
+ * with every reader drained; read by readers. */
+#define MT_PS_PROT 7u
+#define MT_PS_GONE 0x80u
+
+/* Protection of a tracked page while armed (signal backend): the
+ * application's, minus write. PROT_WRITE alone implies read on Linux. */
+static inline int mt_armed_prot(unsigned app)
+{
+    app &= MT_PS_PROT;
+    return (app & PROT_WRITE) ? (int)((app & ~(unsigned)PROT_WRITE) | PROT_READ) : (int)app;
+}
 
 typedef struct mt_range mt_range;
 
@@ -26,24 +97,35 @@ struct mt_range {
     size_t npages;
     unsigned page_shift;
     mt_track_backend backend;
-    int prot;            /* protection while writable */
     int fallback_reason; /* why uffd was refused, 0 if not */
+    size_t alloc_bytes;  /* arena bytes of this struct + arrays */
     /* Dirty bits, one per page of the span. Signal backend: set by the fault
-     * handler. Both backends: set by prepare_write, INITIALLY_DIRTY, pages a
-     * collect could not report (no room in the caller's array), and pages a
-     * neighbouring uffd range's scan re-protected on our behalf. */
+     * handler. Both backends: set by prepare_write, kernel writes,
+     * INITIALLY_DIRTY, the hooks (pages changed without a write fault),
+     * pages a collect could not report (no room in the caller's array), and
+     * pages a neighbouring uffd range's scan re-protected on our behalf. */
     _Atomic uint64_t *bits;
     size_t nwords;
+    _Atomic uint8_t *pstate; /* MT_PS_*, per page */
+    _Atomic size_t gone_pages;
+    _Atomic int whole; /* report every live page on each collect (uffd range in a fork child) */
     _Atomic uint64_t faults;
     _Atomic uint64_t collects;
     _Atomic uint64_t pages_collected;
     _Atomic uint64_t degradations;
+    _Atomic uint64_t kernel_writes;
+    _Atomic uint64_t app_calls;
     _Atomic int degraded; /* signal backend: the whole span is writable and all bits set */
 };
 
 static inline size_t mt_page_index(const mt_range *r, uintptr_t page)
 {
     return (size_t)((page - r->span_start) >> r->page_shift);
+}
+
+static inline unsigned mt_pstate(const mt_range *r, size_t i)
+{
+    return atomic_load_explicit(&r->pstate[i], memory_order_relaxed);
 }
 
 static inline void mt_bits_set(_Atomic uint64_t *bits, size_t i)
@@ -66,52 +148,120 @@ struct mt_tracker {
     uint32_t nslots;
     mt_range **sorted; /* live ranges in address order */
     uint32_t nsorted;
-    int uffd;       /* -1 until the first uffd range */
+    int uffd;       /* -1 until the first uffd range; -1 again in a fork child */
     int pagemap_fd; /* -1 until the first uffd range */
+    /* Set in a fork child when another thread held the lock at the fork:
+     * the tracker's tables may be half-updated, every call fails. */
+    _Atomic int poisoned;
+    struct mt_tracker *next_registered; /* fork.c's list */
 };
 
-/* ---- global table of signal-backend ranges (sigtable.c) ------------------
- * Read by the fault handler without locks (left-right: two copies, readers
- * count themselves in on the active one), written by add/remove under a
- * mutex. Ranges in it never overlap. */
+/* ---- the table of ranges (sigtable.c) -------------------------------------
+ * Every range of every tracker in the process, sorted by address, read by
+ * the fault handler and the hooks without locks (left-right: two copies,
+ * readers count themselves in on the active one), written by add/remove
+ * under a spin lock. Ranges in it never overlap. The application's memory
+ * calls (hooks.c) are the other writers: under the same lock they stop
+ * readers from entering and wait for those inside to leave, so a reader
+ * sees page states and real protections that agree for its whole section. */
 typedef struct mt_sig_entry {
     uintptr_t start, end;
     mt_range *range;
 } mt_sig_entry;
 
-/* Writer side: the caller holds mt_sigtable_lock(). */
+/* Writer side: blocks every signal and takes the lock (restored on unlock). */
 void mt_sigtable_lock(void);
 void mt_sigtable_unlock(void);
 /* Inserts; -EEXIST on overlap, -ENOSPC when full, -ENOMEM. */
 int mt_sigtable_insert(mt_range *r);
-/* Removes and waits until no handler can still see r. */
+/* Removes and waits until no reader can still see r. */
 void mt_sigtable_remove(mt_range *r);
-/* 1 if any live signal range other than `self` covers a byte of page [p, p+ps). */
-int mt_sigtable_page_shared(uintptr_t page, size_t page_size, const mt_range *self);
+/* The state byte of `page` as the other ranges on it know it (shared end
+ * pages of a new range inherit it); -1 if no other range covers it. */
+int mt_sigtable_page_state(uintptr_t page, const mt_range *self);
 /* Records a removed span so a handler that trapped before the removal
  * retries instead of chaining (see signal_posix.c). */
 void mt_sigtable_note_removed(uintptr_t start, uintptr_t end);
+/* With the lock held: keeps readers out and waits for those inside, except
+ * the calling thread's own enclosing sections. */
+void mt_sigtable_hook_begin(void);
+void mt_sigtable_hook_end(void);
+/* The entries while the lock is held. */
+const mt_sig_entry *mt_sigtable_locked_view(uint32_t *count);
+/* Number of ranges in the table (relaxed; a hint for fast paths). */
+uint32_t mt_sigtable_count(void);
 
-/* Reader side: async-signal-safe. */
+/* Reader side: async-signal-safe. Heavy sections (they act on
+ * protections) must be entered with asynchronous signals blocked; light
+ * sections only look up ranges and set dirty bits (see sigtable.c). */
 unsigned mt_sigtable_enter(const mt_sig_entry **entries, uint32_t *count);
 void mt_sigtable_leave(unsigned token);
+unsigned mt_sigtable_enter_light(const mt_sig_entry **entries, uint32_t *count);
+void mt_sigtable_leave_light(unsigned token);
 uint32_t mt_sigtable_first_ending_after(const mt_sig_entry *e, uint32_t n, uintptr_t addr);
 int mt_sigtable_recently_removed(uintptr_t addr);
+void mt_sigtable_fork_child(void);
 
-/* ---- signal backend (signal_posix.c) ---------------------------------- */
+/* ---- protections (protect.c) -------------------------------------------- */
+/* Pages [first, first+n) of r that a kernel write is using right now: collect
+ * and add leave them as they are (and keep them dirty). */
+typedef struct mt_pins {
+    uintptr_t lo[32], hi[32];
+    int n;
+    int all; /* more than fit: treat every page as pinned */
+} mt_pins;
+enum { MT_PROT_ARMED = 0, MT_PROT_APP = 1 };
+/* Sets the real protection of pages [first, first+n) of r, whose page 0 is
+ * at `base` (r->span_start, or where mremap moved it): the application's
+ * protection (MT_PROT_APP) or that minus write (MT_PROT_ARMED). Gone pages
+ * are skipped; pinned pages too (their dirty bit is set instead). One
+ * mprotect per run of equal protection. Returns 0 or the first -errno. The
+ * caller is a table reader or holds the table lock. */
+int mt_protect_pages(const mt_range *r, size_t first, size_t n, int mode, uintptr_t base,
+                     const mt_pins *pins);
+
+/* ---- kernel writes (kwrite.c) ------------------------------------------- */
+/* Collect's and add's side of the handshake with kernel writes in flight:
+ * between begin and end no kernel write makes a page writable without this
+ * re-arm seeing its pin. */
+void mt_kw_rearm_begin(mt_pins *pins);
+void mt_kw_rearm_end(void);
+int mt_kw_begin(const mt_kw_segs *segs);
+void mt_kw_end(int token, const mt_kw_segs *segs);
+void mt_kw_fork_child(void);
+
+/* ---- signal backend (signal_posix.c, sigchain.c) ------------------------- */
 /* Installs the process-wide handler once. 0 or negative errno. */
 int mt_sig_install(void);
 /* Arms a new range: inserts it into the table, then protects its span. */
 int mt_sig_arm_range(mt_range *r);
-/* Disarms: unprotects pages no other signal range needs, removes from table. */
+/* Disarms: restores the application's protection on pages no other signal
+ * range needs, removes from the table. */
 void mt_sig_disarm_range(mt_range *r);
 /* Re-protects pages [first, first+n) of r after a collect took their bits.
  * Re-arming the whole span ends a degradation. Returns 0, or -errno; on
  * failure the bits are set again (never lost) and the range is degraded. */
-int mt_sig_rearm(mt_range *r, size_t first, size_t n);
+int mt_sig_rearm(mt_range *r, size_t first, size_t n, const mt_pins *pins);
 /* Makes pages [first, first+n) of r writable and marks them (and the pages'
  * other owners) dirty. */
 int mt_sig_make_writable(mt_range *r, size_t first, size_t n);
+
+/* sigchain.c: the handlers memtrack chains to, one chain per signal. */
+enum { MT_SLOT_SEGV = 0, MT_SLOT_BUS = 1, MT_NSLOTS = 2 };
+int mt_chain_install(void (*ours)(int, siginfo_t *, void *));
+int mt_chain_installed(void);
+/* Calls the next handler for a signal that is not a tracked write, with the
+ * semantics the kernel would have applied. Async-signal-safe. */
+void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx);
+/* The application's sigaction for SIGSEGV/SIGBUS, virtualised (hook). */
+int mt_chain_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+/* Sets the disposition the application sees to SIG_DFL and the real one too
+ * (a fault blocked by the application's virtual mask kills the process, as
+ * the kernel does for a blocked synchronous signal). */
+void mt_chain_force_default(int sig);
+void mt_chain_fork_prepare(void);
+void mt_chain_fork_parent(void);
+void mt_chain_fork_child(void);
 
 /* ---- uffd backend (uffd_linux.c) -------------------------------------- */
 /* Opens the tracker's userfaultfd and pagemap fds if not open yet. */
@@ -126,6 +276,9 @@ void mt_uffd_disarm_range(mt_tracker *t, mt_range *r);
 int mt_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_shift,
                  uint64_t *out);
 int mt_uffd_probe(void);
+/* 1 if a page of [start, end) (page-aligned) was written since it was last
+ * protected, 0 if not, -errno: reads only, re-protects nothing. */
+int mt_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end);
 
 /* ---- tracker core (tracker.c) ------------------------------------------- */
 /* Live uffd ranges of t sharing page `page` with r (other than r) get that
@@ -135,5 +288,14 @@ void mt_track_share_page(mt_tracker *t, const mt_range *r, uintptr_t page);
 uint32_t mt_track_sorted_lower(const mt_tracker *t, uintptr_t addr);
 
 long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max);
+
+/* ---- interposer link and fork (preload_link.c, fork.c) ------------------ */
+/* Finds the interposer and attaches the hooks, once per process. */
+void mt_preload_link(void);
+void mt_fork_register(mt_tracker *t);
+void mt_fork_unregister(mt_tracker *t);
+
+/* hooks.c: what the interposer calls. */
+extern const mt_preload_hooks mt_hooks;
 
 #endif

@@ -12,6 +12,21 @@
 
 static int valid_backend(int b) { return b >= MT_TRACK_AUTO && b <= MT_TRACK_UFFD; }
 
+static void free_tables(mt_tracker *t)
+{
+    mt_arena_free(t->slots, t->nslots * sizeof *t->slots);
+    mt_arena_free(t->slot_gen, t->nslots * sizeof *t->slot_gen);
+    mt_arena_free(t->sorted, t->nslots * sizeof *t->sorted);
+    mt_arena_free(t, sizeof *t);
+}
+
+/* A fork child whose parent had another thread inside this tracker: its
+ * tables may be half-updated there, so every call fails (fork.c). */
+static int poisoned(mt_tracker *t)
+{
+    return atomic_load_explicit(&t->poisoned, memory_order_relaxed);
+}
+
 int mt_tracker_create(const mt_tracker_opts *opts, mt_tracker **out)
 {
     mt_tracker_opts o = {0};
@@ -25,24 +40,35 @@ int mt_tracker_create(const mt_tracker_opts *opts, mt_tracker **out)
         return -EINVAL;
     if (o.backend == MT_TRACK_UFFD && !mt_uffd_probe())
         return MT_EUNSUPPORTED;
-    mt_tracker *t = calloc(1, sizeof *t);
+    /* The interposer, if preloaded, must know about us before any range
+     * exists (its real functions are what track calls from now on). */
+    mt_preload_link();
+    /* With the interposer, memtrack's handler goes first from now on, for
+     * every backend: the application's SIGSEGV/SIGBUS dispositions and
+     * masks are then virtualised uniformly (signals the application blocks
+     * only virtually are emulated by the handler). */
+    if (mt_sys_attached()) {
+        int rc = mt_sig_install();
+        if (rc)
+            return rc;
+    }
+    /* Everything from the arena, never malloc (see arena.c). */
+    mt_tracker *t = mt_arena_alloc(sizeof *t);
     if (!t)
         return -ENOMEM;
     t->opts = o;
     t->page_size = (size_t)sysconf(_SC_PAGESIZE);
     t->page_shift = (unsigned)__builtin_ctzl((unsigned long)t->page_size);
     t->nslots = o.max_ranges;
-    t->slots = calloc(t->nslots, sizeof *t->slots);
-    t->slot_gen = calloc(t->nslots, sizeof *t->slot_gen);
-    t->sorted = calloc(t->nslots, sizeof *t->sorted);
+    t->slots = mt_arena_alloc(t->nslots * sizeof *t->slots);
+    t->slot_gen = mt_arena_alloc(t->nslots * sizeof *t->slot_gen);
+    t->sorted = mt_arena_alloc(t->nslots * sizeof *t->sorted);
     t->uffd = t->pagemap_fd = -1;
     if (!t->slots || !t->slot_gen || !t->sorted || pthread_rwlock_init(&t->lock, NULL) != 0) {
-        free(t->slots);
-        free(t->slot_gen);
-        free(t->sorted);
-        free(t);
+        free_tables(t);
         return -ENOMEM;
     }
+    mt_fork_register(t);
     *out = t;
     return 0;
 }
@@ -97,18 +123,27 @@ static int overlaps(const mt_tracker *t, uintptr_t start, uintptr_t end, uint32_
 
 static void free_range(mt_range *r)
 {
-    if (!r)
-        return;
-    free((void *)r->bits);
-    free(r);
+    if (r)
+        mt_arena_free(r, r->alloc_bytes);
 }
 
+/* The range, its dirty bitmap and its page states in one arena block. */
 static mt_range *new_range(mt_tracker *t, uintptr_t start, size_t len, const mt_range_opts *o)
 {
-    mt_range *r = calloc(1, sizeof *r);
+    uintptr_t mask = (uintptr_t)t->page_size - 1;
+    uintptr_t span_start = start & ~mask, span_end = ((start + len) + mask) & ~mask;
+    if (span_end <= span_start) /* the last page of the address space */
+        return NULL;
+    size_t npages = (span_end - span_start) >> t->page_shift;
+    size_t nwords = (npages + 63) / 64;
+    size_t head = (sizeof(mt_range) + 7) & ~(size_t)7;
+    size_t bytes = head + nwords * sizeof(uint64_t) + npages;
+    mt_range *r = mt_arena_alloc(bytes);
     if (!r)
         return NULL;
-    uintptr_t mask = (uintptr_t)t->page_size - 1;
+    r->alloc_bytes = bytes;
+    r->bits = (_Atomic uint64_t *)((unsigned char *)r + head);
+    r->pstate = (_Atomic uint8_t *)((unsigned char *)r + head + nwords * sizeof(uint64_t));
     r->owner = t;
     r->start = start;
     r->end = start + len;
@@ -116,31 +151,69 @@ static mt_range *new_range(mt_tracker *t, uintptr_t start, size_t len, const mt_
     r->span_end = (r->end + mask) & ~mask;
     r->page_shift = t->page_shift;
     r->npages = (r->span_end - r->span_start) >> t->page_shift;
-    r->nwords = (r->npages + 63) / 64;
-    r->prot = o->prot ? o->prot : PROT_READ | PROT_WRITE;
-    r->bits = calloc(r->nwords, sizeof(uint64_t));
-    if (!r->bits) {
-        free(r);
-        return NULL;
-    }
+    r->nwords = nwords;
+    /* The application's protection of the pages now (what remove restores). */
+    unsigned prot = (unsigned)(o->prot ? o->prot : PROT_READ | PROT_WRITE) & MT_PS_PROT;
+    for (size_t i = 0; i < npages; i++)
+        atomic_store_explicit(&r->pstate[i], (uint8_t)prot, memory_order_relaxed);
     return r;
 }
 
-/* Arms r with the requested backend, falling back from auto to signal. */
+/* End pages shared with a range of another backend or tracker take the
+ * state it recorded: one page, one protection. Table lock held. */
+static void inherit_edge_states(mt_range *r)
+{
+    uintptr_t edges[2] = {r->span_start, r->span_end - ((uintptr_t)1 << r->page_shift)};
+    for (int k = 0; k < 2; k++) {
+        int st = mt_sigtable_page_state(edges[k], r);
+        if (st >= 0 && !(st & MT_PS_GONE))
+            atomic_store_explicit(&r->pstate[mt_page_index(r, edges[k])], (uint8_t)st,
+                                  memory_order_relaxed);
+    }
+}
+
+static int table_overlaps(uintptr_t start, uintptr_t end)
+{
+    uint32_t n;
+    const mt_sig_entry *e = mt_sigtable_locked_view(&n);
+    if (!e)
+        return 0;
+    uint32_t i = mt_sigtable_first_ending_after(e, n, start);
+    return i < n && e[i].start < end;
+}
+
+/* Arms r with the requested backend, falling back from auto to signal. The
+ * table of all ranges (every tracker's) is locked throughout: its overlap
+ * check is the one that counts, and the hooks see r only once armed. */
 static int arm(mt_tracker *t, mt_range *r, mt_track_backend want)
 {
-    if (want == MT_TRACK_AUTO || want == MT_TRACK_UFFD) {
-        int rc = mt_uffd_probe() ? mt_uffd_arm_range(t, r) : MT_EUNSUPPORTED;
+    mt_sigtable_lock();
+    int rc = table_overlaps(r->start, r->end) ? -EEXIST : 0;
+    if (rc == 0)
+        inherit_edge_states(r);
+    if (rc == 0 && (want == MT_TRACK_AUTO || want == MT_TRACK_UFFD)) {
+        rc = mt_uffd_probe() ? mt_uffd_arm_range(t, r) : MT_EUNSUPPORTED;
         if (rc == 0) {
             r->backend = MT_TRACK_UFFD;
-            return 0;
-        }
-        if (want == MT_TRACK_UFFD)
+            rc = mt_sigtable_insert(r);
+            if (rc)
+                mt_uffd_disarm_range(t, r);
+            mt_sigtable_unlock();
             return rc;
+        }
+        if (want == MT_TRACK_UFFD) {
+            mt_sigtable_unlock();
+            return rc;
+        }
         r->fallback_reason = rc; /* e.g. -EINVAL for a device mapping */
+        rc = 0;
     }
-    r->backend = MT_TRACK_SIGNAL;
-    return mt_sig_arm_range(r);
+    if (rc == 0) {
+        r->backend = MT_TRACK_SIGNAL;
+        rc = mt_sig_arm_range(r);
+    }
+    mt_sigtable_unlock();
+    return rc;
 }
 
 int mt_tracker_add(mt_tracker *t, void *addr, size_t len, const mt_range_opts *opts,
@@ -153,6 +226,10 @@ int mt_tracker_add(mt_tracker *t, void *addr, size_t len, const mt_range_opts *o
     if (!t || !addr || !id || len == 0 || start + len < start || !valid_backend((int)o.backend) ||
         (o.flags & ~(uint32_t)MT_RANGE_INITIALLY_DIRTY))
         return -EINVAL;
+    if (o.prot & ~(PROT_READ | PROT_WRITE | PROT_EXEC))
+        return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
     mt_track_backend want = o.backend ? o.backend : t->opts.backend;
     mt_range *r = new_range(t, start, len, &o);
     if (!r)
@@ -194,10 +271,14 @@ int mt_tracker_add(mt_tracker *t, void *addr, size_t len, const mt_range_opts *o
 /* Caller holds the write lock. */
 static void remove_locked(mt_tracker *t, mt_range *r)
 {
-    if (r->backend == MT_TRACK_SIGNAL)
+    if (r->backend == MT_TRACK_SIGNAL) {
         mt_sig_disarm_range(r);
-    else
+    } else {
+        mt_sigtable_lock();
         mt_uffd_disarm_range(t, r);
+        mt_sigtable_remove(r);
+        mt_sigtable_unlock();
+    }
     uint32_t pos = mt_track_sorted_lower(t, r->span_start);
     while (pos < t->nsorted && t->sorted[pos] != r)
         pos++;
@@ -210,6 +291,8 @@ int mt_tracker_remove(mt_tracker *t, mt_range_id id)
 {
     if (!t)
         return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
     pthread_rwlock_wrlock(&t->lock);
     mt_range *r = lookup(t, id);
     if (r)
@@ -223,6 +306,9 @@ void mt_tracker_destroy(mt_tracker *t)
 {
     if (!t)
         return;
+    mt_fork_unregister(t);
+    if (poisoned(t))
+        return; /* a fork child: leave the half-updated tables alone */
     pthread_rwlock_wrlock(&t->lock);
     while (t->nsorted > 0) {
         mt_range *r = t->sorted[t->nsorted - 1];
@@ -232,16 +318,15 @@ void mt_tracker_destroy(mt_tracker *t)
     mt_uffd_close(t);
     pthread_rwlock_unlock(&t->lock);
     pthread_rwlock_destroy(&t->lock);
-    free(t->slots);
-    free(t->slot_gen);
-    free(t->sorted);
-    free(t);
+    free_tables(t);
 }
 
 long mt_tracker_collect(mt_tracker *t, mt_range_id id, mt_dirty_run *runs, size_t max)
 {
     if (!t || !runs || max == 0)
         return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
     pthread_rwlock_rdlock(&t->lock);
     mt_range *r = lookup(t, id);
     long n = r ? mt_collect_range(t, r, runs, max) : -ENOENT;
@@ -253,10 +338,17 @@ long mt_tracker_collect_all(mt_tracker *t, mt_dirty_run *runs, size_t max)
 {
     if (!t || !runs || max == 0)
         return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
     pthread_rwlock_rdlock(&t->lock);
     size_t n = 0;
-    for (uint32_t i = 0; i < t->nsorted && n < max; i++)
-        n += (size_t)mt_collect_range(t, t->sorted[i], runs + n, max - n);
+    for (uint32_t i = 0; i < t->nsorted && n < max; i++) {
+        /* A range the application unmapped reports its live pages here; that
+         * it is gone shows in its stats and its own collect. */
+        long k = mt_collect_range(t, t->sorted[i], runs + n, max - n);
+        if (k > 0)
+            n += (size_t)k;
+    }
     pthread_rwlock_unlock(&t->lock);
     return (long)n;
 }
@@ -265,6 +357,8 @@ int mt_tracker_prepare_write(mt_tracker *t, mt_range_id id, void *addr, size_t l
 {
     if (!t || len == 0)
         return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
     pthread_rwlock_rdlock(&t->lock);
     mt_range *r = lookup(t, id);
     uintptr_t a = (uintptr_t)addr;
@@ -285,10 +379,42 @@ int mt_tracker_prepare_write(mt_tracker *t, mt_range_id id, void *addr, size_t l
     return rc;
 }
 
+int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len)
+{
+    if (!t || len == 0)
+        return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
+    pthread_rwlock_rdlock(&t->lock);
+    mt_range *r = lookup(t, id);
+    int written = 0;
+    if (!r)
+        written = -ENOENT;
+    else if (offset > r->end - r->start || len > r->end - r->start - offset)
+        written = -EINVAL;
+    else {
+        uintptr_t mask = ((uintptr_t)1 << r->page_shift) - 1;
+        uintptr_t a = (r->start + offset) & ~mask, b = (r->start + offset + len + mask) & ~mask;
+        size_t first = mt_page_index(r, a), last = mt_page_index(r, b) - 1;
+        /* Dirty bits: the signal backend's faults, and what either backend
+         * was told (kernel writes, the application's memory calls). */
+        for (size_t p = first; p <= last && !written; p++)
+            written = (atomic_load_explicit(&r->bits[p / 64], memory_order_acquire) >> (p % 64)) & 1;
+        if (!written && r->backend == MT_TRACK_UFFD) {
+            int w = mt_uffd_peek(t, a, b);
+            written = w;
+        }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return written;
+}
+
 int mt_tracker_stats(mt_tracker *t, mt_range_id id, mt_range_stats *out)
 {
     if (!t || !out)
         return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
     pthread_rwlock_rdlock(&t->lock);
     mt_range *r = lookup(t, id);
     if (r) {
@@ -300,6 +426,11 @@ int mt_tracker_stats(mt_tracker *t, mt_range_id id, mt_range_stats *out)
         out->degradations = atomic_load_explicit(&r->degradations, memory_order_relaxed);
         out->degraded = atomic_load_explicit(&r->degraded, memory_order_relaxed);
         out->fallback_reason = r->fallback_reason;
+        out->unmapped_pages = atomic_load_explicit(&r->gone_pages, memory_order_relaxed);
+        out->unmapped = out->unmapped_pages > 0;
+        out->kernel_writes = atomic_load_explicit(&r->kernel_writes, memory_order_relaxed);
+        out->app_calls = atomic_load_explicit(&r->app_calls, memory_order_relaxed);
+        out->not_protected = atomic_load_explicit(&r->whole, memory_order_relaxed);
     }
     pthread_rwlock_unlock(&t->lock);
     return r ? 0 : -ENOENT;
@@ -309,6 +440,8 @@ int mt_tracker_backend(mt_tracker *t, mt_range_id id)
 {
     if (!t)
         return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
     pthread_rwlock_rdlock(&t->lock);
     mt_range *r = lookup(t, id);
     int b = r ? (int)r->backend : -ENOENT;

@@ -159,6 +159,25 @@ int mt_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_sh
     return scan_fd(t->pagemap_fd, start, end, page_shift, out);
 }
 
+int mt_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end)
+{
+    /* Without PM_SCAN_WP_MATCHING the scan only reads the written state;
+     * one matching page is enough (max_pages = 1). */
+    struct page_region vec[1];
+    struct pm_scan_arg arg;
+    memset(&arg, 0, sizeof arg);
+    arg.size = sizeof arg;
+    arg.start = start;
+    arg.end = end;
+    arg.vec = (uint64_t)(uintptr_t)vec;
+    arg.vec_len = 1;
+    arg.max_pages = 1;
+    arg.category_mask = PAGE_IS_WRITTEN;
+    arg.return_mask = PAGE_IS_WRITTEN;
+    long n = ioctl(t->pagemap_fd, PAGEMAP_SCAN, &arg);
+    return n < 0 ? -errno : n > 0;
+}
+
 int mt_uffd_arm_range(mt_tracker *t, mt_range *r)
 {
     int rc = mt_uffd_open(t);
@@ -213,6 +232,10 @@ int mt_uffd_arm_range(mt_tracker *t, mt_range *r)
 
 void mt_uffd_disarm_range(mt_tracker *t, mt_range *r)
 {
+    /* In a fork child the descriptor belongs to the parent's address space
+     * (fork.c closed it): there is nothing of ours to unregister. */
+    if (t->uffd < 0 || atomic_load_explicit(&r->whole, memory_order_relaxed))
+        return;
     size_t ps = (size_t)1 << r->page_shift;
     uintptr_t s = r->span_start, e = r->span_end;
     uint32_t lo = mt_track_sorted_lower(t, r->span_start);
@@ -225,10 +248,20 @@ void mt_uffd_disarm_range(mt_tracker *t, mt_range *r)
         if (o->span_start < e && o->span_end >= e && e > s)
             e -= ps;
     }
-    if (e > s) {
-        /* Unregistering clears the uffd-wp bits of the range's pages. */
-        struct uffdio_range ur = {.start = s, .len = e - s};
-        ioctl(t->uffd, UFFDIO_UNREGISTER, &ur);
+    /* Unregistering clears the uffd-wp bits of the range's pages. Only the
+     * live ones: where the application unmapped ours, the address may hold
+     * someone else's mapping now. */
+    for (uintptr_t a = s; a < e;) {
+        while (a < e && (mt_pstate(r, mt_page_index(r, a)) & MT_PS_GONE))
+            a += ps;
+        uintptr_t b = a;
+        while (b < e && !(mt_pstate(r, mt_page_index(r, b)) & MT_PS_GONE))
+            b += ps;
+        if (b > a) {
+            struct uffdio_range ur = {.start = a, .len = b - a};
+            ioctl(t->uffd, UFFDIO_UNREGISTER, &ur);
+        }
+        a = b;
     }
 }
 

@@ -12,3 +12,8 @@ int mt_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_sh
     return MT_EUNSUPPORTED;
 }
 int mt_uffd_probe(void) { return 0; }
+int mt_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end)
+{
+    (void)t; (void)start; (void)end;
+    return MT_EUNSUPPORTED;
+}

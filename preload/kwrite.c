@@ -1,0 +1,250 @@
+/* System calls in which the kernel writes user memory.
+ *
+ * With the signal backend a tracked page is read-only, and the kernel's copy
+ * into it fails with EFAULT (no signal is raised for a kernel-mode fault).
+ * Each wrapper names every place the kernel will write (data, addresses,
+ * control data, the msghdr fields it updates) and brackets the real call
+ * with track's kw_begin/kw_end: the tracked pages are writable for the
+ * call, no concurrent collect re-arms them meanwhile, and they are reported
+ * dirty (track/kwrite.c explains the handshake). The call itself is the
+ * application's, unchanged: same buffers, sizes and flags, so results are
+ * bit-identical to a run without tracking (short reads, MSG_TRUNC, EFAULT on
+ * the application's own read-only pages). A thread cancelled inside the
+ * call still ends the bracket (cleanup handler). Async-signal-safe. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+/* <stdio.h> may define it as a macro. */
+#undef fread_unlocked
+
+typedef struct kw_ctx {
+    const mt_preload_hooks *h;
+    int token;
+    const mt_kw_segs *segs;
+} kw_ctx;
+
+static void kw_cleanup(void *p)
+{
+    kw_ctx *c = p;
+    c->h->kw_end(c->token, c->segs);
+}
+
+/* Runs `call` bracketed by the hooks when segs hold tracked memory. */
+#define KW_CALL(segsp, call)                                                                    \
+    ({                                                                                          \
+        const mt_preload_hooks *h_ = mtp_get_hooks();                                           \
+        int tok_ = h_ ? h_->kw_begin(segsp) : -1;                                               \
+        __typeof__(call) r_;                                                                    \
+        if (tok_ < 0) {                                                                         \
+            r_ = (call);                                                                        \
+        } else {                                                                                \
+            kw_ctx c_ = {h_, tok_, (segsp)};                                                    \
+            pthread_cleanup_push(kw_cleanup, &c_);                                              \
+            r_ = (call);                                                                        \
+            pthread_cleanup_pop(1); /* kw_end keeps errno */                                    \
+        }                                                                                       \
+        r_;                                                                                     \
+    })
+
+/* Single buffer: the common case, with a fast path when no tracker is attached. */
+#define KW_BUF(buf, len, call)                                                                  \
+    ({                                                                                          \
+        __typeof__(call) rb_;                                                                   \
+        if (!mtp_get_hooks() || (len) == 0) {                                                   \
+            rb_ = (call);                                                                       \
+        } else {                                                                                \
+            struct iovec seg_ = {(buf), (len)};                                                 \
+            mt_kw_segs segs_ = {.iov = &seg_, .niov = 1};                                       \
+            rb_ = KW_CALL(&segs_, call);                                                        \
+        }                                                                                       \
+        rb_;                                                                                    \
+    })
+
+#define KW_IOV(vec, cnt, call)                                                                  \
+    ({                                                                                          \
+        __typeof__(call) rv_;                                                                   \
+        if (!mtp_get_hooks() || (cnt) <= 0 || !(vec)) {                                         \
+            rv_ = (call);                                                                       \
+        } else {                                                                                \
+            mt_kw_segs segs_ = {.iov = (vec), .niov = (size_t)(cnt)};                           \
+            rv_ = KW_CALL(&segs_, call);                                                        \
+        }                                                                                       \
+        rv_;                                                                                    \
+    })
+
+static size_t total(size_t size, size_t n)
+{
+    size_t t;
+    return __builtin_mul_overflow(size, n, &t) ? SIZE_MAX : t;
+}
+
+MTP_EXPORT ssize_t read(int fd, void *buf, size_t n) { return KW_BUF(buf, n, REAL(read)(fd, buf, n)); }
+
+MTP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+    return KW_BUF(buf, n, REAL(pread)(fd, buf, n, off));
+}
+
+MTP_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
+{
+    return KW_BUF(buf, n, REAL(pread64)(fd, buf, n, off));
+}
+
+MTP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+    return KW_IOV(iov, cnt, REAL(readv)(fd, iov, cnt));
+}
+
+MTP_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    return KW_IOV(iov, cnt, REAL(preadv)(fd, iov, cnt, off));
+}
+
+MTP_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+    return KW_IOV(iov, cnt, REAL(preadv64)(fd, iov, cnt, off));
+}
+
+MTP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    if (!REAL(preadv2)) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return KW_IOV(iov, cnt, mtp_r.preadv2(fd, iov, cnt, off, flags));
+}
+
+MTP_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
+{
+    if (!REAL(preadv64v2)) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return KW_IOV(iov, cnt, mtp_r.preadv64v2(fd, iov, cnt, off, flags));
+}
+
+MTP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+    return KW_BUF(buf, n, REAL(recv)(fd, buf, n, flags));
+}
+
+/* recvfrom also writes the sender's address and its length. */
+static void from_segs(struct iovec seg[3], mt_kw_segs *s, void *buf, size_t n, struct sockaddr *addr,
+                      socklen_t *addrlen)
+{
+    seg[0] = (struct iovec){buf, n};
+    seg[1] = (struct iovec){addr, addr && addrlen ? *addrlen : 0};
+    seg[2] = (struct iovec){addrlen, addrlen ? sizeof *addrlen : 0};
+    *s = (mt_kw_segs){.iov = seg, .niov = 1, .extra = seg + 1, .nextra = 2};
+}
+
+MTP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
+                            socklen_t *addrlen)
+{
+    if (!mtp_get_hooks())
+        return REAL(recvfrom)(fd, buf, n, flags, addr, addrlen);
+    struct iovec seg[3];
+    mt_kw_segs s;
+    from_segs(seg, &s, buf, n, addr, addrlen);
+    return KW_CALL(&s, REAL(recvfrom)(fd, buf, n, flags, addr, addrlen));
+}
+
+/* recvmsg writes the data, the address, the control data, and msg_namelen,
+ * msg_controllen and msg_flags in the msghdr itself. */
+MTP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    if (!mtp_get_hooks() || !msg)
+        return REAL(recvmsg)(fd, msg, flags);
+    struct iovec extra[3] = {{msg->msg_name, msg->msg_name ? msg->msg_namelen : 0},
+                             {msg->msg_control, msg->msg_control ? msg->msg_controllen : 0},
+                             {msg, sizeof *msg}};
+    mt_kw_segs s = {.iov = msg->msg_iov, .niov = msg->msg_iov ? msg->msg_iovlen : 0,
+                    .extra = extra, .nextra = 3};
+    return KW_CALL(&s, REAL(recvmsg)(fd, msg, flags));
+}
+
+MTP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout)
+{
+    if (!mtp_get_hooks() || !vec || vlen == 0)
+        return REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+    mt_kw_segs s = {.mmsg = vec, .nmmsg = vlen};
+    return KW_CALL(&s, REAL(recvmmsg)(fd, vec, vlen, flags, timeout));
+}
+
+/* fread: a large request is read(2) by libc straight into the caller's
+ * buffer (internally, not through read()); small ones are copied from the
+ * stream's buffer in user space (tracked as ordinary writes). */
+MTP_EXPORT size_t fread(void *ptr, size_t size, size_t n, FILE *f)
+{
+    return KW_BUF(ptr, total(size, n), REAL(fread)(ptr, size, n, f));
+}
+
+MTP_EXPORT size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *f)
+{
+    return KW_BUF(ptr, total(size, n), REAL(fread_unlocked)(ptr, size, n, f));
+}
+
+/* _FORTIFY_SOURCE variants: same bracket, and libc's own size check. */
+MTP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+    return KW_BUF(buf, n <= buflen ? n : buflen, REAL(__read_chk)(fd, buf, n, buflen));
+}
+
+MTP_EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+    return KW_BUF(buf, n <= buflen ? n : buflen, REAL(__pread_chk)(fd, buf, n, off, buflen));
+}
+
+MTP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen)
+{
+    return KW_BUF(buf, n <= buflen ? n : buflen, REAL(__pread64_chk)(fd, buf, n, off, buflen));
+}
+
+MTP_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+    return KW_BUF(buf, n <= buflen ? n : buflen, REAL(__recv_chk)(fd, buf, n, buflen, flags));
+}
+
+MTP_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+                                  struct sockaddr *addr, socklen_t *addrlen)
+{
+    if (!mtp_get_hooks())
+        return REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, addr, addrlen);
+    struct iovec seg[3];
+    mt_kw_segs s;
+    from_segs(seg, &s, buf, n <= buflen ? n : buflen, addr, addrlen);
+    return KW_CALL(&s, REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, addr, addrlen));
+}
+
+MTP_EXPORT size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *f)
+{
+    size_t t = total(size, n);
+    return KW_BUF(ptr, t <= ptrlen ? t : ptrlen, REAL(__fread_chk)(ptr, ptrlen, size, n, f));
+}
+
+MTP_EXPORT size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *f)
+{
+    size_t t = total(size, n);
+    return KW_BUF(ptr, t <= ptrlen ? t : ptrlen, REAL(__fread_unlocked_chk)(ptr, ptrlen, size, n, f));
+}
+
+/* The local buffers of process_vm_readv are written by the kernel. */
+MTP_EXPORT ssize_t process_vm_readv(pid_t pid, const struct iovec *local, unsigned long lcnt,
+                                    const struct iovec *remote, unsigned long rcnt, unsigned long flags)
+{
+    return KW_IOV(local, (long)lcnt, REAL(process_vm_readv)(pid, local, lcnt, remote, rcnt, flags));
+}
+
+/* Writing to our own process: the "remote" buffers are ours, and the kernel
+ * writes them without forcing past protections (EFAULT on armed pages). */
+MTP_EXPORT ssize_t process_vm_writev(pid_t pid, const struct iovec *local, unsigned long lcnt,
+                                     const struct iovec *remote, unsigned long rcnt, unsigned long flags)
+{
+    if (!mtp_get_hooks() || pid != getpid())
+        return REAL(process_vm_writev)(pid, local, lcnt, remote, rcnt, flags);
+    return KW_IOV(remote, (long)rcnt, REAL(process_vm_writev)(pid, local, lcnt, remote, rcnt, flags));
+}

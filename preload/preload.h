@@ -1,0 +1,155 @@
+/* libmemtrack_preload.so internals: the real functions, the hooks track
+ * attached, and the per-thread virtual signal mask. */
+#ifndef MTP_PRELOAD_H
+#define MTP_PRELOAD_H
+
+#include <dirent.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <poll.h>
+
+#include "preload_abi.h"
+
+/* Wrappers are the only symbols this library exports (with the entry point). */
+#define MTP_EXPORT __attribute__((visibility("default")))
+
+/* glibc's fortified and internal entry points, not declared without
+ * _FORTIFY_SOURCE. */
+ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
+ssize_t __pread_chk(int fd, void *buf, size_t nbytes, off_t offset, size_t buflen);
+ssize_t __pread64_chk(int fd, void *buf, size_t nbytes, off64_t offset, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *addr,
+                       socklen_t *addr_len);
+size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *stream);
+size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *stream);
+void __longjmp_chk(struct __jmp_buf_tag env[1], int val) __attribute__((noreturn));
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int fd, const char *path, int flags);
+int __openat64_2(int fd, const char *path, int flags);
+int __sigpause(int sig_or_mask, int is_sig);
+int __xpg_sigpause(int sig);
+__sighandler_t __sysv_signal(int sig, __sighandler_t handler);
+__sighandler_t bsd_signal(int sig, __sighandler_t handler);
+int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents, const struct timespec *timeout,
+                 const sigset_t *sigmask);
+
+/* The next definition of every wrapped function (a sanitizer's interceptor
+ * or libc), resolved with dlsym(RTLD_NEXT) in the constructor, or on first
+ * use when a wrapper runs before it. NULL when libc lacks the function. */
+typedef struct mtp_real {
+    /* signals */
+    int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+    int (*sigprocmask)(int, const sigset_t *, sigset_t *);
+    int (*pthread_sigmask)(int, const sigset_t *, sigset_t *);
+    int (*sigsuspend)(const sigset_t *);
+    int (*sigpending)(sigset_t *);
+    int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+    int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+    int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+    int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
+    int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    void (*siglongjmp)(sigjmp_buf, int);
+    void (*longjmp)(jmp_buf, int);
+    void (*_longjmp)(jmp_buf, int);
+    void (*__longjmp_chk)(struct __jmp_buf_tag *, int);
+    /* kernel writes */
+    ssize_t (*read)(int, void *, size_t);
+    ssize_t (*pread)(int, void *, size_t, off_t);
+    ssize_t (*pread64)(int, void *, size_t, off64_t);
+    ssize_t (*readv)(int, const struct iovec *, int);
+    ssize_t (*preadv)(int, const struct iovec *, int, off_t);
+    ssize_t (*preadv64)(int, const struct iovec *, int, off64_t);
+    ssize_t (*preadv2)(int, const struct iovec *, int, off_t, int);
+    ssize_t (*preadv64v2)(int, const struct iovec *, int, off64_t, int);
+    ssize_t (*recv)(int, void *, size_t, int);
+    ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+    ssize_t (*recvmsg)(int, struct msghdr *, int);
+    int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int, struct timespec *);
+    size_t (*fread)(void *, size_t, size_t, FILE *);
+    size_t (*fread_unlocked)(void *, size_t, size_t, FILE *);
+    ssize_t (*__read_chk)(int, void *, size_t, size_t);
+    ssize_t (*__pread_chk)(int, void *, size_t, off_t, size_t);
+    ssize_t (*__pread64_chk)(int, void *, size_t, off64_t, size_t);
+    ssize_t (*__recv_chk)(int, void *, size_t, size_t, int);
+    ssize_t (*__recvfrom_chk)(int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *);
+    size_t (*__fread_chk)(void *, size_t, size_t, size_t, FILE *);
+    size_t (*__fread_unlocked_chk)(void *, size_t, size_t, size_t, FILE *);
+    ssize_t (*process_vm_readv)(pid_t, const struct iovec *, unsigned long, const struct iovec *,
+                                unsigned long, unsigned long);
+    ssize_t (*process_vm_writev)(pid_t, const struct iovec *, unsigned long, const struct iovec *,
+                                 unsigned long, unsigned long);
+    /* memory */
+    int (*mprotect)(void *, size_t, int);
+    int (*munmap)(void *, size_t);
+    int (*madvise)(void *, size_t, int);
+    void *(*mremap)(void *, size_t, size_t, int, ...);
+    void *(*mmap)(void *, size_t, int, int, int, off_t);
+    void *(*mmap64)(void *, size_t, int, int, int, off64_t);
+    /* /proc/self/mem */
+    int (*open)(const char *, int, ...);
+    int (*open64)(const char *, int, ...);
+    int (*openat)(int, const char *, int, ...);
+    int (*openat64)(int, const char *, int, ...);
+    int (*__open_2)(const char *, int);
+    int (*__open64_2)(const char *, int);
+    int (*__openat_2)(int, const char *, int);
+    int (*__openat64_2)(int, const char *, int);
+    int (*dup)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    ssize_t (*write)(int, const void *, size_t);
+    ssize_t (*pwrite)(int, const void *, size_t, off_t);
+    ssize_t (*pwrite64)(int, const void *, size_t, off64_t);
+    ssize_t (*writev)(int, const struct iovec *, int);
+    ssize_t (*pwritev)(int, const struct iovec *, int, off_t);
+    ssize_t (*pwritev64)(int, const struct iovec *, int, off64_t);
+    ssize_t (*pwritev2)(int, const struct iovec *, int, off_t, int);
+    ssize_t (*pwritev64v2)(int, const struct iovec *, int, off64_t, int);
+} mtp_real;
+
+extern mtp_real mtp_r;
+void mtp_resolve(void);
+
+/* The real function `f`; resolves everything first if the constructor has
+ * not run yet (a wrapper called by another library's constructor). */
+#define REAL(f) (__builtin_expect(mtp_r.f != NULL, 1) ? mtp_r.f : (mtp_resolve(), mtp_r.f))
+
+/* The hooks of the attached tracker, NULL when none. Wrappers read it with
+ * one relaxed load: the table is a constant in track's image. */
+extern const mt_preload_hooks *_Atomic mtp_hooks;
+static inline const mt_preload_hooks *mtp_get_hooks(void)
+{
+    return atomic_load_explicit(&mtp_hooks, memory_order_relaxed);
+}
+
+/* Per-thread virtual mask (MT_VMASK_*) and pending bits (signals.c). */
+extern __thread unsigned mtp_vmask __attribute__((tls_model("initial-exec")));
+extern __thread unsigned mtp_vpend __attribute__((tls_model("initial-exec")));
+unsigned mtp_vbits(const sigset_t *s);
+/* sigaction() keeping the application's SIGSEGV/SIGBUS sa_mask bits virtual. */
+int mtp_masked_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+/* Moves SIGSEGV/SIGBUS from this thread's real mask into its virtual one. */
+void mtp_import_thread_mask(void);
+void mtp_signals_atfork(void);
+
+/* A spin lock taken with every signal blocked (state that signal handlers
+ * reach through sigaction() and write()). */
+typedef struct mtp_lock {
+    _Atomic int held;
+    sigset_t saved;
+} mtp_lock;
+void mtp_lock_take(mtp_lock *l);
+void mtp_lock_drop(mtp_lock *l);
+
+#endif

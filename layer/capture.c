@@ -30,6 +30,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+/* XXH3's streaming state on the stack: its layout is fixed for the library
+ * version this is built with. */
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 
 #include "layer.h"
 
@@ -530,6 +534,20 @@ static void window_sync(lt_device *dev)
     lt_map_each(&dev->memories, mark_stale, NULL);
 }
 
+/* The application unmapped or moved (part of) the memory the tracker
+ * watched (its own munmap or mremap of a mapping it got from the driver):
+ * those bytes are gone, so nothing may read them again. Capture of this
+ * memory stops, and the trace says so. */
+static void lost_mapping(lt_memory *m)
+{
+    lt_rec_note(m->id, "unmapped", "the application unmapped or moved memory %llu's mapping itself "
+                "(not through vkUnmapMemory): its capture stops here", (unsigned long long)m->id);
+    guard_stop(m);
+    m->mode = LT_OFF;
+    m->ref_stale = 1;
+    m->pinned = 1;
+}
+
 /* Applies the autopilot's decision after a capture of an auto memory. */
 static void autopilot(lt_memory *m, size_t pages, uint64_t ns)
 {
@@ -558,7 +576,14 @@ void lt_capture_memory(lt_memory *m)
     uint64_t t0 = lt_now_ns();
     switch (m->mode) {
     case LT_COPY:
-        emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
+        /* With verify, through the reference: the packets and the content
+         * hash then come from the same instant (see verify_memory). */
+        if (lt_cfg()->verify && ensure_reference(m) == 0) {
+            memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
+            emit(m, m->reference, m->map_offset, m->map_size);
+        } else {
+            emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
+        }
         return;
     case LT_SCAN:
         if (m->pending_guard) {
@@ -577,7 +602,12 @@ void lt_capture_memory(lt_memory *m)
     case LT_GUARD: {
         uint64_t tc = lt_now_ns();
         device_ranges(m, &c);
-        int ok = collected(m, &c, &pages) == 0;
+        int rc = collected(m, &c, &pages);
+        if (rc == MT_EUNMAPPED) {
+            lost_mapping(m);
+            break;
+        }
+        int ok = rc == 0;
         m->ap.collect_ns = (double)(lt_now_ns() - tc);
         if (ok) {
             cand_normalize(&c);
@@ -592,10 +622,12 @@ void lt_capture_memory(lt_memory *m)
         /* Device writes first (to the app), then the app's writes (to the
          * driver): the reference is up to date between the two. */
         diff_device_writes(m, m->app_ptr);
-        if (collected(m, &c, &pages) == 0)
-            diff_emit(m, m->app_ptr, &c, m->driver_ptr);
-        else
-            diff_emit(m, m->app_ptr, NULL, m->driver_ptr);
+        int rc = collected(m, &c, &pages);
+        if (rc == MT_EUNMAPPED) {
+            lost_mapping(m);
+            break;
+        }
+        diff_emit(m, m->app_ptr, rc == 0 ? &c : NULL, m->driver_ptr);
         break;
     default:
         break;
@@ -632,6 +664,120 @@ static uint64_t queue_id(lt_device *dev, VkQueue q)
     return lq ? lq->id : 0;
 }
 
+/* ---- verify: the content hash, and what differed ------------------------- */
+
+/* 1 when [off, off+len) (window offsets) overlaps a range the device may
+ * write (bound objects with a writable usage, or stale ranges). */
+static int device_writable(const lt_memory *m, size_t off, size_t len)
+{
+    VkDeviceSize a = m->map_offset + off, b = a + len;
+    if (m->stale_whole)
+        return 1;
+    for (size_t i = 0; i < m->nbinds; i++) {
+        const lt_object *o = m->binds[i];
+        VkDeviceSize oa = o->offset, ob = o->offset + (o->is_image ? o->size : o->used);
+        if (o->gpu_writable && oa < b && a < ob)
+            return 1;
+    }
+    for (size_t i = 0; i < m->nstale; i++)
+        if (m->stale[i].offset < b && a < m->stale[i].offset + m->stale[i].length)
+            return 1;
+    return 0;
+}
+
+/* Why window bytes [off, off+len) hold something else than what this
+ * submit's capture recorded for them. */
+static uint32_t classify(lt_memory *m, size_t off, size_t len)
+{
+    int dev = device_writable(m, off, len);
+    switch (m->mode) {
+    case LT_GUARD: {
+        /* Tracked in place: written since the capture's collect means a
+         * write that raced the capture; else only the device explains it. */
+        int written = mt_tracker_peek(lt_tracker(), m->range, off, len);
+        if (dev && lt_inflight_running(m->dev))
+            return MT_TRACE_MISMATCH_DEVICE;
+        if (written > 0)
+            return MT_TRACE_MISMATCH_HOST;
+        return dev ? MT_TRACE_MISMATCH_DEVICE : MT_TRACE_MISMATCH_LOST;
+    }
+    case LT_SHADOW:
+        /* The application writes its shadow; the driver's bytes change only
+         * through the capture's write-back, or the device. */
+        return dev ? MT_TRACE_MISMATCH_DEVICE : MT_TRACE_MISMATCH_LOST;
+    default:
+        /* scan and copy read every byte: a difference appeared after. */
+        return dev ? MT_TRACE_MISMATCH_DEVICE : MT_TRACE_MISMATCH_HOST;
+    }
+}
+
+/* Records a run of differing window bytes and feeds the hash what the
+ * trace must hold there: the recorded bytes for a race, the real ones for a
+ * lost write (so that verify fails). */
+static void mismatch_run(lt_memory *m, XXH3_state_t *h, size_t off, size_t len)
+{
+    uint32_t cause = classify(m, off, len);
+    const unsigned char *bytes = cause == MT_TRACE_MISMATCH_LOST ? m->driver_ptr : m->reference + m->map_offset;
+    XXH3_64bits_update(h, bytes + off, len);
+    long i = binding_at(m, m->map_offset + off);
+    uint64_t obj = 0;
+    if (i >= 0) {
+        const lt_object *o = m->binds[i];
+        if (m->map_offset + off < o->offset + (o->is_image ? o->size : o->used))
+            obj = o->id;
+    }
+    lt_rec_mismatch(m->id, obj, m->map_offset + off, len, cause,
+                    cause == MT_TRACE_MISMATCH_DEVICE ? lt_inflight_running(m->dev) : 0);
+}
+
+/* The submit's content hash of m's window, after its capture: equal to
+ * XXH3-64 of the real bytes wherever they equal what was recorded (the
+ * comparison and the hash read the same bytes at the same instant, block by
+ * block); where they differ, the run is classified and recorded first. */
+static uint64_t verify_memory(lt_memory *m)
+{
+    enum { BLOCK = 64 << 10 };
+    const unsigned char *live = m->driver_ptr, *ref = m->reference + m->map_offset;
+    size_t size = (size_t)m->map_size, ps = page_size(), run = 0, run_len = 0;
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    for (size_t a = 0; a < size;) {
+        size_t n = size - a < BLOCK ? size - a : BLOCK;
+        if (memcmp(live + a, ref + a, n) == 0) {
+            if (run_len) {
+                mismatch_run(m, &h, run, run_len);
+                run_len = 0;
+            }
+            XXH3_64bits_update(&h, ref + a, n);
+            a += n;
+            continue;
+        }
+        /* Page by page inside a block that differs: runs of whole pages
+         * (the tracker's granularity), clipped to the window. */
+        for (size_t end = a + n; a < end;) {
+            size_t pn = ps - ((uintptr_t)(live + a) & (ps - 1));
+            if (pn > end - a)
+                pn = end - a;
+            if (memcmp(live + a, ref + a, pn) == 0) {
+                if (run_len) {
+                    mismatch_run(m, &h, run, run_len);
+                    run_len = 0;
+                }
+                XXH3_64bits_update(&h, ref + a, pn);
+            } else if (run_len) {
+                run_len += pn;
+            } else {
+                run = a;
+                run_len = pn;
+            }
+            a += pn;
+        }
+    }
+    if (run_len)
+        mismatch_run(m, &h, run, run_len);
+    return XXH3_64bits_digest(&h);
+}
+
 /* Without the interposer an application can replace memtrack's SIGSEGV
  * handler without chaining; then a tracked write would reach the app's
  * handler. Put ours back on top (the app's stays next in the chain, so it
@@ -666,7 +812,7 @@ void lt_capture_submit(lt_device *dev, VkQueue queue, const lt_submit *sub)
         for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
             if (m->mode != LT_OFF)
                 lt_rec_hash(m->id, m->map_offset, m->map_size,
-                            mt_trace_hash(m->driver_ptr, (size_t)m->map_size));
+                            m->reference ? verify_memory(m) : mt_trace_hash(m->driver_ptr, (size_t)m->map_size));
     if (tracing)
         lt_rec_submit(queue_id(dev, queue));
     if (sub->s2)

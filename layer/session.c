@@ -402,6 +402,12 @@ void lt_rec_frame(void) { REC(mt_trace_write_frame(w_, NULL)); }
 void lt_rec_destroy(uint32_t what, uint64_t id) { REC(mt_trace_write_destroy(w_, what, id)); }
 void lt_rec_mode(uint64_t memory, const char *text) { REC(mt_trace_write_mode(w_, memory, text)); }
 
+void lt_rec_mismatch(uint64_t memory, uint64_t object, uint64_t offset, uint64_t length, uint32_t cause,
+                     uint64_t running)
+{
+    REC(mt_trace_write_mismatch(w_, memory, object, offset, length, cause, running));
+}
+
 void lt_rec_note(uint64_t id, const char *key, const char *fmt, ...)
 {
     char text[1024];

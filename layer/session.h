@@ -78,6 +78,8 @@ void lt_rec_submit(uint64_t queue);
 void lt_rec_frame(void);
 void lt_rec_destroy(uint32_t what, uint64_t id);
 void lt_rec_mode(uint64_t memory, const char *text);
+void lt_rec_mismatch(uint64_t memory, uint64_t object, uint64_t offset, uint64_t length, uint32_t cause,
+                     uint64_t running);
 /* An annotation: something the user must know (a fallback, something not
  * captured). Also printed once per `key` on stderr. */
 void lt_rec_note(uint64_t id, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

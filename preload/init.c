@@ -7,7 +7,9 @@
  *   signals.c  SIGSEGV/SIGBUS dispositions and masks, virtualised;
  *   kwrite.c   system calls in which the kernel writes user memory;
  *   memory.c   the application's own mprotect/munmap/mremap/madvise/mmap;
- *   selfmem.c  writes through /proc/self/mem.
+ *   selfmem.c  writes through /proc/self/mem;
+ *   lastwords.c exec, _exit and terminating signals: the capture finishes
+ *              its trace before the process is replaced or dies.
  * Until a tracker attaches (or in a process without one) every wrapper is a
  * pass-through costing one relaxed atomic load, except that SIGSEGV/SIGBUS
  * are kept out of real signal masks from the start: a thread that blocks
@@ -38,6 +40,13 @@ void mtp_resolve(void)
     RESOLVE(epoll_pwait);
     RESOLVE(epoll_pwait2);
     RESOLVE(pthread_create);
+    RESOLVE(execve);
+    RESOLVE(execv);
+    RESOLVE(execvp);
+    RESOLVE(execvpe);
+    RESOLVE(fexecve);
+    RESOLVE(_exit);
+    RESOLVE(_Exit);
     RESOLVE(siglongjmp);
     RESOLVE(longjmp);
     RESOLVE(_longjmp);
@@ -117,13 +126,15 @@ static mt_preload_real g_real_for_track;
 
 static int attach(const mt_preload_hooks *h)
 {
-    if (!h || h->abi != MT_PRELOAD_ABI_VERSION || h->size < sizeof *h)
+    if (!h || h->abi != MT_PRELOAD_ABI_VERSION || h->size < MT_PRELOAD_HOOKS_V1_SIZE)
         return -EINVAL;
     const mt_preload_hooks *expect = NULL;
     /* release: the hooks' owner is fully initialised (a constant). */
     if (atomic_compare_exchange_strong_explicit(&mtp_hooks, &expect, h, memory_order_release,
-                                                memory_order_relaxed))
+                                                memory_order_relaxed)) {
+        mtp_guard_attach(); /* a capture exists now: guard its exits */
         return 0;
+    }
     return expect == h ? 0 : -EBUSY;
 }
 

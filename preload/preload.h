@@ -59,6 +59,14 @@ typedef struct mtp_real {
     int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
     int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
     int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    /* process ends */
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execv)(const char *, char *const[]);
+    int (*execvp)(const char *, char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*fexecve)(int, char *const[], char *const[]);
+    void (*_exit)(int);
+    void (*_Exit)(int);
     void (*siglongjmp)(sigjmp_buf, int);
     void (*longjmp)(jmp_buf, int);
     void (*_longjmp)(jmp_buf, int);
@@ -142,6 +150,12 @@ int mtp_masked_sigaction(int sig, const struct sigaction *act, struct sigaction 
 /* Moves SIGSEGV/SIGBUS from this thread's real mask into its virtual one. */
 void mtp_import_thread_mask(void);
 void mtp_signals_atfork(void);
+
+/* lastwords.c: guards of terminating signals, installed once a tracker
+ * attaches; the application's sigaction for a guardable signal: returns its
+ * result (0, or -1 with errno), or -2 when it is not one (not served). */
+void mtp_guard_attach(void);
+int mtp_guard_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
 /* A spin lock taken with every signal blocked (state that signal handlers
  * reach through sigaction() and write()). */

@@ -282,6 +282,11 @@ MTP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction 
     const mt_preload_hooks *h = mtp_get_hooks();
     if (h && (sig == SIGSEGV || sig == SIGBUS) && h->sigaction(sig, act, old))
         return 0;
+    if (h) {
+        int g = mtp_guard_sigaction(sig, act, old);
+        if (g != -2)
+            return g;
+    }
     return mtp_masked_sigaction(sig, act, old);
 }
 

@@ -198,6 +198,19 @@ MT_API int mt_track_backend_parse(const char *name);
  * interposer, or with a raw rt_sigaction system call). Any thread. */
 MT_API int mt_track_handler_status(void);
 
+/* Ways a process ends without running exit handlers (mt_track_last_words). */
+enum { MT_TRACK_LAST_EXEC = 0, MT_TRACK_LAST_EXIT = -1 };
+
+/* A function to call when the process is about to be replaced or to die
+ * without running exit handlers: `why` is MT_TRACK_LAST_EXEC (exec*),
+ * MT_TRACK_LAST_EXIT (_exit/_Exit) or a signal number (a fatal signal about
+ * to take its default action: a fault memtrack's handler chains to the
+ * default, or a terminating signal the interposer guards). With a signal it
+ * runs in a signal handler: it must be async-signal-safe. exec and _exit are
+ * seen only with the interposer preloaded. NULL removes it. Any thread. */
+typedef void (*mt_track_last_words_fn)(int why);
+MT_API void mt_track_set_last_words(mt_track_last_words_fn fn);
+
 /* Puts memtrack's handler back on top of whatever the application installed,
  * keeping the application's handler as the next in the chain (re-entry from
  * it is detected, so a handler that chains back to memtrack's does not loop).

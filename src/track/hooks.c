@@ -305,6 +305,9 @@ static void hook_written(uintptr_t addr, size_t len)
         dirty_pages(floor_page(addr), ceil_page(end_of(addr, len)));
 }
 
+_Static_assert(MT_PRELOAD_LAST_EXEC == MT_TRACK_LAST_EXEC && MT_PRELOAD_LAST_EXIT == MT_TRACK_LAST_EXIT,
+              "the interposer and track agree on last_words' codes");
+
 const mt_preload_hooks mt_hooks = {
     .abi = MT_PRELOAD_ABI_VERSION,
     .size = sizeof(mt_preload_hooks),
@@ -317,4 +320,5 @@ const mt_preload_hooks mt_hooks = {
     .mremap = hook_mremap,
     .madvise = hook_madvise,
     .mmap_fixed = hook_mmap_fixed,
+    .last_words = mt_last_words_call,
 };

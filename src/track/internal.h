@@ -295,6 +295,10 @@ void mt_preload_link(void);
 void mt_fork_register(mt_tracker *t);
 void mt_fork_unregister(mt_tracker *t);
 
+/* Calls the function mt_track_set_last_words registered, if any.
+ * Async-signal-safe (sigchain.c). */
+void mt_last_words_call(int why);
+
 /* hooks.c: what the interposer calls. */
 extern const mt_preload_hooks mt_hooks;
 

@@ -12,8 +12,9 @@
  * costs one relaxed atomic load.
  *
  * Compatibility: both structs start with {abi, size}. A reader accepts a
- * struct whose abi equals its own MT_PRELOAD_ABI_VERSION and whose size is at
- * least what it reads; new members are only ever appended. A change that is
+ * struct whose abi equals its own MT_PRELOAD_ABI_VERSION and whose size
+ * covers the members of the first version (MT_PRELOAD_HOOKS_V1_SIZE); a
+ * member appended since is used only when `size` covers it. A change that is
  * not an append bumps the version and the entry point's name.
  *
  * Everything here that the interposer may call on a path the application may
@@ -87,7 +88,20 @@ typedef struct mt_preload_hooks {
     void *(*mremap)(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr);
     int (*madvise)(void *addr, size_t len, int advice);
     void *(*mmap_fixed)(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+    /* Appended: the process is about to be replaced or to die without exit
+     * handlers. why: MT_TRACK_LAST_EXEC (0), MT_TRACK_LAST_EXIT (-1), or the
+     * signal number of a terminating signal the interposer guards (then
+     * called from its handler: async-signal-safe). */
+    void (*last_words)(int why);
 } mt_preload_hooks;
+
+/* last_words' `why` besides signal numbers (track.h's MT_TRACK_LAST_*). */
+#define MT_PRELOAD_LAST_EXEC 0
+#define MT_PRELOAD_LAST_EXIT (-1)
+
+#define MT_PRELOAD_HOOKS_V1_SIZE (offsetof(mt_preload_hooks, last_words))
+/* True when hooks `h` has member `m` (appended after version 1's). */
+#define MT_PRELOAD_HAS(h, m) ((h)->size >= offsetof(mt_preload_hooks, m) + sizeof((h)->m))
 
 /* Exported by the interposer. */
 typedef struct mt_preload_api {

@@ -335,6 +335,22 @@ static void reset_entry(int slot, int level)
     unlock();
 }
 
+static _Atomic(mt_track_last_words_fn) g_last_words;
+
+void mt_track_set_last_words(mt_track_last_words_fn fn)
+{
+    /* release: whatever fn needs was set up before it was registered. */
+    atomic_store_explicit(&g_last_words, fn, memory_order_release);
+}
+
+/* Async-signal-safe. */
+void mt_last_words_call(int why)
+{
+    mt_track_last_words_fn fn = atomic_load_explicit(&g_last_words, memory_order_acquire);
+    if (fn)
+        fn(why);
+}
+
 static void reset_to_default(int sig)
 {
     struct sigaction dfl;
@@ -373,6 +389,9 @@ void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
          * a fault re-executes on return and kills the process with the
          * original context (so the core shows the faulting instruction); a
          * sent signal is re-sent and delivered once we return. */
+        /* The process dies now: its owner may want to say its last words
+         * (make a trace complete) first. */
+        mt_last_words_call(sig);
         reset_to_default(sig);
         if (!from_kernel)
             raise(sig);

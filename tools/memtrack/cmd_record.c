@@ -26,9 +26,6 @@
 #define LAYER_NAME "VK_LAYER_MEMTRACK_capture"
 #define LAYER_JSON "VkLayer_memtrack.json"
 #define PRELOAD_LIB "libmemtrack_preload.so"
-#ifndef MT_INSTALL_LIBDIR
-#define MT_INSTALL_LIBDIR "lib"
-#endif
 
 void mt_cmd_record_usage(void)
 {
@@ -302,9 +299,9 @@ int mt_cmd_record(int argc, char **argv)
     }
     char *preload_lib = NULL;
     if (preload) {
-        static const char *const lib_rel[] = {"/../lib", "/../" MT_INSTALL_LIBDIR};
-        const char *env = getenv("MEMTRACK_PRELOAD");
-        preload_lib = env && *env ? strdup(env) : find_beside(dir, lib_rel, 2, PRELOAD_LIB, 0);
+        char buf[PATH_MAX];
+        if (mt_track_preload_path(buf, sizeof buf) > 0)
+            preload_lib = strdup(buf);
         if (!preload_lib)
             fprintf(stderr, "memtrack: record: " PRELOAD_LIB " not found next to memtrack: running "
                             "without the interposer (see docs/layer.md)\n");
@@ -334,9 +331,13 @@ int mt_cmd_record(int argc, char **argv)
 
     int env_rc = prepend_env("VK_ADD_LAYER_PATH", found, ':');
     env_rc |= prepend_env("VK_INSTANCE_LAYERS", LAYER_NAME, ':'); /* first = closest to the app */
-    /* After any sanitizer runtime already there, which must come first. */
-    if (preload_lib)
+    /* After any sanitizer runtime already there, which must come first; an
+     * application linked with ASan checks that its runtime is the first
+     * library loaded, which a preload breaks: tell it that is intended. */
+    if (preload_lib) {
         env_rc |= append_env("LD_PRELOAD", preload_lib, ':');
+        env_rc |= append_env("ASAN_OPTIONS", "verify_asan_link_order=0", ':');
+    }
     env_rc |= setenv("MEMTRACK_OUTPUT", abs_out, 1);
     env_rc |= setenv("MEMTRACK_SESSION", session, 1);
     env_rc |= setenv("MEMTRACK_STATUS", status_path, 1);

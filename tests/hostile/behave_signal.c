@@ -247,6 +247,62 @@ static int sig_timer(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* ---- dispositions read back as the application set them ----------------- */
+
+static volatile sig_atomic_t g_usr2_seen;
+static void on_usr2(int sig) { (void)sig; g_usr2_seen++; }
+
+/* Whatever a capture installs to finish its trace on a fatal signal must be
+ * invisible: every terminating signal reads back as the default it is (this
+ * program never changed them), a handler the application installs runs and
+ * reads back, and setting the default again reads back as the default. */
+static int sig_readback(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int bad = 0;
+    static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM};
+    for (int f = 0; f < h->frames && !bad; f++) {
+        hv_write(&src, 0, 100000, 40 + (uint64_t)f);
+        bad |= hv_gpu_check(h, &src, &rb, "sig-readback: GPU copy");
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+            struct sigaction old;
+            if (sigaction(sigs[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) {
+                fprintf(stderr, "%s: signal %d does not read back as the default\n", hv_argv0, sigs[i]);
+                bad = 1;
+            }
+        }
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_usr2;
+        sigemptyset(&sa.sa_mask);
+        int before = g_usr2_seen;
+        if (sigaction(SIGUSR2, &sa, &old) != 0 || old.sa_handler != SIG_DFL)
+            bad = 1;
+        raise(SIGUSR2);
+        if (g_usr2_seen != before + 1) {
+            fprintf(stderr, "%s: the application's SIGUSR2 handler did not run\n", hv_argv0);
+            bad = 1;
+        }
+        sa.sa_handler = SIG_DFL;
+        if (sigaction(SIGUSR2, &sa, &old) != 0 || old.sa_handler != on_usr2) {
+            fprintf(stderr, "%s: SIGUSR2 does not read back the application's handler\n", hv_argv0);
+            bad = 1;
+        }
+        if (sigaction(SIGUSR2, NULL, &old) != 0 || old.sa_handler != SIG_DFL)
+            bad = 1;
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_signal_behaviours[] = {
     {"sig-late-handler", "own SIGSEGV/SIGBUS handlers installed after the layer, not chaining",
      sig_late_handler},
@@ -254,5 +310,7 @@ const hv_behaviour hv_signal_behaviours[] = {
     {"sig-handler-writes", "a SIGUSR1 handler (all signals masked) writes mapped memory",
      sig_handler_writes},
     {"sig-timer", "a 50 us SIGALRM whose handler writes mapped memory during page faults", sig_timer},
+    {"sig-readback", "terminating signals read back as the defaults they are; own handlers work",
+     sig_readback},
     {NULL, NULL, NULL},
 };

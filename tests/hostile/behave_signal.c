@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hv.h"
@@ -213,7 +215,12 @@ static int sig_handler_writes(hv *h, int argc, char **argv)
 
 /* A 50 us SIGALRM timer whose handler (all signals masked) writes mapped
  * memory, while the main thread takes a first-write fault on page after
- * page: the timer keeps firing inside the tracker's handler. */
+ * page: the timer keeps firing inside the tracker's handler. The timer
+ * signals the main thread itself (as a process-wide one could land on a
+ * driver thread, racing the submit: then whether the device sees the write
+ * would be a matter of luck, with or without a capture). Stopping the timer
+ * delivers a pending signal before the call returns: the writes are done by
+ * the time the application submits. */
 static int sig_timer(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
@@ -227,16 +234,25 @@ static int sig_timer(hv *h, int argc, char **argv)
     g_sig_span = 1u << 20;
     install_writing_handler(SIGALRM, 1);
     int bad = 0;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGALRM;
+    sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    timer_t timer;
+    if (timer_create(CLOCK_MONOTONIC, &sev, &timer) != 0)
+        hv_die("timer_create: %s", strerror(errno));
     for (int f = 0; f < h->frames && !bad; f++) {
-        struct itimerval it = {{0, 50}, {0, 50}};
-        setitimer(ITIMER_REAL, &it, NULL);
+        struct itimerspec it = {{0, 50000}, {0, 50000}};
+        timer_settime(timer, 0, &it, NULL);
         /* ~1800 pages: a first-write fault each, every frame (re-armed at submit). */
         for (VkDeviceSize off = 1u << 20; off + 64 < src.size; off += 4096)
             hv_write(&src, off + (VkDeviceSize)f, 64, off ^ (uint64_t)f);
-        struct itimerval stop = {{0, 0}, {0, 0}};
-        setitimer(ITIMER_REAL, &stop, NULL);
+        struct itimerspec stop = {{0, 0}, {0, 0}};
+        timer_settime(timer, 0, &stop, NULL);
         bad |= hv_gpu_check(h, &src, &rb, "sig-timer: GPU copy");
     }
+    timer_delete(timer);
     if (g_sig_count < 2) {
         fprintf(stderr, "%s: the timer fired %d times\n", hv_argv0, (int)g_sig_count);
         bad = 1;

@@ -4,8 +4,9 @@
  * protections, without a fault, so neither backend's page-protection
  * machinery sees them reliably. The interposer remembers which descriptors
  * were opened on this process's mem file (open/openat and their fortified
- * forms, dup/dup2/dup3) and, after a write through one of them, reports the
- * written addresses (the file offset is the address) to the tracker.
+ * forms, dup/dup2/dup3) and brackets a write through one of them like a
+ * kernel write (the file offset is the address): writable first, reported
+ * after.
  *
  * A remembered descriptor is checked again (same process, same file) before
  * it is trusted, so a number reused after close() (which is not wrapped:
@@ -260,15 +261,36 @@ MTP_EXPORT int dup3(int fd, int fd2, int flags)
 /* The file offset before a write(2) without one: the address written. */
 static off_t position(int fd) { return lseek(fd, 0, SEEK_CUR); }
 
-#define SELFMEM_WRITE(fd, off_expr, call)                                                       \
+/* Bytes a vector write writes at most (saturating). */
+static size_t iov_total(const struct iovec *iov, int cnt)
+{
+    size_t n = 0;
+    for (int i = 0; i < cnt; i++)
+        n = iov[i].iov_len > SIZE_MAX - n ? SIZE_MAX : n + iov[i].iov_len;
+    return n;
+}
+
+/* A write through the mem file, bracketed like a kernel write: the tracked
+ * target pages are made writable (and kept so) first, so that the kernel
+ * writes through an ordinary writable mapping. Writing a page memtrack
+ * protected would take the kernel's forced-write path instead, which some
+ * drivers' mappings do not implement exactly (measured on NVIDIA's: the
+ * bytes landed at the page's start). Afterwards the pages are reported. */
+#define SELFMEM_WRITE(fd, off_expr, len_expr, call)                                             \
     ({                                                                                          \
         __typeof__(call) r_;                                                                    \
         if (!selfmem(fd)) {                                                                     \
             r_ = (call);                                                                        \
         } else {                                                                                \
             off_t at_ = (off_expr);                                                             \
+            const mt_preload_hooks *h_ = mtp_get_hooks();                                       \
+            struct iovec target_ = {(void *)(uintptr_t)at_, (len_expr)};                        \
+            mt_kw_segs segs_ = {.iov = &target_, .niov = 1};                                    \
+            int tok_ = h_ && at_ >= 0 && target_.iov_len ? h_->kw_begin(&segs_) : -1;           \
             r_ = (call);                                                                        \
             int e_ = errno;                                                                     \
+            if (tok_ >= 0)                                                                      \
+                h_->kw_end(tok_, &segs_);                                                       \
             report(at_, (ssize_t)r_);                                                           \
             errno = e_;                                                                         \
         }                                                                                       \
@@ -277,32 +299,32 @@ static off_t position(int fd) { return lseek(fd, 0, SEEK_CUR); }
 
 MTP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-    return SELFMEM_WRITE(fd, position(fd), REAL(write)(fd, buf, n));
+    return SELFMEM_WRITE(fd, position(fd), n, REAL(write)(fd, buf, n));
 }
 
 MTP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-    return SELFMEM_WRITE(fd, off, REAL(pwrite)(fd, buf, n, off));
+    return SELFMEM_WRITE(fd, off, n, REAL(pwrite)(fd, buf, n, off));
 }
 
 MTP_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
 {
-    return SELFMEM_WRITE(fd, (off_t)off, REAL(pwrite64)(fd, buf, n, off));
+    return SELFMEM_WRITE(fd, (off_t)off, n, REAL(pwrite64)(fd, buf, n, off));
 }
 
 MTP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-    return SELFMEM_WRITE(fd, position(fd), REAL(writev)(fd, iov, cnt));
+    return SELFMEM_WRITE(fd, position(fd), iov_total(iov, cnt), REAL(writev)(fd, iov, cnt));
 }
 
 MTP_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-    return SELFMEM_WRITE(fd, off, REAL(pwritev)(fd, iov, cnt, off));
+    return SELFMEM_WRITE(fd, off, iov_total(iov, cnt), REAL(pwritev)(fd, iov, cnt, off));
 }
 
 MTP_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
 {
-    return SELFMEM_WRITE(fd, (off_t)off, REAL(pwritev64)(fd, iov, cnt, off));
+    return SELFMEM_WRITE(fd, (off_t)off, iov_total(iov, cnt), REAL(pwritev64)(fd, iov, cnt, off));
 }
 
 MTP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
@@ -311,7 +333,8 @@ MTP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off,
         errno = ENOSYS;
         return -1;
     }
-    return SELFMEM_WRITE(fd, off == -1 ? position(fd) : off, mtp_r.pwritev2(fd, iov, cnt, off, flags));
+    return SELFMEM_WRITE(fd, off == -1 ? position(fd) : off, iov_total(iov, cnt),
+                         mtp_r.pwritev2(fd, iov, cnt, off, flags));
 }
 
 MTP_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
@@ -320,6 +343,6 @@ MTP_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t
         errno = ENOSYS;
         return -1;
     }
-    return SELFMEM_WRITE(fd, off == -1 ? position(fd) : (off_t)off,
+    return SELFMEM_WRITE(fd, off == -1 ? position(fd) : (off_t)off, iov_total(iov, cnt),
                          mtp_r.pwritev64v2(fd, iov, cnt, off, flags));
 }

@@ -36,15 +36,21 @@
 #include <xxhash.h>
 
 #include "layer.h"
+#include "workers.h"
 
 #define RUNS 256
 
 static size_t page_size(void)
 {
+    /* Relaxed: every thread computes the same value (capture threads may
+     * get here first at the same time). */
     static size_t ps;
-    if (!ps)
-        ps = (size_t)sysconf(_SC_PAGESIZE);
-    return ps;
+    size_t v = __atomic_load_n(&ps, __ATOMIC_RELAXED);
+    if (!v) {
+        v = (size_t)sysconf(_SC_PAGESIZE);
+        __atomic_store_n(&ps, v, __ATOMIC_RELAXED);
+    }
+    return v;
 }
 
 /* Packets and hashes are written only while the trace is open and the
@@ -794,6 +800,19 @@ static void check_handler(void)
                         : "could not put it back: tracked writes may reach the application");
 }
 
+static void capture_item(void *item) { lt_capture_memory(item); }
+
+static void hash_item(void *item)
+{
+    lt_memory *m = item;
+    /* Modes mapped as OFF were left out; a memory whose capture just
+     * stopped (unmapped by the application) is hashed from its reference. */
+    if (m->mode == LT_OFF)
+        m->verify_hash = m->reference ? mt_trace_hash(m->reference + m->map_offset, (size_t)m->map_size) : 0;
+    else
+        m->verify_hash = m->reference ? verify_memory(m) : mt_trace_hash(m->driver_ptr, (size_t)m->map_size);
+}
+
 void lt_capture_submit(lt_device *dev, VkQueue queue, const lt_submit *sub)
 {
     if (!dev->capture)
@@ -805,14 +824,31 @@ void lt_capture_submit(lt_device *dev, VkQueue queue, const lt_submit *sub)
     int tracing = lt_tracing() && dev->active;
     if (tracing)
         check_handler();
+    /* Every exposed memory's capture (and then its hash) is independent of
+     * the others': in parallel (workers.c). All UPDATE records come before
+     * any hash, every hash before the SUBMIT. */
+    size_t n = 0;
     for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
-        if (m->mode != LT_OFF)
-            lt_capture_memory(m);
-    if (tracing && lt_cfg()->verify)
+        n += m->mode != LT_OFF;
+    lt_memory *one[8], **list = n <= 8 ? one : malloc(n * sizeof *list);
+    if (!list) { /* out of memory: one at a time */
         for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
             if (m->mode != LT_OFF)
-                lt_rec_hash(m->id, m->map_offset, m->map_size,
-                            m->reference ? verify_memory(m) : mt_trace_hash(m->driver_ptr, (size_t)m->map_size));
+                lt_capture_memory(m);
+    } else {
+        size_t k = 0;
+        for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
+            if (m->mode != LT_OFF)
+                list[k++] = m;
+        lt_workers_run(capture_item, (void **)list, n);
+        if (tracing && lt_cfg()->verify) {
+            lt_workers_run(hash_item, (void **)list, n);
+            for (size_t i = 0; i < n; i++)
+                lt_rec_hash(list[i]->id, list[i]->map_offset, list[i]->map_size, list[i]->verify_hash);
+        }
+        if (list != one)
+            free(list);
+    }
     if (tracing)
         lt_rec_submit(queue_id(dev, queue));
     if (sub->s2)

@@ -172,6 +172,12 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
         else
             c->merge_gap = (size_t)n;
     }
+    if ((v = value_of(&p, "MEMTRACK_CAPTURE_THREADS"))) {
+        if (parse_u64(v, &n) != 0 || n < 1 || n > 8)
+            warn("MEMTRACK_CAPTURE_THREADS", v, "1 to 8", arg);
+        else
+            c->capture_threads = (int)n;
+    }
     if ((v = value_of(&p, "MEMTRACK_TEST_DROP_UPDATE"))) {
         if (parse_u64(v, &n) != 0)
             warn("MEMTRACK_TEST_DROP_UPDATE", v, "a packet number", arg);

@@ -9,6 +9,8 @@
  *   MEMTRACK_STATUS            path: one line, "ok ..." or "error ...", for `memtrack record`
  *   MEMTRACK_MERGE_GAP         diff merge gap in bytes (default: diff's default)
  *   MEMTRACK_COMPRESSION       default | fast | none: the trace's compression preset
+ *   MEMTRACK_CAPTURE_THREADS   threads that capture a submit's memories (1..8; default
+ *                              min(4, CPUs / 2), 1 on up to 3 CPUs)
  *   MEMTRACK_TRACK_BACKEND     auto | signal | uffd: the tracking backend (default auto)
  *   MEMTRACK_SESSION           set by `memtrack record`: the first process of the session
  *                              creates the trace, later ones are children (see docs/layer.md)
@@ -46,6 +48,7 @@ typedef struct lt_config {
     int verify, progress, follow_children;
     int backend; /* mt_track_backend */
     int compression; /* mt_trace_compression */
+    int capture_threads; /* 0: the default */
     size_t merge_gap;
     uint64_t drop_update;
     uint64_t frames_first, frames_last; /* 0, 0: every frame; last 0: to the end */

@@ -159,6 +159,7 @@ struct lt_memory {
     mt_track_backend backend;
     lt_mode auto_pref; /* mode auto left it in at the last unmap; LT_AUTO if never */
     lt_ap_state ap;
+    uint64_t verify_hash; /* this submit's content hash (capture threads) */
 
     /* Ranges the device may have written through objects no longer bound
      * there (destroyed or rebound): diffed at the next capture that sees

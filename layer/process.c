@@ -21,6 +21,7 @@
 
 #include "layer.h"
 #include "process.h"
+#include "workers.h"
 
 static pid_t g_pid;
 
@@ -29,6 +30,7 @@ static void on_fork_child(void)
     g_pid = getpid();
     lt_session_forked_child();
     lt_registry_after_fork();
+    lt_workers_after_fork();
 }
 
 static void at_exit(void) { lt_session_exit(); }

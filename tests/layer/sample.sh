@@ -7,7 +7,9 @@ frames=${FRAMES:-12}
 for w in sparse dense mixed many-small; do
   for m in auto guard shadow scan copy; do
     out=$TMP/$w-$m.mtrace
-    "$MEMTRACK" record --quiet -o "$out" --mode $m --verify -- \
+    # Three capture threads whatever the machine: the parallel capture runs
+    # under the sanitizers too.
+    MEMTRACK_CAPTURE_THREADS=3 "$MEMTRACK" record --quiet -o "$out" --mode $m --verify -- \
       "$SAMPLE" --workload $w --frames $frames --threads 3 >"$TMP/log" 2>&1 || { cat "$TMP/log"; fail "$w/$m: sample failed"; }
     check_no_validation_errors "$TMP/log"
     if grep -E "ThreadSanitizer|AddressSanitizer|runtime error" "$TMP/log"; then fail "$w/$m: sanitizer report"; fi

@@ -198,9 +198,10 @@ static int exit_after(hv *h, int argc, char **argv)
     if (strcmp(how, "abort") == 0)
         abort();
     if (strcmp(how, "kill") == 0) {
-        /* SIGKILL cannot be caught: what was handed to the writer more than
-         * a moment before is what a trace can promise. */
-        struct timespec ts = {0, 200000000};
+        /* SIGKILL cannot be caught: what the writer sealed and wrote before
+         * is what a trace can promise (sealed 100 ms after the last submit
+         * at the latest; a second leaves room for a loaded machine). */
+        struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
         raise(SIGKILL);
     }

@@ -18,7 +18,11 @@
  *  (c) a SIGUSR1 handler that writes tracked memory, signalled 1000 times;
  *  (d) a SIGALRM storm whose handler writes tracked memory while the thread
  *      it interrupts is inside memtrack's fault handler: exact results (the
- *      handler blocks asynchronous signals; with or without interposer).
+ *      handler blocks asynchronous signals; with or without interposer);
+ *  (e) the application's handler, behind memtrack's, leaves every fault by
+ *      siglongjmp, and the next faults come from deeper and shallower stack
+ *      frames than the first: each reaches its handler (an abandoned chain
+ *      level must not make a fresh fault look like a handler chaining back).
  * TSan runs asynchronous handlers with every signal blocked, so a handler's
  * tracked write cannot work under it: (c) and (d) write untracked memory
  * from the handler there. */
@@ -244,6 +248,37 @@ static void case_sigaction_after(void)
     MT_CHECK(sigaction(SIGBUS, NULL, &cur) == 0);
     note(6, &cur);
     send_transcript();
+}
+
+/* Faults from `depth` frames of 2 KiB below the caller. */
+static __attribute__((noinline)) void fault_at_depth(int depth)
+{
+    volatile char pad[2048];
+    pad[0] = (char)depth;
+    if (depth > 0)
+        fault_at_depth(depth - 1);
+    else
+        own_fault();
+    pad[1] = pad[0];
+}
+
+static void case_longjmp_depths(void)
+{
+    struct sigaction h;
+    memset(&h, 0, sizeof h);
+    h.sa_sigaction = own_info;
+    h.sa_flags = SA_SIGINFO;
+    /* Before the tracker: memtrack's handler chains to it with or without
+     * the interposer. */
+    MT_CHECK(sigaction(SIGSEGV, &h, NULL) == 0);
+    setup();
+    int depths[] = {0, 3, 1, 7, 0, 5, 2, 2, 0};
+    for (int i = 0; i < (int)(sizeof depths / sizeof *depths); i++) {
+        fault_at_depth(depths[i]);
+        MT_CHECK_INT_EQ(g_calls, i + 1);
+        MT_CHECK_UINT_EQ(g_addr, (uintptr_t)g_env.ro + 17);
+        check_tracking((unsigned char)(i + 1));
+    }
 }
 
 static void case_signal_family_after(void)
@@ -546,6 +581,7 @@ int main(void)
                         case_handler_writes);
         tc_expect_exit0(TC_TSAN ? "(d) SIGALRM storm in faults (TSan: untracked)" : "(d) SIGALRM storm writes tracked memory",
                         case_alarm_storm);
+        tc_expect_exit0("(e) handler leaves by siglongjmp, faults from any depth", case_longjmp_depths);
     }
     puts("track signals: ok");
     return 0;

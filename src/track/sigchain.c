@@ -65,6 +65,8 @@ static uintptr_t g_restorer;
  * a dlopen()ed Vulkan layer. */
 static __thread int tls_chain_depth __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t tls_chain_sp[MT_CHAIN_MAX] __attribute__((tls_model("initial-exec")));
+/* The siginfo each level passed on: a handler chaining back passes it through. */
+static __thread const void *tls_chain_si[MT_CHAIN_MAX] __attribute__((tls_model("initial-exec")));
 
 static uint64_t set_bits(const sigset_t *s) { return (uint64_t)s->__val[0]; }
 
@@ -365,15 +367,23 @@ static void reset_to_default(int sig)
 void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
 {
     /* Re-entered from a handler we chained to (it chained back to us): go one
-     * further down the chain instead of calling it again. Re-entry is told
-     * apart from a fresh fault by the stack: a nested call runs deeper
-     * (lower) than the frame that chained, while a handler that left with
-     * siglongjmp abandoned its frames, and the next fault starts higher
-     * (or at the top of the alternate stack). */
+     * further down the chain instead of calling it again. A re-entry is a
+     * plain call nested in the frame that chained: it runs deeper (lower)
+     * on the same stack and passes the same siginfo on. A level whose frame
+     * was abandoned (its handler left with siglongjmp) is dropped: the next
+     * fault runs at or above that frame, or, coming from deeper code, brings
+     * a siginfo of its own (the kernel's new signal frame; at the old
+     * frame's address only if our frames are there too, which is the first
+     * case). The stack alone is not enough: a fresh fault from code deeper
+     * than where the abandoned one came from would look nested. */
     char here;
     uintptr_t sp = (uintptr_t)&here;
-    while (tls_chain_depth > 0 && sp >= tls_chain_sp[tls_chain_depth - 1])
+    while (tls_chain_depth > 0) {
+        int top = tls_chain_depth - 1;
+        if (top < MT_CHAIN_MAX && sp < tls_chain_sp[top] && (const void *)si == tls_chain_si[top])
+            break;
         tls_chain_depth--;
+    }
     chain_snap prev;
     int level;
     int have = snapshot(slot, tls_chain_depth, &prev, &level);
@@ -438,8 +448,10 @@ void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
     mt_sys_sigmask(SIG_SETMASK, &mask, &saved);
     if (prev.flags & SA_RESETHAND)
         reset_entry(slot, level);
-    if (tls_chain_depth < MT_CHAIN_MAX)
+    if (tls_chain_depth < MT_CHAIN_MAX) {
         tls_chain_sp[tls_chain_depth] = sp;
+        tls_chain_si[tls_chain_depth] = si;
+    }
     tls_chain_depth++;
     if (siginfo)
         ((void (*)(int, siginfo_t *, void *))h)(sig, si, uctx);

@@ -37,5 +37,7 @@ int mt_cmd_dump(int argc, char **argv);
 void mt_cmd_dump_usage(void);
 int mt_cmd_check(int argc, char **argv);
 void mt_cmd_check_usage(void);
+int mt_cmd_report(int argc, char **argv);
+void mt_cmd_report_usage(void);
 
 #endif

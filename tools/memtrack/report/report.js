@@ -76,7 +76,7 @@
        mis[2] ? el("span", { class: "badge bad" }, num(mis[2]) + " lost writes") : ""),
     el("div", { class: "meta" }, [meta.application && "application " + meta.application,
       meta.driver && "driver " + meta.driver, meta.mode && "mode " + meta.mode,
-      "format " + info.format, "memtrack " + (meta.memtrack_version || D.version)].filter(Boolean).join("  ·  ")));
+      "format " + info.format, "memtrack " + (meta.memtrack || meta.memtrack_version || D.version)].filter(Boolean).join("  ·  ")));
   document.body.insertBefore(head, app);
   function add(node) { app.appendChild(node); return node; }
   function sec(title, why) {

@@ -101,9 +101,27 @@
     const P = S.points, W = 1100, H = 240, L = 64, R = 12, T = 10, B = 34;
     if (!P) { s.appendChild(el("p", { class: "empty" }, "No submits.")); return; }
     const mean = S.sum.map((v, i) => S.count[i] ? v / S.count[i] : 0);
-    const ymax = Math.max(1, ...S.max, ...mean), yt = ticks(ymax, 4), top = yt[yt.length - 1] || ymax;
+    const ymax = Math.max(1, ...S.max, ...mean);
+    // A first upload hundreds of times larger than the frames after it
+    // would flatten them to nothing: past 30x the median, a log scale.
+    const pos = mean.filter(v => v > 0).sort((a, b) => a - b), med = pos.length ? pos[pos.length >> 1] : 1;
+    const log = ymax / med > 30;
+    let yt, y;
+    if (log) {
+      // Ticks at powers of 16: round binary sizes (16 B, 256 B, 4 KiB, ...).
+      const l16 = v => Math.log2(v) / 4;
+      const lo = Math.pow(16, Math.floor(l16(Math.max(1, pos[0])))), hi = Math.pow(16, Math.ceil(l16(ymax)));
+      yt = [];
+      for (let v = lo; v <= hi; v *= 16) yt.push(v);
+      const span = l16(hi) - l16(lo) || 1;
+      y = v => v < lo ? H - B : T + (H - T - B) * (1 - (l16(v) - l16(lo)) / span);
+    } else {
+      yt = ticks(ymax, 4);
+      const top = yt[yt.length - 1] || ymax;
+      y = v => T + (H - T - B) * (1 - v / top);
+    }
     const svg = sv("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, id: "chart-submits" });
-    const x = i => L + (W - L - R) * (P === 1 ? 0.5 : i / (P - 1)), y = v => T + (H - T - B) * (1 - v / top);
+    const x = i => L + (W - L - R) * (P === 1 ? 0.5 : i / (P - 1));
     const g = sv("g", { class: "grid" }, svg);
     yt.forEach(v => { sv("line", { x1: L, x2: W - R, y1: y(v), y2: y(v) }, g);
       sv("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, svg).textContent = bytes(v); });
@@ -131,7 +149,7 @@
     svg.addEventListener("mouseleave", () => { hideTip(); cursor.setAttribute("stroke-opacity", 0); });
     s.appendChild(svg);
     s.appendChild(el("div", { class: "legend" }, el("i", { style: "background:#3867d6;opacity:.5" }), "mean per submit",
-      el("i", { style: "background:#e58e26" }), "largest submit"));
+      el("i", { style: "background:#e58e26" }), "largest submit", log ? "   (log scale)" : ""));
   })();
 
   // ---- heatmaps -------------------------------------------------------------------
@@ -194,7 +212,7 @@
       for (let p = 0; p < m.pb; p++)
         rows.push({ label: p === 0 ? "0" : p === m.pb - 1 ? bytes(m.size) : "", cells: m.grid.slice(p * cols, (p + 1) * cols),
           info: r => memLabel(m) + "\nbytes " + bytes(r * per) + " – " + bytes((r + 1) * per) });
-      const svg = heatmap(rows, { width: 420, left: 56, rowH: Math.max(2, Math.min(6, Math.floor(200 / m.pb))) });
+      const svg = heatmap(rows, { width: 420, left: 56, rowH: Math.max(2, Math.min(14, Math.floor(160 / m.pb))) });
       svg.classList.add("page-heatmap");
       box.appendChild(el("div", {}, el("h3", {}, memLabel(m) + " — " + (m.mode || "mode not recorded")), svg));
     });

@@ -139,9 +139,11 @@ static void on_mode(report *r, const mt_trace_record *rec)
     char text[sizeof m->mode];
     snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text - 1 ? len : sizeof text - 1),
              rec->u.mode.mode);
-    /* A memory mapped every frame states its mode at every map: only
-     * changes are decisions. */
-    if (m && strcmp(m->mode, text) == 0)
+    /* A memory mapped every frame states its mode at every map ("scan
+     * (auto)"), after a decision that gave the reason ("scan (auto):
+     * density rose"): only a change of the mode itself is a decision. */
+    size_t mode_len = strcspn(text, ":");
+    if (m && strcspn(m->mode, ":") == mode_len && strncmp(m->mode, text, mode_len) == 0)
         return;
     if (m) {
         if (m->mode[0])

@@ -222,7 +222,12 @@
   // ---- capture modes ------------------------------------------------------------
   const MODE_COL = { guard: "#20a464", scan: "#e58e26", shadow: "#3867d6", copy: "#d63031" };
   const modeName = t => t.split(/[ /:]/)[0];
-  const modeWhy = t => { const i = t.indexOf(": "); return i < 0 ? (t.includes("(auto)") ? "first choice" : "as asked") : t.slice(i + 2); };
+  // The reason a mode record gives; one without a reason is the memory's
+  // first choice (auto) or the mode asked for, when it is the first record.
+  const modeWhy = (t, first) => {
+    const i = t.indexOf(": ");
+    return i >= 0 ? t.slice(i + 2) : !first ? "stated again" : t.includes("(auto)") ? "first choice" : "as asked";
+  };
   (function () {
     const s = sec("Capture modes", "How each memory was captured over time, and why the mode changed: " +
       "auto mode tracks a memory's pages (guard) while it is written sparsely and scans it whole once " +
@@ -231,8 +236,12 @@
     if (!ev.length) { s.appendChild(el("p", { class: "empty" }, "No mode records: the memories were never mapped, or the trace predates them.")); return; }
     const byMem = new Map();
     ev.forEach(([sub, mem, text]) => { if (!byMem.has(mem)) byMem.set(mem, []); byMem.get(mem).push([sub, text]); });
-    const why = new Map();
-    ev.forEach(([, , t]) => { const k = modeName(t) + " — " + modeWhy(t); why.set(k, (why.get(k) || 0) + 1); });
+    const why = new Map(), seen = new Set();
+    ev.forEach(([, mem, t]) => {
+      const k = modeName(t) + " — " + modeWhy(t, !seen.has(mem));
+      seen.add(mem);
+      why.set(k, (why.get(k) || 0) + 1);
+    });
     const summary = el("div", { class: "legend" }, "decisions:");
     [...why.entries()].sort((a, b) => b[1] - a[1]).forEach(([k, n]) =>
       summary.append(el("i", { style: "background:" + (MODE_COL[k.split(" ")[0]] || "#999") }), k + " ×" + num(n)));
@@ -261,7 +270,7 @@
     if (changes.length) {
       s.appendChild(el("h3", {}, "Mode changes"));
       s.appendChild(table(["submit", "memory", "mode", "why"], changes.slice(0, 500).map(([sub, mem, t]) =>
-        [sub, mem, t.split(":")[0], modeWhy(t)]), [0, 0, 1, 1]));
+        [sub, mem, t.split(":")[0], modeWhy(t, false)]), [0, 0, 1, 1]));
     }
     if (D.events_total > ev.length)
       s.appendChild(el("p", { class: "note" }, "The first " + num(ev.length) + " of " + num(D.events_total) + " mode records."));

@@ -124,7 +124,8 @@
     const x = i => L + (W - L - R) * (P === 1 ? 0.5 : i / (P - 1));
     const g = sv("g", { class: "grid" }, svg);
     yt.forEach(v => { sv("line", { x1: L, x2: W - R, y1: y(v), y2: y(v) }, g);
-      sv("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, svg).textContent = bytes(v); });
+      // Tick labels without trailing zeros: "64 KiB", not "64.0 KiB".
+      sv("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, svg).textContent = bytes(v).replace(/\.0+ /, " "); });
     ticks(S.n - 1, 8).forEach(sub => {
       const px = L + (W - L - R) * (S.n > 1 ? sub / (S.n - 1) : 0.5);
       sv("text", { x: px, y: H - B + 16, "text-anchor": "middle" }, svg).textContent = num(Math.round(sub));

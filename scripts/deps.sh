@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-14-dev              # libFuzzer targets (CI)
   mpv ffmpeg gfxreconstruct             # the real-application tests (label realapps)
   valgrind                              # memtrack bench alloc --callgrind
+  chromium groff-base man-db            # the report test (headless browser); man pages
 )
 
 missing=()

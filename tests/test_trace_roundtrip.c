@@ -277,6 +277,24 @@ static void roundtrip(uint32_t flags, size_t chunk, size_t nrec, size_t big)
             MT_CHECK(strcmp(k, meta[i].key) == 0 && strcmp(v, meta[i].value) == 0);
         }
         MT_CHECK_ERR(mt_trace_meta_at(r, 4, NULL, NULL), -ENOENT);
+        /* The chunks add up to the totals, tile the file in order, and
+         * number the submits without a gap. */
+        mt_trace_chunk_info ci;
+        uint64_t raw = 0, stored = 0, recs_in = 0, subs = 0, last_off = 0;
+        for (size_t i = 0; i < info.chunks; i++) {
+            MT_CHECK_OK(mt_trace_chunk_at(r, i, &ci));
+            MT_CHECK(i == 0 || ci.offset > last_off);
+            MT_CHECK_UINT_EQ(ci.submits_before, subs);
+            if (flags & MT_TRACE_NO_COMPRESS)
+                MT_CHECK_UINT_EQ(ci.stored_bytes, ci.raw_bytes);
+            last_off = ci.offset;
+            raw += ci.raw_bytes, stored += ci.stored_bytes, recs_in += ci.records, subs += ci.submits;
+        }
+        MT_CHECK_ERR(mt_trace_chunk_at(r, info.chunks, &ci), -ENOENT);
+        MT_CHECK_UINT_EQ(raw, info.raw_bytes);
+        MT_CHECK_UINT_EQ(stored, info.stored_bytes);
+        MT_CHECK_UINT_EQ(recs_in, info.records);
+        MT_CHECK_UINT_EQ(subs, info.submits);
         MT_CHECK(strcmp(mt_trace_meta_get(r, "driver"), "lavapipe 23.2") == 0);
         MT_CHECK(mt_trace_meta_get(r, "nope") == NULL);
 

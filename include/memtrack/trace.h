@@ -361,6 +361,22 @@ MT_API int mt_trace_meta_at(const mt_trace_reader *r, size_t i, const char **key
 /* Value of header metadata `key`, or NULL. */
 MT_API const char *mt_trace_meta_get(const mt_trace_reader *r, const char *key);
 
+/* One complete record chunk, as the index (or the scan of chunk headers)
+ * describes it: where it lies, what it holds and how well it compressed. */
+typedef struct mt_trace_chunk_info {
+    uint64_t offset;         /* of its header in the file */
+    uint64_t submits_before; /* SUBMIT records in the chunks before it */
+    uint32_t submits;        /* SUBMIT records in it */
+    uint32_t records;        /* records in it */
+    uint32_t raw_bytes;      /* payload once decompressed */
+    uint32_t stored_bytes;   /* payload as stored (= raw_bytes when stored raw) */
+} mt_trace_chunk_info;
+
+/* Describes record chunk i (0 .. info.chunks-1) without reading it. Returns
+ * 0, or -ENOENT past the last one. For tools that chart a trace's layout
+ * (`memtrack report`). */
+MT_API int mt_trace_chunk_at(const mt_trace_reader *r, size_t i, mt_trace_chunk_info *out);
+
 /* Reads the next record into *rec. Returns 1, 0 at the end of the readable
  * records, or an error (MT_ECHECKSUM, MT_ECORRUPT, MT_EVERSION, -EIO, ...),
  * which repeats until the next seek. rec's pointers stay valid until the

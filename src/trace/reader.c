@@ -126,6 +126,16 @@ int mt_trace_meta_at(const mt_trace_reader *r, size_t i, const char **key, const
     return 0;
 }
 
+int mt_trace_chunk_at(const mt_trace_reader *r, size_t i, mt_trace_chunk_info *out)
+{
+    if (i >= r->nchunks)
+        return -ENOENT;
+    const mt_index_entry *e = &r->chunks[i];
+    *out = (mt_trace_chunk_info){e->offset, e->submits_before, e->nsubmits, e->nrecords,
+                                 e->raw_size, e->stored_size};
+    return 0;
+}
+
 const char *mt_trace_meta_get(const mt_trace_reader *r, const char *key)
 {
     for (size_t i = 0; r && key && i < r->nmeta; i++)

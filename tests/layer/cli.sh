@@ -16,7 +16,7 @@ expect2 "$MEMTRACK" info
 expect2 "$MEMTRACK" verify
 expect2 "$MEMTRACK" dump x.mtrace --submit 1
 expect2 "$MEMTRACK" dump x.mtrace --submit one --memory 1 -o y
-for c in record info verify dump bench; do "$MEMTRACK" $c --help | grep -q "usage: memtrack $c" || fail "$c --help"; done
+for c in record info verify dump report bench check; do "$MEMTRACK" $c --help | grep -q "usage: memtrack $c" || fail "$c --help"; done
 head -c 3000 /dev/urandom >"$TMP/junk"
 set +e
 "$MEMTRACK" info "$TMP/junk" 2>"$TMP/e"; rc=$?

@@ -25,6 +25,10 @@ typedef struct mt_trace_replay mt_trace_replay;
  * failure prints "memtrack: ..." and returns 1 with nothing left open. */
 int mt_cli_open_replay(const char *path, uint32_t flags, mt_trace_reader **r, mt_trace_replay **rp);
 
+/* Prints the man page of `cmd` (a command, or "memtrack") to stdout:
+ * 0, or 2 for an unknown command. */
+int mt_cli_help(const char *cmd);
+
 int mt_cmd_bench(int argc, char **argv);
 void mt_cmd_bench_usage(void);
 int mt_cmd_record(int argc, char **argv);
@@ -37,5 +41,7 @@ int mt_cmd_dump(int argc, char **argv);
 void mt_cmd_dump_usage(void);
 int mt_cmd_check(int argc, char **argv);
 void mt_cmd_check_usage(void);
+int mt_cmd_report(int argc, char **argv);
+void mt_cmd_report_usage(void);
 
 #endif

@@ -1,4 +1,4 @@
-/* memtrack info FILE [--memories]: what a trace holds. */
+/* memtrack info FILE [--memories] [--json]: what a trace holds. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,11 +10,13 @@
 
 void mt_cmd_info_usage(void)
 {
-    printf("usage: memtrack info FILE [--memories]\n\n"
+    printf("usage: memtrack info FILE [--memories] [--json]\n\n"
            "Summary of a trace: application and driver, memories and objects,\n"
            "submits and frames, bytes changed per submit (min/median/max), trace\n"
            "size and compression ratio, capture modes used, annotations.\n"
-           "  --memories   also list every memory (id, size, memory type, modes)\n");
+           "  --memories   also list every memory (id, size, memory type, modes)\n"
+           "  --json       one JSON object on stdout instead of the text (with --memories,\n"
+           "               a \"memory_list\" array too)\n");
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -53,19 +55,91 @@ static void count_mode(tally *t, int *nt, const char *text, size_t len)
     }
 }
 
+static void json_str(const char *s, size_t n)
+{
+    putchar('"');
+    for (size_t i = 0; i < n && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static const char *end_name(int end)
+{
+    switch (end) {
+    case MT_TRACE_END_CLOSED: return "closed";
+    case MT_TRACE_END_CHECKPOINT: return "checkpoint";
+    case MT_TRACE_END_EMERGENCY: return "emergency";
+    default: return "scanned";
+    }
+}
+
 static void flags_text(uint32_t f, char *out, size_t n)
 {
     snprintf(out, n, "%s%s%s%s", f & 1 ? "DL " : "", f & 2 ? "HV " : "", f & 4 ? "HC " : "",
              f & 8 ? "HCa " : "");
 }
 
+/* The text report's figures, for --json. */
+typedef struct info_totals {
+    mt_trace_info inf;
+    uint64_t memories, maps, buffers, images, submits, frames, hashes, annotations, updates, bytes;
+    uint64_t min, median, max;
+    int error;
+} info_totals;
+
+static void info_json(const info_totals *t, const tally *modes, int nmodes, const memrow *mems,
+                      size_t nmems)
+{
+    printf("],\"annotation_count\":%" PRIu64 ",\"memories\":%" PRIu64 ",\"mappings\":%" PRIu64
+           ",\"buffers\":%" PRIu64 ",\"images\":%" PRIu64 ",\"submits\":%" PRIu64 ",\"frames\":%" PRIu64
+           ",\"content_hashes\":%" PRIu64 ",\"updates\":%" PRIu64 ",\"update_bytes\":%" PRIu64
+           ",\"per_submit\":{\"min\":%" PRIu64 ",\"median\":%" PRIu64 ",\"max\":%" PRIu64 "}"
+           ",\"file_size\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"stored_bytes\":%" PRIu64
+           ",\"chunks\":%" PRIu64 ",\"compression\":%.4f,\"modes\":{",
+           t->annotations, t->memories, t->maps, t->buffers, t->images, t->submits, t->frames, t->hashes,
+           t->updates, t->bytes, t->min, t->median, t->max, t->inf.file_size, t->inf.raw_bytes,
+           t->inf.stored_bytes, t->inf.chunks,
+           t->inf.stored_bytes ? (double)t->inf.raw_bytes / (double)t->inf.stored_bytes : 1.0);
+    for (int i = 0; i < nmodes; i++) {
+        printf(i ? "," : "");
+        json_str(modes[i].name, strlen(modes[i].name));
+        printf(":%" PRIu64, modes[i].n);
+    }
+    printf("}");
+    if (mems) {
+        printf(",\"memory_list\":[");
+        for (size_t i = 0; i < nmems; i++) {
+            printf("%s{\"id\":%" PRIu64 ",\"size\":%" PRIu64 ",\"type\":%u,\"flags\":%u,\"modes\":",
+                   i ? "," : "", mems[i].id, mems[i].size, mems[i].type, mems[i].flags);
+            json_str(mems[i].mode, strlen(mems[i].mode));
+            printf("}");
+        }
+        printf("]");
+    }
+    printf(",\"error\":");
+    if (t->error)
+        json_str(mt_strerror(t->error), strlen(mt_strerror(t->error)));
+    else
+        printf("null");
+    printf("}\n");
+}
+
 int mt_cmd_info(int argc, char **argv)
 {
     const char *path = NULL;
-    int list = 0;
+    int list = 0, json = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--memories") == 0)
             list = 1;
+        else if (strcmp(argv[i], "--json") == 0)
+            json = 1;
         else if (argv[i][0] == '-')
             return mt_cli_usage_error("info: unknown option '%s'", argv[i]);
         else if (path)
@@ -82,11 +156,25 @@ int mt_cmd_info(int argc, char **argv)
     int rc;
     mt_trace_info inf;
     mt_trace_reader_info(r, &inf);
-    printf("trace        %s (format %u.%u)%s\n", path, inf.version_major, inf.version_minor,
-           inf.complete ? "" : "  [INCOMPLETE: the writer did not close it]");
     const char *k, *v;
-    for (size_t i = 0; mt_trace_meta_at(r, i, &k, &v) == 0; i++)
-        printf("%-12s %s\n", k, v);
+    if (json) {
+        printf("{\"file\":");
+        json_str(path, strlen(path));
+        printf(",\"format\":\"%u.%u\",\"complete\":%s,\"end\":\"%s\",\"meta\":{", inf.version_major,
+               inf.version_minor, inf.complete ? "true" : "false", end_name(inf.end));
+        for (size_t i = 0; mt_trace_meta_at(r, i, &k, &v) == 0; i++) {
+            printf(i ? "," : "");
+            json_str(k, strlen(k));
+            putchar(':');
+            json_str(v, strlen(v));
+        }
+        printf("},\"annotations\":[");
+    } else {
+        printf("trace        %s (format %u.%u)%s\n", path, inf.version_major, inf.version_minor,
+               inf.complete ? "" : "  [INCOMPLETE: the writer did not close it]");
+        for (size_t i = 0; mt_trace_meta_at(r, i, &k, &v) == 0; i++)
+            printf("%-12s %s\n", k, v);
+    }
 
     uint64_t nmem = 0, nbuf = 0, nimg = 0, frames = 0, maps = 0, hashes = 0, annotations = 0;
     uint64_t cur = 0, *per = NULL, nper = 0, capper = 0, updates = 0, total = 0;
@@ -128,7 +216,11 @@ int mt_cmd_info(int argc, char **argv)
         case MT_TRACE_FRAME: frames++; break;
         case MT_TRACE_CONTENT_HASH: hashes++; break;
         case MT_TRACE_ANNOTATION:
-            if (annotations++ < 5)
+            if (annotations++ >= 5)
+                break;
+            if (json)
+                printf(annotations > 1 ? "," : ""), json_str(rec.u.annotation.text, rec.u.annotation.length);
+            else
                 printf("annotation   %.*s\n", (int)rec.u.annotation.length, rec.u.annotation.text);
             break;
         case MT_TRACE_MODE:
@@ -149,6 +241,19 @@ int mt_cmd_info(int argc, char **argv)
         default: break;
         }
     }
+    if (nper)
+        qsort(per, nper, sizeof *per, cmp_u64);
+    if (json) {
+        info_json(&(info_totals){inf, nmem, maps, nbuf, nimg, nper, frames, hashes, annotations, updates,
+                                 total, nper ? per[0] : 0, nper ? per[nper / 2] : 0,
+                                 nper ? per[nper - 1] : 0, rc < 0 ? rc : 0},
+                  modes, nmodes, list ? mems : NULL, nmems);
+        free(per);
+        free(mems);
+        mt_trace_replay_destroy(rp);
+        mt_trace_reader_close(r);
+        return rc < 0 ? 1 : 0;
+    }
     if (rc < 0)
         printf("error        reading stopped early: %s\n", mt_strerror(rc));
     if (annotations > 5)
@@ -158,7 +263,6 @@ int mt_cmd_info(int argc, char **argv)
     printf("submits      %" PRIu64 ", frames %" PRIu64 ", content hashes %" PRIu64 "%s\n", nper,
            frames, hashes, hashes ? "" : " (record with --verify to enable 'memtrack verify')");
     if (nper) {
-        qsort(per, nper, sizeof *per, cmp_u64);
         printf("changed      %" PRIu64 " bytes in %" PRIu64 " update packets; per submit: min %" PRIu64
                ", median %" PRIu64 ", max %" PRIu64 " bytes\n",
                total, updates, per[0], per[nper / 2], per[nper - 1]);

@@ -21,10 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "memtrack/memtrack.h"
 
 enum { V_OK = 0, V_FAILED = 1, V_INCOMPLETE = 3, V_NO_HASHES = 4 };
@@ -99,36 +98,6 @@ static const char *end_name(int end)
     }
 }
 
-/* Progress on a terminal for long runs (not when stderr is piped). */
-typedef struct progress {
-    int on;
-    uint64_t last_ns, total;
-} progress;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void progress_tick(progress *p, uint64_t submit)
-{
-    if (!p->on)
-        return;
-    uint64_t t = now_ns();
-    if (t - p->last_ns < 500000000ull)
-        return;
-    p->last_ns = t;
-    fprintf(stderr, "\rverify: submit %" PRIu64 " of %" PRIu64 " ", submit, p->total);
-}
-
-static void progress_end(progress *p)
-{
-    if (p->on && p->last_ns)
-        fprintf(stderr, "\r%40s\r", "");
-}
-
 static void json_string(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -167,7 +136,8 @@ int mt_cmd_verify(int argc, char **argv)
         return V_FAILED;
     mt_trace_info inf;
     mt_trace_reader_info(r, &inf);
-    progress prog = {isatty(STDERR_FILENO) && !json && inf.submits > 1000, 0, inf.submits};
+    mt_cli_progress prog;
+    mt_cli_progress_start(&prog, "verify", inf.submits, !json && inf.submits > 1000);
     FILE *out = json ? stdout : NULL;
     if (json)
         fprintf(out, "{\"file\":"), json_string(out, path), fprintf(out, ",\"mismatches\":[");
@@ -228,12 +198,12 @@ int mt_cmd_verify(int argc, char **argv)
                 bad_before = st.hashes_mismatched;
             }
             submit_hashes = 0;
-            progress_tick(&prog, submit);
+            mt_cli_progress_tick(&prog, submit);
             break;
         default: break;
         }
     }
-    progress_end(&prog);
+    mt_cli_progress_end(&prog);
     mt_trace_replay_stats_get(rp, &st);
     int result;
     const char *text;

@@ -10,6 +10,8 @@ const mt_cli_command mt_cli_commands[] = {
      mt_cmd_verify_usage},
     {"dump", "FILE --submit N (--memory|--object) ID -o OUT", "content the GPU saw at submit N",
      mt_cmd_dump, mt_cmd_dump_usage},
+    {"report", "FILE [-o OUT]", "charts of a trace in one HTML page", mt_cmd_report,
+     mt_cmd_report_usage},
     {"bench", "SUITE [--quick] [--json] [--callgrind] | --list", "run a benchmark suite", mt_cmd_bench,
      mt_cmd_bench_usage},
     {"check", "[--no-init] [--sync] -- APP ...", "run a CUDA program with every access checked",

@@ -11,7 +11,9 @@ static void print_usage(FILE *out)
     fprintf(out, "usage: memtrack [--help] [--version] <command> [args]\n\ncommands:\n");
     for (const mt_cli_command *c = mt_cli_commands; c->name; c++)
         fprintf(out, "  %-8s %-40s %s\n", c->name, c->args, c->summary);
-    fprintf(out, "\n'memtrack <command> --help' describes one command.\n");
+    fprintf(out, "  %-8s %-40s %s\n", "help", "[COMMAND]", "a command's manual page");
+    fprintf(out, "\n'memtrack <command> --help' gives a command's usage, 'memtrack help <command>'\n"
+                 "(or 'man memtrack-<command>') its manual page.\n");
 }
 
 int mt_cli_usage_error(const char *fmt, ...)
@@ -47,6 +49,11 @@ int main(int argc, char **argv)
     if (argc < 2)
         return mt_cli_usage_error("no command given");
     const char *cmd = argv[1];
+    if (strcmp(cmd, "help") == 0 && argc > 2) {
+        if (argc > 3)
+            return mt_cli_usage_error("help: one command at a time");
+        return mt_cli_help(argv[2]);
+    }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         print_usage(stdout);
         return 0;
@@ -65,6 +72,7 @@ int main(int argc, char **argv)
                 break; /* what follows belongs to the traced application */
             if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
                 c->usage();
+                printf("\nThe manual: memtrack help %s (man memtrack-%s).\n", c->name, c->name);
                 return 0;
             }
         }

@@ -261,8 +261,12 @@ struct coh_cmd {
     coh_fix *fix;
     uint32_t nfix, capfix;
     int fix_applied;           /* the planner applied its fixup (planner's lock) */
-    /* A download into tracked host memory: pages it wrote are not host writes. */
+    /* A download into tracked host memory: pages it wrote are not host writes.
+     * In the root's list of in-flight downloads from issue to completion
+     * (hosttrack.c; anext/aprev/inflight under the track's ilock). */
     coh_root *absorb;
+    coh_cmd *anext, *aprev;
+    int inflight;
     /* op.host is a root's host memory: attach it (pinning) on first use. */
     coh_hostatt *hostatt;
     uint64_t host_len;
@@ -502,8 +506,12 @@ void coh_track_destroy(mt_coh *c, coh_root *r);
  * collected). 0 or -ENOMEM. */
 int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
                    const coh_range *need, int nneed);
-/* After a download into tracked host memory: its pages are not host writes. */
-void coh_track_absorb(coh_root *r, const mt_coh_seg *segs, uint32_t n);
+/* A download into tracked host memory is issued (planner): until it
+ * completes, collections drop the pages it writes. */
+void coh_track_inflight(coh_root *r, coh_cmd *cmd);
+/* A download into tracked host memory completed (any status): its pages are
+ * not host writes; it leaves the in-flight list. */
+void coh_track_absorb(coh_root *r, coh_cmd *cmd);
 int coh_workers_start(mt_coh *c);
 void coh_workers_stop(mt_coh *c);
 

@@ -375,8 +375,10 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
 {
     mt_coh *c = cmd->ctx;
     account(c, cmd, status);
-    if (status == 0 && cmd->absorb)
-        coh_track_absorb(cmd->absorb, cmd->segs, cmd->nsegs);
+    /* A failed download's pages are not host writes either (the fixup
+     * clears the host's bit there): absorbed whatever the status. */
+    if (cmd->absorb)
+        coh_track_absorb(cmd->absorb, cmd);
     if (status < 0 && cmd->nfix)
         coh_fixup_push(c, cmd); /* keeps its roots for the planner */
     else

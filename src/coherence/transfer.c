@@ -130,6 +130,8 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
     coh_cmd_unref(dst->last_write);
     dst->last_write = cmd;
     coh_inst_touch(c, src);
+    if (cmd->absorb) /* segments final: collections drop its pages from now on */
+        coh_track_inflight(cmd->absorb, cmd);
     c->st_migrations += 1;
     uint64_t *ctr = cmd->op.kind == MT_COH_OP_UPLOAD     ? &c->st_h2d
                             : cmd->op.kind == MT_COH_OP_DOWNLOAD ? &c->st_d2h

@@ -102,6 +102,7 @@ static uint64_t rng_next(uint64_t *s)
 typedef struct planner_run {
     double ns_per_arg;
     double bytes_per_cmd;
+    double migs_per_cmd; /* migration commands created per command */
 } planner_run;
 
 /* deferred: commands are enqueued in timed bursts of 1,000 and handed to
@@ -145,7 +146,7 @@ static int bench_planner(uint32_t flags, int quick, int deferred, int cg, planne
         rc = mt_coh_finish(q[d]);
     uint64_t rng = 42;
     int n = quick ? 5000 : 20000;
-    double ns[REPS], bytes[REPS];
+    double ns[REPS], bytes[REPS], migs[REPS];
     /* Under --callgrind (child) one counted repetition after the warm-up. */
     int reps = cg ? 1 : REPS;
     for (int rep = -1; rep < reps && !rc; rep++) { /* rep -1: warm-up */
@@ -185,11 +186,13 @@ static int bench_planner(uint32_t flags, int quick, int deferred, int cg, planne
             ns[rep] = (double)t / n / NARGS;
             bytes[rep] = (double)((s1.bytes_h2d + s1.bytes_d2h + s1.bytes_d2d) -
                                   (s0.bytes_h2d + s0.bytes_d2h + s0.bytes_d2d)) / n;
+            migs[rep] = (double)(s1.migrations - s0.migrations) / n;
         }
     }
     if (!rc) {
         out->ns_per_arg = mt_bench_median(ns, reps);
         out->bytes_per_cmd = mt_bench_median(bytes, reps);
+        out->migs_per_cmd = mt_bench_median(migs, reps);
     }
     free(bufs);
     mt_coh_destroy(c);
@@ -215,6 +218,10 @@ static void bench_decision(mt_bench_ctx *ctx)
                        "whole-buffer (PoCL)", whole.bytes_per_cmd,
                        rng.bytes_per_cmd / whole.bytes_per_cmd, NULL, -1};
     mt_bench_emit(ctx, &r2);
+    mt_bench_row r2b = {"enqueue/decision", "migrations_per_cmd", rng.migs_per_cmd, "cmds",
+                        "whole-buffer (PoCL)", whole.migs_per_cmd,
+                        rng.migs_per_cmd / whole.migs_per_cmd, NULL, -1};
+    mt_bench_emit(ctx, &r2b);
     mt_bench_row r3 = {"enqueue/concurrent", "ns_per_arg", rng_c.ns_per_arg, "ns",
                        "whole-buffer (PoCL)", whole_c.ns_per_arg,
                        rng_c.ns_per_arg / whole_c.ns_per_arg, NULL, -1};

@@ -4,12 +4,13 @@
  *  - mt_coh.lock (the planner's lock) guards everything the planner reads
  *    and writes: handles, views, roots (validity runs, instances), clients,
  *    queues, device instance lists, the dispatch batch.
- *  - mt_coh.sched_lock guards each command's status transition and its list
- *    of dependents (short sections; taken under the planner's lock or alone).
+ *  - each command's lock (coh_cmd.lk, a spinlock) guards its status
+ *    transition and its list of dependents (a few stores; taken under the
+ *    planner's lock or alone, never two at once).
  *  - coh_engine.lock guards an engine's ready and in-flight FIFOs.
  *  - coh_loc.lock guards a location's sequence ring; coh_device.mem_lock its
  *    allocator (release callbacks run on any thread).
- * Lock order: lock -> {sched_lock, engine, loc, mem_lock, track_lock, fix_lock};
+ * Lock order: lock -> {a command's lock, engine, loc, mem_lock, track_lock, fix_lock};
  * no thread takes `lock` while holding another of these.
  *
  * Internal names carry the coh_ prefix; public ones mt_coh_. */
@@ -83,6 +84,10 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
 int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask);
 /* AND of the masks over [a, b), and OR. */
 void coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any);
+/* One walk over [a, b): the number of runs without `bit` (stale there),
+ * the AND of their masks, and whether any run is lost (mask 0). */
+uint32_t coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
+                        uint64_t *and_mask, int *lost);
 /* Bytes of [a, b) whose mask is 0. */
 uint64_t coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b);
 /* 1 when the runs are well formed (tests). */
@@ -243,12 +248,13 @@ struct coh_cmd {
     _Atomic uint32_t pending;  /* dependencies not complete, +1 while being built */
     _Atomic int dep_error;     /* first error among its dependencies */
     _Atomic int waiters;       /* threads parked waiting for it */
+    _Atomic int lk;            /* guards status transition and deps (sched.c) */
     int kind;
     mt_coh *ctx;
     coh_pool *pool;            /* where it returns when freed */
     coh_engine *eng;           /* NULL: no work of its own (marker) */
     coh_cmd *next;             /* engine FIFO / batch / fixup list / pool */
-    /* Dependents, under sched_lock. */
+    /* Dependents, under lk. */
     coh_cmd **deps;
     uint32_t ndeps, capdeps;
     /* Sequence numbers taken at locations. */
@@ -299,8 +305,9 @@ static inline int coh_cmd_status(const coh_cmd *cmd)
 /* cmd waits for dep (a NULL or completed dep adds nothing; a failed one
  * sets dep_error). 0 or -ENOMEM. */
 int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
-/* cmds[i] waits for deps[i], i < n (NULL deps skipped). */
-int coh_cmd_depend_n(mt_coh *c, coh_cmd *const *cmds, coh_cmd *const *deps, int n);
+/* The same where dep is a command the planner is building and has not armed
+ * yet (no other thread can reach it): no lock. */
+int coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep);
 /* cmd runs after dep, whatever its outcome (queue order). */
 int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
 enum { COH_DEP_DATA = 0, COH_DEP_ORDER = 1, COH_DEP_WAIT = 2 /* the application's wait list */ };
@@ -406,7 +413,6 @@ struct mt_coh {
     uint32_t nroots, caproots;
     mt_coh_client *clients;
     /* Scheduling. */
-    pthread_mutex_t sched_lock;
     uint32_t batch_count;
     int batch_big;             /* a ready command moves >= 1 MiB */
     /* Failures waiting for the planner. */
@@ -466,8 +472,10 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
                mt_coh_kernel_fn fn, void *user, mt_coh_event *const *wait, uint32_t nwait,
                int map, void **map_ptr, coh_cmd **out);
 /* Plans the copies that make [a, b) of root valid at `to` and adds them as
- * dependencies of `main`. 0 or -ENOMEM. */
-int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main);
+ * dependencies of `main`; `pref` (0: none) are the locations valid over
+ * every stale piece (coh_runs_stale), preferred as sources. 0 or -ENOMEM. */
+int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
+                   uint64_t pref);
 /* Where a piece valid at `m` is fetched from for `to`; *relay = 1 when it
  * goes through host memory. */
 uint32_t coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay);
@@ -486,6 +494,7 @@ typedef struct coh_builder {
     } m[COH_MAX_SOURCES];
     uint32_t n;
     uint64_t bytes;     /* collected, not yet issued */
+    uint64_t pref;      /* locations valid over every stale piece of the range */
 } coh_builder;
 void coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main);
 int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd);

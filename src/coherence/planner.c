@@ -30,6 +30,12 @@ typedef struct coh_res {
     uint32_t access;
     int nneed;          /* ranges that must be valid at the target before it runs */
     coh_range need[2];
+    /* Per needed range, seen at validation: runs stale at the target (0:
+     * nothing to fetch; later arguments only add the target's bit, so it
+     * stays 0) and the locations valid over all of them. Not used for
+     * tracked roots (collections change their runs in between). */
+    uint32_t nstale[2];
+    uint64_t pref[2];
 } coh_res;
 
 /* The ranges a command must find valid: all of [a, b) when it reads; when it
@@ -121,9 +127,13 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
     if (rc)
         return rc;
     needed(x, !!(c->o.flags & MT_COH_WHOLE_BUFFER));
-    for (int i = 0; i < x->nneed; i++)
-        if (coh_runs_lost(&r->runs, x->need[i].a, x->need[i].b))
+    for (int i = 0; i < x->nneed; i++) {
+        int lost;
+        x->nstale[i] = coh_runs_stale(&r->runs, x->need[i].a, x->need[i].b, COH_BIT(target),
+                                      &x->pref[i], &lost);
+        if (lost)
             return MT_ELOSTDATA;
+    }
     return 0;
 }
 
@@ -134,7 +144,11 @@ static int needs_host(mt_coh *c, const coh_res *x, uint32_t target)
     if (x->root->inst[0] || target == MT_COH_HOST)
         return 0;
     const coh_runs *rs = &x->root->runs;
-    for (int i = 0; i < x->nneed; i++)
+    uint64_t peers = c->dev[target]->peer_mask;
+    for (int i = 0; i < x->nneed; i++) {
+        /* Nothing stale, or a peer valid over every stale run: no host. */
+        if (!x->nstale[i] || (x->pref[i] & peers))
+            continue;
         for (uint32_t k = coh_runs_find(rs, x->need[i].a);
              k < rs->n && rs->v[k].start < x->need[i].b; k++) {
             uint64_t m = rs->v[k].mask;
@@ -143,6 +157,7 @@ static int needs_host(mt_coh *c, const coh_res *x, uint32_t target)
                 (coh_choose_source(c, target, m, &relay) == MT_COH_HOST || relay))
                 return 1;
         }
+    }
     return 0;
 }
 
@@ -248,8 +263,11 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
             return rc;
     }
     for (int k = 0; k < x->nneed && !rc; k++) {
+        if (!r->track && !x->nstale[k])
+            continue; /* valid at `to` already: nothing to fetch or mark */
         if (!r->track || to == MT_COH_HOST)
-            rc = coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main);
+            rc = coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main,
+                                r->track ? 0 : x->pref[k]);
         /* Valid at `to` now, for the arguments after this one; a writing
          * argument alone on its root is made the only valid copy in step
          * 3b anyway (one update instead of two). */

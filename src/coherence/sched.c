@@ -1,15 +1,19 @@
 /* Commands and their dependencies; events are commands seen from outside.
  *
  * A command starts with pending = 1 (the planner's guard) plus one per
- * dependency that had not completed when it was added. Completing a command
- * takes its list of dependents under sched_lock, after publishing its status
- * there, so a dependency added concurrently either sees the status (and is
- * not counted) or lands in the list (and is released). The last decrement of
+ * dependency that had not completed when it was added. Each command's list
+ * of dependents is guarded by its own spinlock (a byte in the command: a
+ * link is a few stores, and one lock for all commands made every enqueue
+ * and every completion meet on one cache line). Completing a command takes
+ * its list under its lock, after publishing its status there, so a
+ * dependency added concurrently either sees the status (and is not counted)
+ * or lands in the list (and is released). The last decrement of
  * `pending` makes a command ready: to its engine, or, for a marker (no work
  * of its own) or a command whose dependency failed, straight to completion.
  * Completion is iterative (a worklist), so long chains of markers do not
  * recurse. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,6 +45,24 @@ static void park_init(void)
 static struct park *park_of(const coh_cmd *cmd)
 {
     return &park[((uintptr_t)cmd >> 7) % NPARK];
+}
+
+/* ---- a command's lock ----------------------------------------------------------
+ * Held for a few stores (or a list swap); a holder preempted on a loaded
+ * machine is waited for with sched_yield rather than spun on. */
+static void cmd_lock(coh_cmd *cmd)
+{
+    /* acquire: pairs with the release of cmd_unlock. */
+    while (atomic_exchange_explicit(&cmd->lk, 1, memory_order_acquire)) {
+        for (int spins = 0; atomic_load_explicit(&cmd->lk, memory_order_relaxed); spins++)
+            if (spins >= 64)
+                sched_yield();
+    }
+}
+
+static void cmd_unlock(coh_cmd *cmd)
+{
+    atomic_store_explicit(&cmd->lk, 0, memory_order_release);
 }
 
 /* ---- the command pool ---------------------------------------------------------
@@ -113,6 +135,7 @@ coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
     atomic_init(&cmd->pending, 1);
     atomic_init(&cmd->dep_error, 0);
     atomic_init(&cmd->waiters, 0);
+    atomic_init(&cmd->lk, 0);
     cmd->ctx = c;
     cmd->pool = p;
     cmd->kind = kind;
@@ -256,7 +279,9 @@ int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
  * A data dependency that already failed propagates its error only while
  * its fixup is not applied: once the planner has cleared what it was to
  * write, the instance is consistent again and later writes into it need not
- * fail (the planner's lock orders fix_applied). Caller holds sched_lock. */
+ * fail (the planner's lock orders fix_applied). Caller holds dep's lock, or
+ * dep is a command the planner is building (not armed: nothing else can
+ * complete it or link to it). */
 static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
 {
     int st = atomic_load_explicit(&dep->status, memory_order_relaxed);
@@ -284,27 +309,16 @@ int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
      * (acquire pairs with the release store of the status). */
     if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
         return 0;
-    pthread_mutex_lock(&c->sched_lock);
+    (void)c;
+    cmd_lock(dep);
     int rc = link_locked(cmd, dep, kind);
-    pthread_mutex_unlock(&c->sched_lock);
+    cmd_unlock(dep);
     return rc;
 }
 
-int coh_cmd_depend_n(mt_coh *c, coh_cmd *const *cmds, coh_cmd *const *deps, int n)
+int coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep)
 {
-    /* Completed dependencies need no lock; the rest share one acquisition. */
-    int todo[8], k = 0, rc = 0;
-    for (int i = 0; i < n && i < 8; i++)
-        if (deps[i] && deps[i] != cmds[i] &&
-            atomic_load_explicit(&deps[i]->status, memory_order_acquire) != 0)
-            todo[k++] = i;
-    if (!k)
-        return 0;
-    pthread_mutex_lock(&c->sched_lock);
-    for (int j = 0; j < k && !rc; j++)
-        rc = link_locked(cmds[todo[j]], deps[todo[j]], COH_DEP_DATA);
-    pthread_mutex_unlock(&c->sched_lock);
-    return rc;
+    return link_locked(cmd, dep, COH_DEP_DATA);
 }
 
 int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
@@ -384,14 +398,14 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
     else
         release_roots(cmd);
     /* Publish the status and take the dependents in one step (see top). */
-    pthread_mutex_lock(&c->sched_lock);
+    cmd_lock(cmd);
     atomic_store_explicit(&cmd->status, status, memory_order_release);
     coh_cmd **deps = cmd->deps;
     uint32_t n = cmd->ndeps;
     cmd->deps = cmd->deps_inline;
     cmd->ndeps = 0;
-    cmd->capdeps = 4;
-    pthread_mutex_unlock(&c->sched_lock);
+    cmd->capdeps = COH_INLINE_DEPS;
+    cmd_unlock(cmd);
     /* Sequence numbers after the status: a location whose watermark passes
      * this command releases memory only once the command is final. */
     for (uint32_t i = 0; i < cmd->nloc; i++)

@@ -149,18 +149,20 @@ enum { COH_ROOT_BUFFER = 0, COH_ROOT_SVM = 1 };
  * through views (the buffer's own handle, sub-buffers, buffers made on SVM
  * pointers). */
 struct coh_root {
+    /* What every enqueue on the buffer reads, first and together (a dense
+     * layout: 10,000 buffers do not stay in cache), then the rest. */
     _Atomic int refs;   /* views + commands + fixups + pending releases */
+    uint32_t flags;     /* MT_COH_BUF_* given at creation */
+    uint64_t size;
+    coh_runs runs;
+    coh_track *track;   /* tracked host writes, or NULL */
+    coh_map *maps;      /* active maps */
+    coh_inst *inst[COH_NLOC]; /* NULL = no instance; [0] is host memory */
     mt_coh *ctx;
     mt_coh_client *client;
     int kind;
-    uint32_t flags;     /* MT_COH_BUF_* given at creation */
-    uint64_t size;
     uint64_t version;   /* writes so far (informational) */
-    coh_runs runs;
-    coh_inst **inst;    /* [COH_NLOC], NULL = no instance; [0] is host memory */
     coh_hostatt *hostatt; /* [COH_NLOC] once host memory exists */
-    coh_track *track;   /* tracked host writes, or NULL */
-    coh_map *maps;      /* active maps */
     int views;          /* live views (under the planner's lock) */
     int dead;           /* no view left: released */
     uint32_t index;     /* in mt_coh.roots */
@@ -239,7 +241,8 @@ typedef struct coh_fix {
 enum { COH_KIND_RUN = 0, COH_KIND_MIGRATION = 1, COH_KIND_MARKER = 2 };
 
 #define COH_INLINE_DEPS 4
-#define COH_INLINE_FIX 2
+#define COH_INLINE_FIX 4
+#define COH_INLINE_ROOTS 4
 
 struct coh_cmd {
     /* Cleared at creation: everything up to deps_inline. */
@@ -285,7 +288,7 @@ struct coh_cmd {
     uint64_t *argv;            /* RUN: addr[nargs] then size[nargs] */
     /* Inline storage, used through the pointers above (not cleared). */
     coh_cmd *deps_inline[COH_INLINE_DEPS];
-    coh_root *roots_inline[2];
+    coh_root *roots_inline[COH_INLINE_ROOTS];
     coh_fix fix_inline[COH_INLINE_FIX];
     mt_coh_seg segs_inline[2];
     uint64_t argv_inline[8];

@@ -36,6 +36,8 @@ typedef struct coh_res {
      * tracked roots (collections change their runs in between). */
     uint32_t nstale[2];
     uint64_t pref[2];
+    uint32_t on_root;   /* arguments of this command on its root, itself included */
+    int first;          /* the first of them */
 } coh_res;
 
 /* The ranges a command must find valid: all of [a, b) when it reads; when it
@@ -72,7 +74,9 @@ static int check_maps(const coh_root *r, uint64_t a, uint64_t b, uint32_t access
 static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_arg *arg, int map,
                    coh_res *x)
 {
-    memset(x, 0, sizeof *x);
+    x->root = NULL;
+    x->svm = NULL;
+    x->nneed = 0;
     uint64_t limit, base;
     uint32_t flags = 0;
     if (arg->buf) {
@@ -153,7 +157,7 @@ static int needs_host(mt_coh *c, const coh_res *x, uint32_t target)
              k < rs->n && rs->v[k].start < x->need[i].b; k++) {
             uint64_t m = rs->v[k].mask;
             int relay;
-            if (!(m & COH_BIT(target)) && m &&
+            if (!(m & COH_BIT(target)) && m && !(m & peers) &&
                 (coh_choose_source(c, target, m, &relay) == MT_COH_HOST || relay))
                 return 1;
         }
@@ -173,12 +177,7 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
     uint64_t need = 0;
     for (uint32_t i = 0; i < n; i++) {
         coh_root *r = res[i].root;
-        if (!r)
-            continue;
-        int dup = 0;
-        for (uint32_t k = 0; k < np && !dup; k++)
-            dup = pinned[k] == r;
-        if (dup)
+        if (!r || !res[i].first)
             continue;
         pinned[np++] = r;
         if (target != MT_COH_HOST && !r->inst[target])
@@ -203,11 +202,8 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
         /* Room in the runs for every argument on this root: each splits
          * at most two runs per needed range (two) and two for its write;
          * relays and tracked collections reserve their own. */
-        uint32_t on_root = 0;
-        for (uint32_t k = 0; k < n; k++)
-            on_root += res[k].root == x->root;
-        if (!rc)
-            rc = coh_runs_reserve(&x->root->runs, 6 * on_root + 2);
+        if (!rc && x->first)
+            rc = coh_runs_reserve(&x->root->runs, 6 * x->on_root + 2);
         if (rc)
             return rc;
     }
@@ -350,6 +346,17 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
         rc = atomic_load_explicit(&q->dev->lost, memory_order_acquire);
     for (uint32_t i = 0; !rc && i < nargs; i++)
         rc = resolve(c, cl, target, &args[i], map, &res[i]);
+    /* Arguments sharing a root (once, for reserve and the updates). */
+    for (uint32_t i = 0; !rc && i < nargs; i++) {
+        res[i].on_root = 1;
+        res[i].first = 1;
+        for (uint32_t j = 0; j < i; j++)
+            if (res[i].root && res[j].root == res[i].root) {
+                res[i].on_root++;
+                res[j].on_root++;
+                res[i].first = 0;
+            }
+    }
     created cr;
     cr.n = 0;
     if (!rc)
@@ -385,10 +392,7 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
     /* From here on the enqueue happens; an allocation failure below leaves
      * consistent state (issued migrations are prefetches) and is reported. */
     for (uint32_t i = 0; !rc && i < nargs; i++) {
-        int alone = 1;
-        for (uint32_t j = 0; j < nargs && alone; j++)
-            alone = j == i || res[j].root != res[i].root;
-        rc = fetch_arg(c, main, target, &res[i], alone);
+        rc = fetch_arg(c, main, target, &res[i], res[i].on_root == 1);
     }
     for (uint32_t i = 0; !rc && i < nargs; i++)
         rc = commit_arg(c, main, target, &res[i], i, map, map_ptr);

@@ -143,7 +143,7 @@ coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
     cmd->deps = cmd->deps_inline;
     cmd->capdeps = COH_INLINE_DEPS;
     cmd->roots = cmd->roots_inline;
-    cmd->caproots = 2;
+    cmd->caproots = COH_INLINE_ROOTS;
     cmd->fix = cmd->fix_inline;
     cmd->capfix = COH_INLINE_FIX;
     cmd->segs = cmd->segs_inline;

@@ -73,7 +73,18 @@ static inline uint64_t coh_run_end(const coh_runs *r, uint32_t i)
     return i + 1 < r->n ? r->v[i + 1].start : r->size;
 }
 /* Index of the run containing off (< size). */
-uint32_t coh_runs_find(const coh_runs *r, uint64_t off);
+static inline uint32_t coh_runs_find(const coh_runs *r, uint64_t off)
+{
+    uint32_t lo = 0, hi = r->n; /* the answer is in [lo, hi) */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->v[mid].start <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 /* Room for `extra` more runs; 0 or -ENOMEM. Each single-range update below
  * needs 2. */
 int coh_runs_reserve(coh_runs *r, uint32_t extra);
@@ -110,8 +121,19 @@ struct coh_loc {
 
 int coh_loc_create(coh_loc **out);
 void coh_loc_destroy(coh_loc *l);
-/* Hands out the next number (planner). 0 on -ENOMEM (then nothing changed). */
-uint64_t coh_loc_take(coh_loc *l);
+/* Hands out the next number (planner). 0 on -ENOMEM (then nothing changed).
+ * Only the planner hands out numbers (under the context's lock), so `next`
+ * has one writer and needs no lock unless the ring must grow. */
+uint64_t coh_loc_take_slow(coh_loc *l);
+static inline uint64_t coh_loc_take(coh_loc *l)
+{
+    uint64_t next = atomic_load_explicit(&l->next, memory_order_relaxed) + 1;
+    if (next - atomic_load_explicit(&l->wm, memory_order_relaxed) > l->cap)
+        return coh_loc_take_slow(l);
+    /* release: a completion that sees the number sees the ring it fits in. */
+    atomic_store_explicit(&l->next, next, memory_order_release);
+    return next;
+}
 /* Marks s complete; advances the timeline and runs what became ready. */
 void coh_loc_done(coh_loc *l, uint64_t s);
 static inline uint64_t coh_loc_completed(const coh_loc *l)
@@ -245,7 +267,7 @@ enum { COH_KIND_RUN = 0, COH_KIND_MIGRATION = 1, COH_KIND_MARKER = 2 };
 #define COH_INLINE_ROOTS 4
 
 struct coh_cmd {
-    /* Cleared at creation: everything up to deps_inline. */
+    /* Set at creation (coh_cmd_new): everything up to deps_inline. */
     _Atomic int refs;
     _Atomic int status;        /* COH_PENDING, 0 or an error */
     _Atomic uint32_t pending;  /* dependencies not complete, +1 while being built */
@@ -299,21 +321,33 @@ struct coh_cmd {
 int coh_pool_create(mt_coh *c);
 void coh_pool_close(mt_coh *c); /* the context is going; commands still out free themselves */
 coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng);
-void coh_cmd_ref(coh_cmd *cmd);
+static inline void coh_cmd_ref(coh_cmd *cmd)
+{
+    atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
+}
 void coh_cmd_unref(coh_cmd *cmd);
 static inline int coh_cmd_status(const coh_cmd *cmd)
 {
     return atomic_load_explicit(&cmd->status, memory_order_acquire);
 }
+enum { COH_DEP_DATA = 0, COH_DEP_ORDER = 1, COH_DEP_WAIT = 2 /* the application's wait list */ };
+/* The general link (coh_cmd_depend_ex with a pending or failed dep). */
+int coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
 /* cmd waits for dep (a NULL or completed dep adds nothing; a failed one
- * sets dep_error). 0 or -ENOMEM. */
-int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
+ * sets dep_error). 0 or -ENOMEM. A completed dependency stays completed: no
+ * lock needed to see that (acquire pairs with the release store of the
+ * status). */
+static inline int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+{
+    if (!dep || dep == cmd || atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
+        return 0;
+    return coh_cmd_link(c, cmd, dep, COH_DEP_DATA);
+}
 /* The same where dep is a command the planner is building and has not armed
  * yet (no other thread can reach it): no lock. */
 int coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep);
 /* cmd runs after dep, whatever its outcome (queue order). */
 int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
-enum { COH_DEP_DATA = 0, COH_DEP_ORDER = 1, COH_DEP_WAIT = 2 /* the application's wait list */ };
 int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
 /* The planner is done building cmd: it runs once its dependencies have
  * completed. Ready commands go to the batch (planner's lock held). */
@@ -467,7 +501,10 @@ void coh_inst_drop(mt_coh *c, coh_inst *in);
  * eviction may free? No means the enqueue must fail before evicting. */
 int coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
                       uint32_t npinned);
-void coh_inst_touch(mt_coh *c, coh_inst *in);
+static inline void coh_inst_touch(mt_coh *c, coh_inst *in)
+{
+    in->stamp = ++c->clock;
+}
 
 /* planning (planner.c, transfer.c) */
 typedef struct coh_plan coh_plan;

@@ -34,19 +34,6 @@ void coh_runs_free(coh_runs *r)
     r->cap = 2;
 }
 
-uint32_t coh_runs_find(const coh_runs *r, uint64_t off)
-{
-    uint32_t lo = 0, hi = r->n; /* the answer is in [lo, hi) */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->v[mid].start <= off)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 int coh_runs_reserve(coh_runs *r, uint32_t extra)
 {
     if (r->n + extra <= r->cap)
@@ -119,29 +106,14 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
         r->v[0].mask = (r->v[0].mask & and_mask) | or_mask;
         return;
     }
-    /* Runs i0..i1 overlap [a, b). Nothing changes (a read of a range valid
-     * there already): no split. */
+    /* One pass over the runs i0..i1 that overlap [a, b): their new runs,
+     * merged with each other and with the run before them, go to `out`,
+     * then replace them (the run after them dropped when it merges too). A
+     * window too large for `out` takes the split-and-merge path. */
     uint32_t i0 = coh_runs_find(r, a), i1 = i0;
-    int same = 1;
-    for (;;) {
-        uint64_t m = r->v[i1].mask;
-        same &= ((m & and_mask) | or_mask) == m;
-        if (i1 + 1 >= r->n || r->v[i1 + 1].start >= b)
-            break;
-        i1++;
-    }
-    if (same)
-        return;
-    if (i1 - i0 + 3 > UPDATE_WINDOW) {
-        update_split(r, a, b, and_mask, or_mask);
-        return;
-    }
-    /* One pass: the window's new runs, merged with each other and with the
-     * run before it, then spliced in (and the run after it dropped when it
-     * merges too). */
     coh_run out[UPDATE_WINDOW];
     uint32_t k = 0;
-    int have_prev = i0 > 0;
+    int have_prev = i0 > 0, changed = 0;
     uint64_t prev = have_prev ? r->v[i0 - 1].mask : 0;
 #define EMIT(st, msk)                                                        \
     do {                                                                     \
@@ -151,12 +123,21 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
     } while (0)
     if (r->v[i0].start < a)
         EMIT(r->v[i0].start, r->v[i0].mask);
-    for (uint32_t i = i0; i <= i1; i++) {
-        uint64_t m = r->v[i].mask;
-        EMIT(r->v[i].start > a ? r->v[i].start : a, (m & and_mask) | or_mask);
+    for (;;) {
+        if (k + 3 > UPDATE_WINDOW) {
+            update_split(r, a, b, and_mask, or_mask);
+            return;
+        }
+        uint64_t m = r->v[i1].mask, nm = (m & and_mask) | or_mask;
+        changed |= nm != m;
+        EMIT(r->v[i1].start > a ? r->v[i1].start : a, nm);
+        if (i1 + 1 >= r->n || r->v[i1 + 1].start >= b)
+            break;
+        i1++;
     }
-    uint64_t end1 = coh_run_end(r, i1);
-    if (end1 > b)
+    if (!changed) /* a read of a range valid there already: no split */
+        return;
+    if (coh_run_end(r, i1) > b)
         EMIT(b, r->v[i1].mask);
 #undef EMIT
     uint32_t old_end = i1 + 1; /* first run kept after the window */
@@ -166,8 +147,10 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
             old_end++; /* it merges into the window's last run */
     }
     uint32_t old = old_end - i0;
-    memmove(&r->v[i0 + k], &r->v[old_end], (r->n - old_end) * sizeof *r->v);
-    memcpy(&r->v[i0], out, k * sizeof *out);
+    if (k != old)
+        memmove(&r->v[i0 + k], &r->v[old_end], (r->n - old_end) * sizeof *r->v);
+    for (uint32_t j = 0; j < k; j++)
+        r->v[i0 + j] = out[j];
     r->n = r->n - old + k;
 }
 

@@ -127,35 +127,48 @@ coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
     else if (!(cmd = malloc(sizeof *cmd)))
         return NULL;
     atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
-    memset(cmd, 0, offsetof(coh_cmd, deps_inline));
-    if (kind != COH_KIND_MIGRATION) /* make_mig writes the whole op */
-        memset(&cmd->op, 0, sizeof cmd->op);
+    /* Field by field (every field before the inline storage): a memset of
+     * the whole header cost more than the stores. */
     atomic_init(&cmd->refs, 1);
     atomic_init(&cmd->status, COH_PENDING);
     atomic_init(&cmd->pending, 1);
     atomic_init(&cmd->dep_error, 0);
     atomic_init(&cmd->waiters, 0);
     atomic_init(&cmd->lk, 0);
+    cmd->kind = kind;
     cmd->ctx = c;
     cmd->pool = p;
-    cmd->kind = kind;
     cmd->eng = eng;
+    cmd->next = NULL;
     cmd->deps = cmd->deps_inline;
+    cmd->ndeps = 0;
     cmd->capdeps = COH_INLINE_DEPS;
+    cmd->nloc = 0;
     cmd->roots = cmd->roots_inline;
+    cmd->nroots = 0;
     cmd->caproots = COH_INLINE_ROOTS;
     cmd->fix = cmd->fix_inline;
+    cmd->nfix = 0;
     cmd->capfix = COH_INLINE_FIX;
+    cmd->fix_applied = 0;
+    cmd->absorb = NULL;
+    cmd->anext = cmd->aprev = NULL;
+    cmd->inflight = 0;
+    cmd->hostatt = NULL;
+    cmd->host_len = 0;
+    cmd->bytes_in = cmd->bytes_relay = 0;
+    cmd->migrations = 0;
+    cmd->from_loc = cmd->to_loc = 0;
     cmd->segs = cmd->segs_inline;
+    cmd->nsegs = 0;
     cmd->capsegs = 2;
+    cmd->argv = NULL;
+    if (kind != COH_KIND_MIGRATION) /* make_mig writes the op's fields it uses */
+        memset(&cmd->op, 0, sizeof cmd->op);
     atomic_fetch_add_explicit(&c->live_cmds, 1, memory_order_relaxed);
     return cmd;
 }
 
-void coh_cmd_ref(coh_cmd *cmd)
-{
-    atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
-}
 
 static void release_roots(coh_cmd *cmd)
 {
@@ -301,6 +314,15 @@ static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
     return 0;
 }
 
+int coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
+{
+    (void)c;
+    cmd_lock(dep);
+    int rc = link_locked(cmd, dep, kind);
+    cmd_unlock(dep);
+    return rc;
+}
+
 int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
 {
     if (!dep || dep == cmd)
@@ -309,21 +331,12 @@ int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
      * (acquire pairs with the release store of the status). */
     if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
         return 0;
-    (void)c;
-    cmd_lock(dep);
-    int rc = link_locked(cmd, dep, kind);
-    cmd_unlock(dep);
-    return rc;
+    return coh_cmd_link(c, cmd, dep, kind);
 }
 
 int coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep)
 {
     return link_locked(cmd, dep, COH_DEP_DATA);
-}
-
-int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
-{
-    return coh_cmd_depend_ex(c, cmd, dep, COH_DEP_DATA);
 }
 
 int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)

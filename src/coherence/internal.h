@@ -352,12 +352,31 @@ int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
 /* The planner is done building cmd: it runs once its dependencies have
  * completed. Ready commands go to the batch (planner's lock held). */
 void coh_cmd_arm(mt_coh *c, coh_cmd *cmd);
+/* The same, the caller's reference becoming the execution's (one reference
+ * and one release less). */
+void coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd);
 /* Records that cmd uses an instance at loc: takes a sequence number there
  * (one per location per command). 0 or -ENOMEM. */
 int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq);
 int coh_cmd_add_root(coh_cmd *cmd, coh_root *root);
 int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f);
-int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len);
+int coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len);
+/* Appends a segment, extending the last one when they touch. 0 or -ENOMEM. */
+static inline int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
+{
+    if (cmd->nsegs) {
+        mt_coh_seg *l = &cmd->segs[cmd->nsegs - 1];
+        if (l->src + l->len == src && l->dst + l->len == dst) {
+            l->len += len;
+            return 0;
+        }
+    }
+    if (cmd->nsegs < cmd->capsegs) {
+        cmd->segs[cmd->nsegs++] = (mt_coh_seg){src, dst, len};
+        return 0;
+    }
+    return coh_cmd_add_seg_slow(cmd, src, dst, len);
+}
 /* Completes cmd with status (engine threads, or the planner for markers). */
 void coh_cmd_complete(coh_cmd *cmd, int status);
 
@@ -462,7 +481,6 @@ struct mt_coh {
     coh_workers *workers;
     uint64_t clock;            /* LRU clock */
     uint64_t next_uid;
-    _Atomic uint64_t live_cmds;
     coh_pool *pool;            /* command memory */
     /* Counters: the planner's under its lock, the engines' atomic. */
     uint64_t st_enqueues, st_rejected, st_migrations, st_h2d, st_d2h, st_d2d, st_relay,

@@ -165,7 +165,6 @@ coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
     cmd->argv = NULL;
     if (kind != COH_KIND_MIGRATION) /* make_mig writes the op's fields it uses */
         memset(&cmd->op, 0, sizeof cmd->op);
-    atomic_fetch_add_explicit(&c->live_cmds, 1, memory_order_relaxed);
     return cmd;
 }
 
@@ -252,15 +251,8 @@ int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f)
     return 0;
 }
 
-int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
+int coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
 {
-    if (cmd->nsegs) {
-        mt_coh_seg *l = &cmd->segs[cmd->nsegs - 1];
-        if (l->src + l->len == src && l->dst + l->len == dst) {
-            l->len += len;
-            return 0;
-        }
-    }
     if (cmd->nsegs == cmd->capsegs &&
         grow_array((void **)&cmd->segs, &cmd->capsegs, sizeof *cmd->segs, cmd->segs_inline,
                    cmd->nsegs))
@@ -447,7 +439,6 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
     }
     if (deps != cmd->deps_inline)
         free(deps);
-    atomic_fetch_sub_explicit(&c->live_cmds, 1, memory_order_relaxed);
 }
 
 void coh_cmd_complete(coh_cmd *cmd, int status)
@@ -469,6 +460,11 @@ void coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
 {
     /* The execution's reference: dropped by coh_cmd_complete. */
     coh_cmd_ref(cmd);
+    coh_cmd_arm_give(c, cmd);
+}
+
+void coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
+{
     if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) != 1)
         return;
     int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);

@@ -78,6 +78,7 @@ struct coh_pool {
     _Atomic int64_t refs;    /* the context + every command allocated from it */
     _Atomic int closed;      /* the context is gone: free, do not pool */
     coh_cmd *local;          /* the planner's list (context lock) */
+    int64_t credit;          /* references taken ahead for new commands (context lock) */
 };
 
 int coh_pool_create(mt_coh *c)
@@ -98,20 +99,28 @@ static void free_list(coh_cmd *x)
     }
 }
 
-static void pool_put(coh_pool *p)
+static void pool_put_n(coh_pool *p, int64_t n)
 {
     /* acq_rel: the last one sees every push before it. */
-    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+    if (atomic_fetch_sub_explicit(&p->refs, n, memory_order_acq_rel) != n)
         return;
     free_list(atomic_exchange_explicit(&p->head, NULL, memory_order_acquire));
     free_list(p->local);
     free(p);
 }
 
+static void pool_put(coh_pool *p)
+{
+    pool_put_n(p, 1);
+}
+
 void coh_pool_close(mt_coh *c)
 {
-    atomic_store_explicit(&c->pool->closed, 1, memory_order_release);
-    pool_put(c->pool);
+    coh_pool *p = c->pool;
+    atomic_store_explicit(&p->closed, 1, memory_order_release);
+    int64_t n = 1 + p->credit; /* the context's reference and the unused credit */
+    p->credit = 0;
+    pool_put_n(p, n);
 }
 
 coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
@@ -126,7 +135,13 @@ coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
         p->local = cmd->next;
     else if (!(cmd = malloc(sizeof *cmd)))
         return NULL;
-    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    /* The command's reference on the pool, from references taken 64 at a
+     * time (one atomic per 64 commands). */
+    if (!p->credit) {
+        atomic_fetch_add_explicit(&p->refs, 64, memory_order_relaxed);
+        p->credit = 64;
+    }
+    p->credit--;
     /* Field by field (every field before the inline storage): a memset of
      * the whole header cost more than the stores. */
     atomic_init(&cmd->refs, 1);

@@ -310,7 +310,10 @@ static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
             grow_array((void **)&dep->deps, &dep->capdeps, sizeof *dep->deps, dep->deps_inline,
                        dep->ndeps))
             return -ENOMEM;
-        coh_cmd_ref(cmd); /* the link's reference */
+        /* No reference for the link: cmd is armed or being built, and
+         * stays alive (the planner's or its execution's reference) until it
+         * completes, which is after every dependency let go of it (see
+         * complete_one). */
         dep->deps[dep->ndeps++] = (coh_cmd *)((uintptr_t)cmd | (uintptr_t)(kind == COH_DEP_ORDER));
         atomic_fetch_add_explicit(&cmd->pending, 1, memory_order_relaxed);
     } else if (st < 0 && kind != COH_DEP_ORDER && (kind == COH_DEP_WAIT || !dep->fix_applied)) {
@@ -447,10 +450,10 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
                                                     memory_order_relaxed, memory_order_relaxed);
         }
         /* acq_rel: the command that becomes ready sees what every dependency
-         * wrote before completing. */
+         * wrote before completing. The decrement is the last touch of d
+         * (links hold no reference): once it counted, d may complete and go. */
         if (atomic_fetch_sub_explicit(&d->pending, 1, memory_order_acq_rel) == 1)
             ready(d, w);
-        coh_cmd_unref(d); /* the link's reference */
     }
     if (deps != cmd->deps_inline)
         free(deps);

@@ -22,7 +22,9 @@
  *    per-page copies. Needs a GPU (CUDA driver); skipped without one.
  *  - upload-host/dirty-N% (any machine): the same on a host-memory device
  *    with a 256 MiB buffer, against memcpy of the whole buffer: what the
- *    tracker and planner cost where copies are cheap. */
+ *    tracker and planner cost where copies are cheap.
+ * MT_BENCH_COH_PARTS=decision,upload-host,upload picks parts (default all);
+ * MT_BENCH_COH_VARIANTS=1 adds upload variants (below). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -477,15 +479,33 @@ static int bench_decision_cg(mt_bench_ctx *ctx)
     return 0;
 }
 
+/* MT_BENCH_COH_PARTS (a comma-separated list of decision, upload-host,
+ * upload; unset: all) picks the parts to run. */
+static int part_on(const char *name)
+{
+    const char *v = getenv("MT_BENCH_COH_PARTS");
+    if (!v || !*v)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = v; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == v || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
 int mt_bench_suite_coherence(mt_bench_ctx *ctx)
 {
     int quick = mt_bench_quick(ctx);
     if (mt_bench_callgrind(ctx) != MT_BENCH_CG_OFF)
         return bench_decision_cg(ctx);
-    bench_decision(ctx);
+    if (part_on("decision"))
+        bench_decision(ctx);
     upload_cfg host = {"upload-host", quick ? 32u << 20 : 256u << 20, 0, quick ? 2 : 5, {0}, 0};
-    bench_upload(ctx, &host);
+    if (part_on("upload-host"))
+        bench_upload(ctx, &host);
     upload_cfg gpu = {"upload", quick ? 64u << 20 : 1u << 30, 1, quick ? 2 : 5, {0}, 1};
+    if (!part_on("upload"))
+        return 0;
     bench_upload(ctx, &gpu);
     /* MT_BENCH_COH_VARIANTS=1: the GPU upload with other collection thread
      * counts and piece sizes, to see what the defaults are worth. */

@@ -9,7 +9,7 @@
 #   scripts/gpu-coherence.sh BUILD_DIR [OUT_DIR]
 # OUT_DIR (default: a temporary folder) keeps bench.json and the logs.
 # Environment: BENCH_LIMIT, TEST_LIMIT, SANITIZER_LIMIT (seconds; defaults
-# 65, 10, 20).
+# 60, 10, 25).
 set -uo pipefail
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [OUT_DIR]}" && pwd)
 OUT=${2:-$(mktemp -d)}
@@ -35,12 +35,12 @@ command -v nvidia-smi >/dev/null &&
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
 
 # The JSON lines go to bench.json, the rest (notes, errors) to bench.log.
-MT_BENCH_COH_VARIANTS=1 step bench "${BENCH_LIMIT:-65}" \
+MT_BENCH_COH_VARIANTS=1 step bench "${BENCH_LIMIT:-60}" \
   sh -c '"$1" bench coherence --json >"$2/bench.json"' sh "$MEMTRACK" "$OUT"
 step test "${TEST_LIMIT:-10}" "$TEST"
 test_rc=$?
 if command -v compute-sanitizer >/dev/null; then
-  step sanitizer "${SANITIZER_LIMIT:-20}" compute-sanitizer --tool memcheck \
+  step sanitizer "${SANITIZER_LIMIT:-25}" compute-sanitizer --tool memcheck \
     --error-exitcode 3 "$TEST"
 else
   echo "compute-sanitizer: not installed" >"$OUT/sanitizer.log"

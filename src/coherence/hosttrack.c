@@ -164,17 +164,29 @@ static int drop_inflight(coh_track *tr, coh_range **v, size_t *n, size_t *cap)
 }
 
 /* Collects chunk k of r into `out` (root offsets, widened to granules).
- * Returns 0, or -ENOMEM after which the whole chunk must count as dirty. */
+ * Returns 0, or -ENOMEM after which the whole chunk must count as dirty.
+ * The run array holds every run the chunk can have (one per two pages): a
+ * collect that fills its array puts the rest back and the next one scans
+ * the chunk again (another PAGEMAP_SCAN walk over all its pages), so a
+ * small array made a half-dirty chunk cost five scans instead of one. */
 static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, coh_range **v, size_t *n, size_t *cap)
 {
     coh_track *tr = r->track;
     uint64_t base = (uint64_t)k * tr->chunk, g = c->gran > c->page ? c->gran : c->page;
-    mt_dirty_run runs[256];
+    mt_dirty_run small[256], *runs = small;
+    size_t max = 256, want = (size_t)(tr->chunk / tr->page) / 2 + 1;
+    if (want > max) {
+        mt_dirty_run *big = malloc(want * sizeof *big);
+        if (big) {
+            runs = big;
+            max = want;
+        }
+    }
     int rc = 0;
     for (;;) {
-        long got = mt_tracker_collect(c->tracker, tr->ids[k], runs, 256);
+        long got = mt_tracker_collect(c->tracker, tr->ids[k], runs, max);
         if (got < 0)
-            return 0; /* the range is gone (released): nothing to report */
+            break; /* the range is gone (released): nothing to report */
         for (long i = 0; i < got; i++) {
             uint64_t a = (base + runs[i].offset) & ~(g - 1);
             uint64_t b = (base + runs[i].offset + runs[i].length + g - 1) & ~(g - 1);
@@ -183,9 +195,12 @@ static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, coh_range **v, size
             if (!rc)
                 rc = push_range(v, n, cap, a, b);
         }
-        if (got < 256)
-            return rc;
+        if ((size_t)got < max)
+            break;
     }
+    if (runs != small)
+        free(runs);
+    return rc;
 }
 
 static void collect_into(mt_coh *c, coh_root *r, uint32_t k)

@@ -22,7 +22,9 @@
  *    per-page copies. Needs a GPU (CUDA driver); skipped without one.
  *  - upload-host/dirty-N% (any machine): the same on a host-memory device
  *    with a 256 MiB buffer, against memcpy of the whole buffer: what the
- *    tracker and planner cost where copies are cheap. */
+ *    tracker and planner cost where copies are cheap.
+ * MT_BENCH_COH_PARTS=decision,upload-host,upload picks parts (default all);
+ * MT_BENCH_COH_VARIANTS=1 adds upload variants (below). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -102,6 +104,7 @@ static uint64_t rng_next(uint64_t *s)
 typedef struct planner_run {
     double ns_per_arg;
     double bytes_per_cmd;
+    double migs_per_cmd; /* migration commands created per command */
 } planner_run;
 
 /* deferred: commands are enqueued in timed bursts of 1,000 and handed to
@@ -109,7 +112,7 @@ typedef struct planner_run {
  * in a steady state with a few thousand commands in flight. Else they are
  * handed over in batches of 32 while the loop runs, the engine threads
  * competing with it for the CPUs. */
-static int bench_planner(uint32_t flags, int quick, int deferred, planner_run *out)
+static int bench_planner(uint32_t flags, int quick, int deferred, int cg, planner_run *out)
 {
     mt_coh *c;
     mt_coh_opts o = {.flags = flags, .batch = deferred ? UINT32_MAX : 0};
@@ -145,8 +148,10 @@ static int bench_planner(uint32_t flags, int quick, int deferred, planner_run *o
         rc = mt_coh_finish(q[d]);
     uint64_t rng = 42;
     int n = quick ? 5000 : 20000;
-    double ns[REPS], bytes[REPS];
-    for (int rep = -1; rep < REPS && !rc; rep++) { /* rep -1: warm-up */
+    double ns[REPS], bytes[REPS], migs[REPS];
+    /* Under --callgrind (child) one counted repetition after the warm-up. */
+    int reps = cg ? 1 : REPS;
+    for (int rep = -1; rep < reps && !rc; rep++) { /* rep -1: warm-up */
         mt_coh_stats s0, s1;
         mt_coh_stats_get(c, &s0);
         uint64_t t = 0;
@@ -165,10 +170,17 @@ static int bench_planner(uint32_t flags, int quick, int deferred, planner_run *o
             }
             mt_coh_command cmd = {.fn = noop, .args = a, .nargs = NARGS};
             uint32_t d = 1 + (uint32_t)(rng_next(&rng) % NDEV);
+            if (cg && rep >= 0)
+                mt_bench_cg_toggle();
             uint64_t t0 = mt_bench_now_ns();
             rc = mt_coh_enqueue(q[d], &cmd, NULL);
             t += mt_bench_now_ns() - t0;
+            if (cg && rep >= 0)
+                mt_bench_cg_toggle();
         }
+        if (cg && rep >= 0)
+            mt_bench_cg_done(flags & MT_COH_WHOLE_BUFFER ? "decision/whole" : "decision/range",
+                             (uint64_t)n * NARGS);
         for (uint32_t d = 1; d <= NDEV && !rc; d++)
             rc = mt_coh_finish(q[d]);
         mt_coh_stats_get(c, &s1);
@@ -176,11 +188,13 @@ static int bench_planner(uint32_t flags, int quick, int deferred, planner_run *o
             ns[rep] = (double)t / n / NARGS;
             bytes[rep] = (double)((s1.bytes_h2d + s1.bytes_d2h + s1.bytes_d2d) -
                                   (s0.bytes_h2d + s0.bytes_d2h + s0.bytes_d2d)) / n;
+            migs[rep] = (double)(s1.migrations - s0.migrations) / n;
         }
     }
     if (!rc) {
-        out->ns_per_arg = mt_bench_median(ns, REPS);
-        out->bytes_per_cmd = mt_bench_median(bytes, REPS);
+        out->ns_per_arg = mt_bench_median(ns, reps);
+        out->bytes_per_cmd = mt_bench_median(bytes, reps);
+        out->migs_per_cmd = mt_bench_median(migs, reps);
     }
     free(bufs);
     mt_coh_destroy(c);
@@ -191,9 +205,10 @@ static void bench_decision(mt_bench_ctx *ctx)
 {
     int quick = mt_bench_quick(ctx);
     planner_run rng, whole, rng_c, whole_c;
-    if (bench_planner(0, quick, 1, &rng) || bench_planner(MT_COH_WHOLE_BUFFER, quick, 1, &whole) ||
-        bench_planner(0, quick, 0, &rng_c) ||
-        bench_planner(MT_COH_WHOLE_BUFFER, quick, 0, &whole_c)) {
+    if (bench_planner(0, quick, 1, 0, &rng) ||
+        bench_planner(MT_COH_WHOLE_BUFFER, quick, 1, 0, &whole) ||
+        bench_planner(0, quick, 0, 0, &rng_c) ||
+        bench_planner(MT_COH_WHOLE_BUFFER, quick, 0, 0, &whole_c)) {
         mt_bench_note(ctx, "enqueue/decision: setup failed");
         return;
     }
@@ -205,6 +220,10 @@ static void bench_decision(mt_bench_ctx *ctx)
                        "whole-buffer (PoCL)", whole.bytes_per_cmd,
                        rng.bytes_per_cmd / whole.bytes_per_cmd, NULL, -1};
     mt_bench_emit(ctx, &r2);
+    mt_bench_row r2b = {"enqueue/decision", "migrations_per_cmd", rng.migs_per_cmd, "cmds",
+                        "whole-buffer (PoCL)", whole.migs_per_cmd,
+                        rng.migs_per_cmd / whole.migs_per_cmd, NULL, -1};
+    mt_bench_emit(ctx, &r2b);
     mt_bench_row r3 = {"enqueue/concurrent", "ns_per_arg", rng_c.ns_per_arg, "ns",
                        "whole-buffer (PoCL)", whole_c.ns_per_arg,
                        rng_c.ns_per_arg / whole_c.ns_per_arg, NULL, -1};
@@ -427,13 +446,66 @@ static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
     mt_coh_destroy(c);
 }
 
+/* --callgrind: instructions and L1 data misses per argument of the
+ * decision (the deferred case, each mt_coh_enqueue counted alone: the
+ * drains between bursts are not), memtrack against whole-buffer versions.
+ * The child counts; the parent emits the rows. */
+static int bench_decision_cg(mt_bench_ctx *ctx)
+{
+    int quick = mt_bench_quick(ctx);
+    planner_run x;
+    if (mt_bench_callgrind(ctx) == MT_BENCH_CG_CHILD)
+        return bench_planner(0, quick, 1, 1, &x) ||
+               bench_planner(MT_COH_WHOLE_BUFFER, quick, 1, 1, &x);
+    mt_bench_cg_result res[2];
+    int n = mt_bench_cg_run(ctx, res, 2);
+    if (n < 0)
+        return n;
+    if (n != 2 || strcmp(res[0].name, "decision/range") || strcmp(res[1].name, "decision/whole")) {
+        mt_bench_note(ctx, "enqueue/decision: callgrind gave %d results", n);
+        return 1;
+    }
+    double ir = res[0].ir / res[0].ops, base = res[1].ir / res[1].ops;
+    double l1 = res[0].d1_misses / res[0].ops, base_l1 = res[1].d1_misses / res[1].ops;
+    mt_bench_row r1 = {"enqueue/decision", "instructions_per_arg", ir, "", "whole-buffer (PoCL)",
+                       base, ir / base, NULL, -1};
+    mt_bench_emit(ctx, &r1);
+    mt_bench_row r2 = {"enqueue/decision", "l1_misses_per_arg", l1, "", "whole-buffer (PoCL)",
+                       base_l1, l1 / base_l1, NULL, -1};
+    mt_bench_emit(ctx, &r2);
+    mt_bench_note(ctx, "valgrind --tool=callgrind --cache-sim=yes, counting mt_coh_enqueue alone "
+                  "(%d commands of %d arguments after a warm-up pass)",
+                  quick ? 5000 : 20000, NARGS);
+    return 0;
+}
+
+/* MT_BENCH_COH_PARTS (a comma-separated list of decision, upload-host,
+ * upload; unset: all) picks the parts to run. */
+static int part_on(const char *name)
+{
+    const char *v = getenv("MT_BENCH_COH_PARTS");
+    if (!v || !*v)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = v; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == v || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
 int mt_bench_suite_coherence(mt_bench_ctx *ctx)
 {
     int quick = mt_bench_quick(ctx);
-    bench_decision(ctx);
+    if (mt_bench_callgrind(ctx) != MT_BENCH_CG_OFF)
+        return bench_decision_cg(ctx);
+    if (part_on("decision"))
+        bench_decision(ctx);
     upload_cfg host = {"upload-host", quick ? 32u << 20 : 256u << 20, 0, quick ? 2 : 5, {0}, 0};
-    bench_upload(ctx, &host);
+    if (part_on("upload-host"))
+        bench_upload(ctx, &host);
     upload_cfg gpu = {"upload", quick ? 64u << 20 : 1u << 30, 1, quick ? 2 : 5, {0}, 1};
+    if (!part_on("upload"))
+        return 0;
     bench_upload(ctx, &gpu);
     /* MT_BENCH_COH_VARIANTS=1: the GPU upload with other collection thread
      * counts and piece sizes, to see what the defaults are worth. */

@@ -3,12 +3,15 @@
  *  - After the host writes pages directly, the next upload copies exactly
  *    those pages (the tracker's report), and the device sees the content.
  *  - Pages memtrack itself downloads into the memory (a map, a relay) do not
- *    come back as host writes.
+ *    come back as host writes, also when another enqueue collects the
+ *    memory while the download is still in flight (a gated device holds it
+ *    there, its pages written).
  *  - A large buffer is collected in parallel and uploaded in pipelined
  *    pieces: several migrations, one command, the right content.
  *  - Host writes racing with nothing else are never lost across many
  *    rounds (random pages, random devices). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -134,6 +137,132 @@ static void test_dirty_pages(mt_track_backend be)
     printf("dirty pages (%s): ok\n", mt_track_backend_name(be));
 }
 
+/* ---- a gated device: host memory seen as device memory, whose downloads
+ * write their pages and then wait until the test opens the gate ---------- */
+typedef struct gdev {
+    void *mem;
+    uint64_t size;
+    _Atomic int written; /* a download wrote its pages and waits */
+    _Atomic int open;
+} gdev;
+
+static int g_grow(void *dev, uint64_t min_size, uint64_t *base, uint64_t *size)
+{
+    gdev *g = dev;
+    if (g->mem || min_size > g->size || !(g->mem = malloc(g->size)))
+        return -ENOSPC;
+    *base = (uint64_t)(uintptr_t)g->mem;
+    *size = g->size;
+    return 0;
+}
+
+static int g_submit(void *dev, int engine, mt_coh_op *op)
+{
+    gdev *g = dev;
+    (void)engine;
+    char *d = (char *)(uintptr_t)op->dev_addr;
+    switch (op->kind) {
+    case MT_COH_OP_RUN:
+        op->exec.backend = "host"; /* tk_run: host pointers */
+        return op->fn(op->user, &op->exec);
+    case MT_COH_OP_UPLOAD:
+        for (uint32_t i = 0; i < op->nsegs; i++)
+            memcpy(d + op->segs[i].dst, (char *)op->host + op->segs[i].src, op->segs[i].len);
+        return 0;
+    case MT_COH_OP_DOWNLOAD:
+        for (uint32_t i = 0; i < op->nsegs; i++)
+            memcpy((char *)op->host + op->segs[i].dst, d + op->segs[i].src, op->segs[i].len);
+        atomic_store(&g->written, 1);
+        while (!atomic_load(&g->open))
+            usleep(100);
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+static void g_destroy(void *dev)
+{
+    gdev *g = dev;
+    free(g->mem);
+    free(g);
+}
+
+static const mt_coh_backend gated_backend = {
+    .name = "gated",
+    .mem_grow = g_grow,
+    .submit = g_submit,
+    .destroy = g_destroy,
+};
+
+/* A relay through the tracked host memory (gated device -> host -> sim) is
+ * held in flight after writing its pages; meanwhile a read on the host
+ * device collects the memory. Those pages are the download's: no host
+ * write is counted and the sim's copy stays valid. */
+static void test_inflight_download(mt_track_backend be)
+{
+    env e;
+    setup(&e, be, 16 * page, 0);
+    gdev *g = calloc(1, sizeof *g);
+    g->size = 1u << 20;
+    uint32_t gid;
+    MT_CHECK_OK(mt_coh_device_add(e.c, &gated_backend, g, NULL, &gid));
+    mt_coh_queue *qg;
+    MT_CHECK_OK(mt_coh_queue_create(e.cl, gid, &qg));
+    size_t n = 32 * page;
+    uint8_t *mem = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *ref = calloc(1, n);
+    mt_coh_buffer_opts o = {.flags = MT_COH_BUF_USE_HOST_PTR | MT_COH_BUF_TRACK_HOST,
+                            .host_ptr = mem};
+    mt_coh_buf b;
+    MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &o, &b));
+    /* The gated device writes the whole buffer: valid there only. */
+    atomic_store(&g->open, 1);
+    tk_cmd w = {.nargs = 1, .access = {MT_COH_WRITE}, .pattern = {0x5555aaaa1234ull}};
+    mt_coh_arg wa = {.buf = b, .size = n, .access = MT_COH_WRITE};
+    mt_coh_command cmd = {.fn = tk_run, .user = &w, .args = &wa, .nargs = 1};
+    mt_coh_event *ev;
+    MT_CHECK_OK(mt_coh_enqueue(qg, &cmd, &ev));
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    tk_fill(ref, n, 0x5555aaaa1234ull);
+    /* The sim reads it: a relay, whose download stops after writing. */
+    atomic_store(&g->open, 0);
+    tk_cmd r1 = {.nargs = 1, .access = {MT_COH_READ}};
+    mt_coh_arg ra = {.buf = b, .size = n, .access = MT_COH_READ};
+    mt_coh_command rc1 = {.fn = tk_run, .user = &r1, .args = &ra, .nargs = 1};
+    mt_coh_event *ev1;
+    MT_CHECK_OK(mt_coh_enqueue(e.qs, &rc1, &ev1));
+    MT_CHECK_OK(mt_coh_flush(e.qs));
+    while (!atomic_load(&g->written))
+        usleep(100);
+    /* Collected while the download is in flight. */
+    mt_coh_stats st0, st1;
+    MT_CHECK_OK(mt_coh_stats_get(e.c, &st0));
+    tk_cmd r2 = {.nargs = 1, .access = {MT_COH_READ}};
+    mt_coh_command rc2 = {.fn = tk_run, .user = &r2, .args = &ra, .nargs = 1};
+    mt_coh_event *ev2;
+    MT_CHECK_OK(mt_coh_enqueue(e.qh, &rc2, &ev2));
+    atomic_store(&g->open, 1);
+    MT_CHECK_OK(mt_coh_event_wait(ev1, -1));
+    MT_CHECK_OK(mt_coh_event_wait(ev2, -1));
+    MT_CHECK_UINT_EQ(r1.seen[0], tk_hash(ref, n));
+    MT_CHECK_UINT_EQ(r2.seen[0], tk_hash(ref, n));
+    mt_coh_event_release(ev1);
+    mt_coh_event_release(ev2);
+    MT_CHECK_OK(mt_coh_stats_get(e.c, &st1));
+    MT_CHECK_UINT_EQ(st1.host_dirty_bytes - st0.host_dirty_bytes, 0);
+    /* The sim's copy is still valid; nothing comes back as a host write. */
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, ref, NULL), 0);
+    MT_CHECK_OK(mt_coh_stats_get(e.c, &st0));
+    MT_CHECK_UINT_EQ(st0.host_dirty_bytes - st1.host_dirty_bytes, 0);
+    MT_CHECK_OK(mt_coh_buffer_free(e.cl, b));
+    teardown(&e);
+    munmap(mem, n);
+    free(ref);
+    printf("download in flight during a collection (%s): ok\n", mt_track_backend_name(be));
+}
+
 static void test_pipelined(mt_track_backend be)
 {
     env e;
@@ -185,6 +314,7 @@ int main(void)
             continue;
         }
         test_dirty_pages(bes[i]);
+        test_inflight_download(bes[i]);
         test_pipelined(bes[i]);
     }
     return 0;

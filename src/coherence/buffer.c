@@ -96,12 +96,8 @@ static coh_root *root_new(mt_coh *c, mt_coh_client *cl, uint64_t size, uint32_t 
         c->caproots = cap;
     }
     coh_root *r = calloc(1, sizeof *r);
-    coh_inst **inst = calloc(COH_NLOC, sizeof *inst);
-    if (!r || !inst) {
-        free(r);
-        free(inst);
+    if (!r)
         return NULL;
-    }
     atomic_init(&r->refs, 1); /* alive */
     atomic_init(&r->releases, 1);
     r->ctx = c;
@@ -109,7 +105,6 @@ static coh_root *root_new(mt_coh *c, mt_coh_client *cl, uint64_t size, uint32_t 
     r->kind = kind;
     r->flags = flags;
     r->size = size;
-    r->inst = inst;
     /* The initial content (zeros, or the host pointer's bytes) is at the host. */
     coh_runs_init(&r->runs, size, COH_BIT(MT_COH_HOST));
     r->index = c->nroots;
@@ -123,7 +118,6 @@ void coh_root_unref(coh_root *r)
         return;
     coh_runs_free(&r->runs);
     coh_track_destroy(NULL, r); /* frees what killing it left */
-    free(r->inst);
     free(r->hostatt);
     free(r);
 }

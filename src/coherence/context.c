@@ -35,7 +35,6 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
     c->page = (uint64_t)ps;
     c->hostmem_mask = COH_BIT(MT_COH_HOST);
     pthread_mutex_init(&c->lock, NULL);
-    pthread_mutex_init(&c->sched_lock, NULL);
     pthread_mutex_init(&c->fix_lock, NULL);
     int rc = coh_pool_create(c);
     if (!rc)
@@ -47,7 +46,6 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
         if (c->pool)
             coh_pool_close(c);
         pthread_mutex_destroy(&c->lock);
-        pthread_mutex_destroy(&c->sched_lock);
         pthread_mutex_destroy(&c->fix_lock);
         free(c);
         return rc;
@@ -124,7 +122,6 @@ void mt_coh_destroy(mt_coh *c)
     free(c->slots);
     free(c->roots);
     pthread_mutex_destroy(&c->lock);
-    pthread_mutex_destroy(&c->sched_lock);
     pthread_mutex_destroy(&c->fix_lock);
     free(c);
 }

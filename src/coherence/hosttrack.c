@@ -13,10 +13,16 @@
  * takes chunks too); the planner consumes chunks in address order.
  *
  * memtrack's own downloads into the memory (a map, a relay) also show up as
- * written pages. When such a download completes, its engine thread collects
- * the chunks it touched under the root's track lock, drops the pages the
- * download wrote and keeps the others in a stash the planner applies at its
- * next collection: no host write is lost, and no download comes back as one. */
+ * written pages. Each is registered as in flight when the planner issues it
+ * and until it completes; every collection (the planner's, and a completing
+ * download's) drops the pages in-flight downloads write: while one is in
+ * flight the host cannot legitimately write those pages (they are not valid
+ * at the host until it completes, and the host writes only pages it holds
+ * the latest content of). When a download completes, its engine thread
+ * collects the chunks it touched under the root's track lock, drops those
+ * pages and keeps the others in a stash the planner applies at its next
+ * collection: no host write is lost, and no download comes back as one, even
+ * when a collection runs while it is still writing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -42,6 +48,10 @@ struct coh_track {
     coh_range *stash;
     size_t nstash, capstash;
     uint64_t page;
+    /* Downloads into the memory issued and not yet completed (a leaf lock:
+     * taken under `lock` or the planner's, never the other way). */
+    pthread_mutex_t ilock;
+    coh_cmd *inflight;
 };
 
 /* A collection job the worker threads help with. */
@@ -83,18 +93,100 @@ static int push_range(coh_range **v, size_t *n, size_t *cap, uint64_t a, uint64_
     return 0;
 }
 
+static int seg_cmp(const void *x, const void *y)
+{
+    const coh_range *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/* Removes from the sorted, disjoint ranges *v the pages that in-flight
+ * downloads write (their writes, not the host's). 0 or -ENOMEM (then *v is
+ * unchanged: the pages count as host writes, an upload too many). Caller
+ * holds tr->lock. */
+static int drop_inflight(coh_track *tr, coh_range **v, size_t *n, size_t *cap)
+{
+    if (!*n)
+        return 0;
+    pthread_mutex_lock(&tr->ilock);
+    coh_range *w = NULL;
+    size_t nw = 0, cw = 0;
+    int rc = 0;
+    uint64_t pg = tr->page;
+    for (coh_cmd *d = tr->inflight; d && !rc; d = d->anext)
+        for (uint32_t i = 0; i < d->nsegs && !rc; i++) {
+            if (nw == cw) {
+                size_t nc = cw ? cw * 2 : 16;
+                coh_range *p = realloc(w, nc * sizeof *p);
+                if (!p) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                w = p;
+                cw = nc;
+            }
+            w[nw++] = (coh_range){d->segs[i].dst & ~(pg - 1),
+                                  (d->segs[i].dst + d->segs[i].len + pg - 1) & ~(pg - 1)};
+        }
+    pthread_mutex_unlock(&tr->ilock);
+    if (rc || !nw) {
+        free(w);
+        return rc;
+    }
+    qsort(w, nw, sizeof *w, seg_cmp);
+    coh_range *out = NULL;
+    size_t no = 0, co = 0;
+    size_t j = 0;
+    for (size_t q = 0; q < *n && !rc; q++) {
+        uint64_t a = (*v)[q].a, b = (*v)[q].b;
+        while (j < nw && w[j].b <= a) /* ranges and w are sorted by start */
+            j++;
+        for (size_t k = j; k < nw && w[k].a < b && a < b && !rc; k++) {
+            if (w[k].b <= a)
+                continue;
+            if (w[k].a > a)
+                rc = push_range(&out, &no, &co, a, w[k].a);
+            if (w[k].b > a)
+                a = w[k].b;
+        }
+        if (a < b && !rc)
+            rc = push_range(&out, &no, &co, a, b);
+    }
+    free(w);
+    if (rc) {
+        free(out);
+        return rc;
+    }
+    free(*v);
+    *v = out;
+    *n = no;
+    *cap = co;
+    return 0;
+}
+
 /* Collects chunk k of r into `out` (root offsets, widened to granules).
- * Returns 0, or -ENOMEM after which the whole chunk must count as dirty. */
+ * Returns 0, or -ENOMEM after which the whole chunk must count as dirty.
+ * The run array holds every run the chunk can have (one per two pages): a
+ * collect that fills its array puts the rest back and the next one scans
+ * the chunk again (another PAGEMAP_SCAN walk over all its pages), so a
+ * small array made a half-dirty chunk cost five scans instead of one. */
 static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, coh_range **v, size_t *n, size_t *cap)
 {
     coh_track *tr = r->track;
     uint64_t base = (uint64_t)k * tr->chunk, g = c->gran > c->page ? c->gran : c->page;
-    mt_dirty_run runs[256];
+    mt_dirty_run small[256], *runs = small;
+    size_t max = 256, want = (size_t)(tr->chunk / tr->page) / 2 + 1;
+    if (want > max) {
+        mt_dirty_run *big = malloc(want * sizeof *big);
+        if (big) {
+            runs = big;
+            max = want;
+        }
+    }
     int rc = 0;
     for (;;) {
-        long got = mt_tracker_collect(c->tracker, tr->ids[k], runs, 256);
+        long got = mt_tracker_collect(c->tracker, tr->ids[k], runs, max);
         if (got < 0)
-            return 0; /* the range is gone (released): nothing to report */
+            break; /* the range is gone (released): nothing to report */
         for (long i = 0; i < got; i++) {
             uint64_t a = (base + runs[i].offset) & ~(g - 1);
             uint64_t b = (base + runs[i].offset + runs[i].length + g - 1) & ~(g - 1);
@@ -103,9 +195,12 @@ static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, coh_range **v, size
             if (!rc)
                 rc = push_range(v, n, cap, a, b);
         }
-        if (got < 256)
-            return rc;
+        if ((size_t)got < max)
+            break;
     }
+    if (runs != small)
+        free(runs);
+    return rc;
 }
 
 static void collect_into(mt_coh *c, coh_root *r, uint32_t k)
@@ -233,6 +328,7 @@ int coh_track_create(mt_coh *c, coh_root *r)
     tr->ids = calloc(tr->nchunks, sizeof *tr->ids);
     tr->res = calloc(tr->nchunks, sizeof *tr->res);
     pthread_mutex_init(&tr->lock, NULL);
+    pthread_mutex_init(&tr->ilock, NULL);
     r->track = tr;
     if (!tr->ids || !tr->res)
         return -ENOMEM; /* the caller kills r, which frees tr */
@@ -269,6 +365,7 @@ void coh_track_destroy(mt_coh *c, coh_root *r)
     free(tr->ids);
     free(tr->stash);
     pthread_mutex_destroy(&tr->lock);
+    pthread_mutex_destroy(&tr->ilock);
     free(tr);
     r->track = NULL;
 }
@@ -347,6 +444,9 @@ int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, 
         chunk_res *cr = &tr->res[k];
         uint64_t ca = (uint64_t)k * tr->chunk;
         uint64_t cb = r->size - ca < tr->chunk ? r->size : ca + tr->chunk;
+        /* Pages in-flight downloads write are theirs, not the host's. */
+        if (!cr->all && drop_inflight(tr, &cr->v, &cr->n, &cr->cap))
+            cr->all = 1;
         if (cr->all) {
             coh_range whole = {ca, cb};
             apply(c, r, &whole, 1, ca, cb);
@@ -386,16 +486,14 @@ int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, 
 
 /* ---- absorbing memtrack's own downloads (engine threads) -------------------------------- */
 
-/* Collects chunk k and stashes its written pages that no segment covers
- * (segments are in address order, as the planner makes them; were they not,
- * pages would only be kept that need not be: an extra upload, no loss). */
-static void absorb_chunk(mt_coh *c, coh_root *r, uint32_t k, const mt_coh_seg *segs, uint32_t n)
+/* Collects chunk k and stashes its written pages that no in-flight download
+ * (this one included) writes: those are the host's. */
+static void absorb_chunk(mt_coh *c, coh_root *r, uint32_t k)
 {
     coh_track *tr = r->track;
-    uint64_t pg = tr->page;
     coh_range *v = NULL;
     size_t nv = 0, cap = 0;
-    if (collect_chunk(c, r, k, &v, &nv, &cap)) {
+    if (collect_chunk(c, r, k, &v, &nv, &cap) || drop_inflight(tr, &v, &nv, &cap)) {
         /* No memory to tell them apart: the whole chunk counts as host
          * writes (an upload too many, nothing lost). */
         uint64_t ca = (uint64_t)k * tr->chunk;
@@ -404,30 +502,45 @@ static void absorb_chunk(mt_coh *c, coh_root *r, uint32_t k, const mt_coh_seg *s
         free(v);
         return;
     }
-    uint32_t j = 0;
-    for (size_t q = 0; q < nv; q++) {
-        uint64_t a = v[q].a, b = v[q].b;
-        while (a < b) {
-            /* The first segment whose pages end after a. */
-            while (j < n && ((segs[j].dst + segs[j].len + pg - 1) & ~(pg - 1)) <= a)
-                j++;
-            uint64_t sa = j < n ? segs[j].dst & ~(pg - 1) : UINT64_MAX;
-            if (sa >= b) {
-                push_range(&tr->stash, &tr->nstash, &tr->capstash, a, b);
-                break;
-            }
-            if (sa > a)
-                push_range(&tr->stash, &tr->nstash, &tr->capstash, a, sa);
-            a = (segs[j].dst + segs[j].len + pg - 1) & ~(pg - 1);
-        }
-    }
+    for (size_t q = 0; q < nv; q++)
+        push_range(&tr->stash, &tr->nstash, &tr->capstash, v[q].a, v[q].b);
     free(v);
 }
 
-void coh_track_absorb(coh_root *r, const mt_coh_seg *segs, uint32_t n)
+void coh_track_inflight(coh_root *r, coh_cmd *cmd)
 {
     coh_track *tr = r->track;
-    if (!tr || !n)
+    pthread_mutex_lock(&tr->ilock);
+    cmd->aprev = NULL;
+    cmd->anext = tr->inflight;
+    if (tr->inflight)
+        tr->inflight->aprev = cmd;
+    tr->inflight = cmd;
+    cmd->inflight = 1;
+    pthread_mutex_unlock(&tr->ilock);
+}
+
+static void inflight_remove(coh_track *tr, coh_cmd *cmd)
+{
+    pthread_mutex_lock(&tr->ilock);
+    if (cmd->inflight) {
+        if (cmd->aprev)
+            cmd->aprev->anext = cmd->anext;
+        else
+            tr->inflight = cmd->anext;
+        if (cmd->anext)
+            cmd->anext->aprev = cmd->aprev;
+        cmd->inflight = 0;
+    }
+    pthread_mutex_unlock(&tr->ilock);
+}
+
+void coh_track_absorb(coh_root *r, coh_cmd *cmd)
+{
+    coh_track *tr = r->track;
+    const mt_coh_seg *segs = cmd->segs;
+    uint32_t n = cmd->nsegs;
+    if (!tr)
         return;
     pthread_mutex_lock(&tr->lock);
     if (!tr->dead) {
@@ -441,9 +554,12 @@ void coh_track_absorb(coh_root *r, const mt_coh_seg *segs, uint32_t n)
                     continue;
                 have = 1;
                 last = k;
-                absorb_chunk(r->ctx, r, k, segs, n);
+                absorb_chunk(r->ctx, r, k);
             }
         }
     }
+    /* After the collection (its pages were dropped above), before the lock
+     * lets the planner collect again. */
+    inflight_remove(tr, cmd);
     pthread_mutex_unlock(&tr->lock);
 }

@@ -4,12 +4,13 @@
  *  - mt_coh.lock (the planner's lock) guards everything the planner reads
  *    and writes: handles, views, roots (validity runs, instances), clients,
  *    queues, device instance lists, the dispatch batch.
- *  - mt_coh.sched_lock guards each command's status transition and its list
- *    of dependents (short sections; taken under the planner's lock or alone).
+ *  - each command's lock (coh_cmd.lk, a spinlock) guards its status
+ *    transition and its list of dependents (a few stores; taken under the
+ *    planner's lock or alone, never two at once).
  *  - coh_engine.lock guards an engine's ready and in-flight FIFOs.
  *  - coh_loc.lock guards a location's sequence ring; coh_device.mem_lock its
  *    allocator (release callbacks run on any thread).
- * Lock order: lock -> {sched_lock, engine, loc, mem_lock, track_lock, fix_lock};
+ * Lock order: lock -> {a command's lock, engine, loc, mem_lock, track_lock, fix_lock};
  * no thread takes `lock` while holding another of these.
  *
  * Internal names carry the coh_ prefix; public ones mt_coh_. */
@@ -72,7 +73,18 @@ static inline uint64_t coh_run_end(const coh_runs *r, uint32_t i)
     return i + 1 < r->n ? r->v[i + 1].start : r->size;
 }
 /* Index of the run containing off (< size). */
-uint32_t coh_runs_find(const coh_runs *r, uint64_t off);
+static inline uint32_t coh_runs_find(const coh_runs *r, uint64_t off)
+{
+    uint32_t lo = 0, hi = r->n; /* the answer is in [lo, hi) */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->v[mid].start <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 /* Room for `extra` more runs; 0 or -ENOMEM. Each single-range update below
  * needs 2. */
 int coh_runs_reserve(coh_runs *r, uint32_t extra);
@@ -83,6 +95,10 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
 int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask);
 /* AND of the masks over [a, b), and OR. */
 void coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any);
+/* One walk over [a, b): the number of runs without `bit` (stale there),
+ * the AND of their masks, and whether any run is lost (mask 0). */
+uint32_t coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
+                        uint64_t *and_mask, int *lost);
 /* Bytes of [a, b) whose mask is 0. */
 uint64_t coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b);
 /* 1 when the runs are well formed (tests). */
@@ -105,8 +121,19 @@ struct coh_loc {
 
 int coh_loc_create(coh_loc **out);
 void coh_loc_destroy(coh_loc *l);
-/* Hands out the next number (planner). 0 on -ENOMEM (then nothing changed). */
-uint64_t coh_loc_take(coh_loc *l);
+/* Hands out the next number (planner). 0 on -ENOMEM (then nothing changed).
+ * Only the planner hands out numbers (under the context's lock), so `next`
+ * has one writer and needs no lock unless the ring must grow. */
+uint64_t coh_loc_take_slow(coh_loc *l);
+static inline uint64_t coh_loc_take(coh_loc *l)
+{
+    uint64_t next = atomic_load_explicit(&l->next, memory_order_relaxed) + 1;
+    if (next - atomic_load_explicit(&l->wm, memory_order_relaxed) > l->cap)
+        return coh_loc_take_slow(l);
+    /* release: a completion that sees the number sees the ring it fits in. */
+    atomic_store_explicit(&l->next, next, memory_order_release);
+    return next;
+}
 /* Marks s complete; advances the timeline and runs what became ready. */
 void coh_loc_done(coh_loc *l, uint64_t s);
 static inline uint64_t coh_loc_completed(const coh_loc *l)
@@ -144,18 +171,20 @@ enum { COH_ROOT_BUFFER = 0, COH_ROOT_SVM = 1 };
  * through views (the buffer's own handle, sub-buffers, buffers made on SVM
  * pointers). */
 struct coh_root {
+    /* What every enqueue on the buffer reads, first and together (a dense
+     * layout: 10,000 buffers do not stay in cache), then the rest. */
     _Atomic int refs;   /* views + commands + fixups + pending releases */
+    uint32_t flags;     /* MT_COH_BUF_* given at creation */
+    uint64_t size;
+    coh_runs runs;
+    coh_track *track;   /* tracked host writes, or NULL */
+    coh_map *maps;      /* active maps */
+    coh_inst *inst[COH_NLOC]; /* NULL = no instance; [0] is host memory */
     mt_coh *ctx;
     mt_coh_client *client;
     int kind;
-    uint32_t flags;     /* MT_COH_BUF_* given at creation */
-    uint64_t size;
     uint64_t version;   /* writes so far (informational) */
-    coh_runs runs;
-    coh_inst **inst;    /* [COH_NLOC], NULL = no instance; [0] is host memory */
     coh_hostatt *hostatt; /* [COH_NLOC] once host memory exists */
-    coh_track *track;   /* tracked host writes, or NULL */
-    coh_map *maps;      /* active maps */
     int views;          /* live views (under the planner's lock) */
     int dead;           /* no view left: released */
     uint32_t index;     /* in mt_coh.roots */
@@ -234,21 +263,23 @@ typedef struct coh_fix {
 enum { COH_KIND_RUN = 0, COH_KIND_MIGRATION = 1, COH_KIND_MARKER = 2 };
 
 #define COH_INLINE_DEPS 4
-#define COH_INLINE_FIX 2
+#define COH_INLINE_FIX 4
+#define COH_INLINE_ROOTS 4
 
 struct coh_cmd {
-    /* Cleared at creation: everything up to deps_inline. */
+    /* Set at creation (coh_cmd_new): everything up to deps_inline. */
     _Atomic int refs;
     _Atomic int status;        /* COH_PENDING, 0 or an error */
     _Atomic uint32_t pending;  /* dependencies not complete, +1 while being built */
     _Atomic int dep_error;     /* first error among its dependencies */
     _Atomic int waiters;       /* threads parked waiting for it */
+    _Atomic int lk;            /* guards status transition and deps (sched.c) */
     int kind;
     mt_coh *ctx;
     coh_pool *pool;            /* where it returns when freed */
     coh_engine *eng;           /* NULL: no work of its own (marker) */
     coh_cmd *next;             /* engine FIFO / batch / fixup list / pool */
-    /* Dependents, under sched_lock. */
+    /* Dependents, under lk. */
     coh_cmd **deps;
     uint32_t ndeps, capdeps;
     /* Sequence numbers taken at locations. */
@@ -261,8 +292,12 @@ struct coh_cmd {
     coh_fix *fix;
     uint32_t nfix, capfix;
     int fix_applied;           /* the planner applied its fixup (planner's lock) */
-    /* A download into tracked host memory: pages it wrote are not host writes. */
+    /* A download into tracked host memory: pages it wrote are not host writes.
+     * In the root's list of in-flight downloads from issue to completion
+     * (hosttrack.c; anext/aprev/inflight under the track's ilock). */
     coh_root *absorb;
+    coh_cmd *anext, *aprev;
+    int inflight;
     /* op.host is a root's host memory: attach it (pinning) on first use. */
     coh_hostatt *hostatt;
     uint64_t host_len;
@@ -275,7 +310,7 @@ struct coh_cmd {
     uint64_t *argv;            /* RUN: addr[nargs] then size[nargs] */
     /* Inline storage, used through the pointers above (not cleared). */
     coh_cmd *deps_inline[COH_INLINE_DEPS];
-    coh_root *roots_inline[2];
+    coh_root *roots_inline[COH_INLINE_ROOTS];
     coh_fix fix_inline[COH_INLINE_FIX];
     mt_coh_seg segs_inline[2];
     uint64_t argv_inline[8];
@@ -286,30 +321,62 @@ struct coh_cmd {
 int coh_pool_create(mt_coh *c);
 void coh_pool_close(mt_coh *c); /* the context is going; commands still out free themselves */
 coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng);
-void coh_cmd_ref(coh_cmd *cmd);
+static inline void coh_cmd_ref(coh_cmd *cmd)
+{
+    atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
+}
 void coh_cmd_unref(coh_cmd *cmd);
 static inline int coh_cmd_status(const coh_cmd *cmd)
 {
     return atomic_load_explicit(&cmd->status, memory_order_acquire);
 }
+enum { COH_DEP_DATA = 0, COH_DEP_ORDER = 1, COH_DEP_WAIT = 2 /* the application's wait list */ };
+/* The general link (coh_cmd_depend_ex with a pending or failed dep). */
+int coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
 /* cmd waits for dep (a NULL or completed dep adds nothing; a failed one
- * sets dep_error). 0 or -ENOMEM. */
-int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
-/* cmds[i] waits for deps[i], i < n (NULL deps skipped). */
-int coh_cmd_depend_n(mt_coh *c, coh_cmd *const *cmds, coh_cmd *const *deps, int n);
+ * sets dep_error). 0 or -ENOMEM. A completed dependency stays completed: no
+ * lock needed to see that (acquire pairs with the release store of the
+ * status). */
+static inline int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+{
+    if (!dep || dep == cmd || atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
+        return 0;
+    return coh_cmd_link(c, cmd, dep, COH_DEP_DATA);
+}
+/* The same where dep is a command the planner is building and has not armed
+ * yet (no other thread can reach it): no lock. */
+int coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep);
 /* cmd runs after dep, whatever its outcome (queue order). */
 int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
-enum { COH_DEP_DATA = 0, COH_DEP_ORDER = 1, COH_DEP_WAIT = 2 /* the application's wait list */ };
 int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
 /* The planner is done building cmd: it runs once its dependencies have
  * completed. Ready commands go to the batch (planner's lock held). */
 void coh_cmd_arm(mt_coh *c, coh_cmd *cmd);
+/* The same, the caller's reference becoming the execution's (one reference
+ * and one release less). */
+void coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd);
 /* Records that cmd uses an instance at loc: takes a sequence number there
  * (one per location per command). 0 or -ENOMEM. */
 int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq);
 int coh_cmd_add_root(coh_cmd *cmd, coh_root *root);
 int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f);
-int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len);
+int coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len);
+/* Appends a segment, extending the last one when they touch. 0 or -ENOMEM. */
+static inline int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
+{
+    if (cmd->nsegs) {
+        mt_coh_seg *l = &cmd->segs[cmd->nsegs - 1];
+        if (l->src + l->len == src && l->dst + l->len == dst) {
+            l->len += len;
+            return 0;
+        }
+    }
+    if (cmd->nsegs < cmd->capsegs) {
+        cmd->segs[cmd->nsegs++] = (mt_coh_seg){src, dst, len};
+        return 0;
+    }
+    return coh_cmd_add_seg_slow(cmd, src, dst, len);
+}
 /* Completes cmd with status (engine threads, or the planner for markers). */
 void coh_cmd_complete(coh_cmd *cmd, int status);
 
@@ -402,7 +469,6 @@ struct mt_coh {
     uint32_t nroots, caproots;
     mt_coh_client *clients;
     /* Scheduling. */
-    pthread_mutex_t sched_lock;
     uint32_t batch_count;
     int batch_big;             /* a ready command moves >= 1 MiB */
     /* Failures waiting for the planner. */
@@ -415,7 +481,6 @@ struct mt_coh {
     coh_workers *workers;
     uint64_t clock;            /* LRU clock */
     uint64_t next_uid;
-    _Atomic uint64_t live_cmds;
     coh_pool *pool;            /* command memory */
     /* Counters: the planner's under its lock, the engines' atomic. */
     uint64_t st_enqueues, st_rejected, st_migrations, st_h2d, st_d2h, st_d2d, st_relay,
@@ -454,7 +519,10 @@ void coh_inst_drop(mt_coh *c, coh_inst *in);
  * eviction may free? No means the enqueue must fail before evicting. */
 int coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
                       uint32_t npinned);
-void coh_inst_touch(mt_coh *c, coh_inst *in);
+static inline void coh_inst_touch(mt_coh *c, coh_inst *in)
+{
+    in->stamp = ++c->clock;
+}
 
 /* planning (planner.c, transfer.c) */
 typedef struct coh_plan coh_plan;
@@ -462,8 +530,10 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
                mt_coh_kernel_fn fn, void *user, mt_coh_event *const *wait, uint32_t nwait,
                int map, void **map_ptr, coh_cmd **out);
 /* Plans the copies that make [a, b) of root valid at `to` and adds them as
- * dependencies of `main`. 0 or -ENOMEM. */
-int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main);
+ * dependencies of `main`; `pref` (0: none) are the locations valid over
+ * every stale piece (coh_runs_stale), preferred as sources. 0 or -ENOMEM. */
+int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
+                   uint64_t pref);
 /* Where a piece valid at `m` is fetched from for `to`; *relay = 1 when it
  * goes through host memory. */
 uint32_t coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay);
@@ -482,6 +552,7 @@ typedef struct coh_builder {
     } m[COH_MAX_SOURCES];
     uint32_t n;
     uint64_t bytes;     /* collected, not yet issued */
+    uint64_t pref;      /* locations valid over every stale piece of the range */
 } coh_builder;
 void coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main);
 int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd);
@@ -502,8 +573,12 @@ void coh_track_destroy(mt_coh *c, coh_root *r);
  * collected). 0 or -ENOMEM. */
 int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
                    const coh_range *need, int nneed);
-/* After a download into tracked host memory: its pages are not host writes. */
-void coh_track_absorb(coh_root *r, const mt_coh_seg *segs, uint32_t n);
+/* A download into tracked host memory is issued (planner): until it
+ * completes, collections drop the pages it writes. */
+void coh_track_inflight(coh_root *r, coh_cmd *cmd);
+/* A download into tracked host memory completed (any status): its pages are
+ * not host writes; it leaves the in-flight list. */
+void coh_track_absorb(coh_root *r, coh_cmd *cmd);
 int coh_workers_start(mt_coh *c);
 void coh_workers_stop(mt_coh *c);
 

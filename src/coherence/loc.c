@@ -59,20 +59,16 @@ static int grow(coh_loc *l)
     return 0;
 }
 
-uint64_t coh_loc_take(coh_loc *l)
+uint64_t coh_loc_take_slow(coh_loc *l)
 {
-    /* Only the planner hands out numbers (under the context's lock), so
-     * `next` has one writer: no lock unless the ring must grow, which also
-     * is the planner's alone (completions read cap and done under lock). A
-     * stale, smaller wm only makes the ring grow early. */
+    /* The ring is full: grow it (the planner's alone; completions read cap
+     * and done under lock). A stale, smaller wm only makes it grow early. */
     uint64_t next = atomic_load_explicit(&l->next, memory_order_relaxed) + 1;
-    if (next - atomic_load_explicit(&l->wm, memory_order_relaxed) > l->cap) {
-        pthread_mutex_lock(&l->lock);
-        int rc = next - atomic_load_explicit(&l->wm, memory_order_relaxed) > l->cap ? grow(l) : 0;
-        pthread_mutex_unlock(&l->lock);
-        if (rc)
-            return 0;
-    }
+    pthread_mutex_lock(&l->lock);
+    int rc = next - atomic_load_explicit(&l->wm, memory_order_relaxed) > l->cap ? grow(l) : 0;
+    pthread_mutex_unlock(&l->lock);
+    if (rc)
+        return 0;
     /* release: a completion that sees the number sees the ring it fits in. */
     atomic_store_explicit(&l->next, next, memory_order_release);
     return next;

@@ -16,10 +16,6 @@
 
 #include "internal.h"
 
-void coh_inst_touch(mt_coh *c, coh_inst *in)
-{
-    in->stamp = ++c->clock;
-}
 
 static int add_to_device(coh_device *d, coh_inst *in)
 {

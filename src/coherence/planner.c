@@ -30,6 +30,14 @@ typedef struct coh_res {
     uint32_t access;
     int nneed;          /* ranges that must be valid at the target before it runs */
     coh_range need[2];
+    /* Per needed range, seen at validation: runs stale at the target (0:
+     * nothing to fetch; later arguments only add the target's bit, so it
+     * stays 0) and the locations valid over all of them. Not used for
+     * tracked roots (collections change their runs in between). */
+    uint32_t nstale[2];
+    uint64_t pref[2];
+    uint32_t on_root;   /* arguments of this command on its root, itself included */
+    int first;          /* the first of them */
 } coh_res;
 
 /* The ranges a command must find valid: all of [a, b) when it reads; when it
@@ -66,7 +74,9 @@ static int check_maps(const coh_root *r, uint64_t a, uint64_t b, uint32_t access
 static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_arg *arg, int map,
                    coh_res *x)
 {
-    memset(x, 0, sizeof *x);
+    x->root = NULL;
+    x->svm = NULL;
+    x->nneed = 0;
     uint64_t limit, base;
     uint32_t flags = 0;
     if (arg->buf) {
@@ -121,9 +131,13 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
     if (rc)
         return rc;
     needed(x, !!(c->o.flags & MT_COH_WHOLE_BUFFER));
-    for (int i = 0; i < x->nneed; i++)
-        if (coh_runs_lost(&r->runs, x->need[i].a, x->need[i].b))
+    for (int i = 0; i < x->nneed; i++) {
+        int lost;
+        x->nstale[i] = coh_runs_stale(&r->runs, x->need[i].a, x->need[i].b, COH_BIT(target),
+                                      &x->pref[i], &lost);
+        if (lost)
             return MT_ELOSTDATA;
+    }
     return 0;
 }
 
@@ -134,15 +148,20 @@ static int needs_host(mt_coh *c, const coh_res *x, uint32_t target)
     if (x->root->inst[0] || target == MT_COH_HOST)
         return 0;
     const coh_runs *rs = &x->root->runs;
-    for (int i = 0; i < x->nneed; i++)
+    uint64_t peers = c->dev[target]->peer_mask;
+    for (int i = 0; i < x->nneed; i++) {
+        /* Nothing stale, or a peer valid over every stale run: no host. */
+        if (!x->nstale[i] || (x->pref[i] & peers))
+            continue;
         for (uint32_t k = coh_runs_find(rs, x->need[i].a);
              k < rs->n && rs->v[k].start < x->need[i].b; k++) {
             uint64_t m = rs->v[k].mask;
             int relay;
-            if (!(m & COH_BIT(target)) && m &&
+            if (!(m & COH_BIT(target)) && m && !(m & peers) &&
                 (coh_choose_source(c, target, m, &relay) == MT_COH_HOST || relay))
                 return 1;
         }
+    }
     return 0;
 }
 
@@ -158,12 +177,7 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
     uint64_t need = 0;
     for (uint32_t i = 0; i < n; i++) {
         coh_root *r = res[i].root;
-        if (!r)
-            continue;
-        int dup = 0;
-        for (uint32_t k = 0; k < np && !dup; k++)
-            dup = pinned[k] == r;
-        if (dup)
+        if (!r || !res[i].first)
             continue;
         pinned[np++] = r;
         if (target != MT_COH_HOST && !r->inst[target])
@@ -188,11 +202,8 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
         /* Room in the runs for every argument on this root: each splits
          * at most two runs per needed range (two) and two for its write;
          * relays and tracked collections reserve their own. */
-        uint32_t on_root = 0;
-        for (uint32_t k = 0; k < n; k++)
-            on_root += res[k].root == x->root;
-        if (!rc)
-            rc = coh_runs_reserve(&x->root->runs, 6 * on_root + 2);
+        if (!rc && x->first)
+            rc = coh_runs_reserve(&x->root->runs, 6 * x->on_root + 2);
         if (rc)
             return rc;
     }
@@ -248,8 +259,11 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
             return rc;
     }
     for (int k = 0; k < x->nneed && !rc; k++) {
+        if (!r->track && !x->nstale[k])
+            continue; /* valid at `to` already: nothing to fetch or mark */
         if (!r->track || to == MT_COH_HOST)
-            rc = coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main);
+            rc = coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main,
+                                r->track ? 0 : x->pref[k]);
         /* Valid at `to` now, for the arguments after this one; a writing
          * argument alone on its root is made the only valid copy in step
          * 3b anyway (one update instead of two). */
@@ -332,6 +346,17 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
         rc = atomic_load_explicit(&q->dev->lost, memory_order_acquire);
     for (uint32_t i = 0; !rc && i < nargs; i++)
         rc = resolve(c, cl, target, &args[i], map, &res[i]);
+    /* Arguments sharing a root (once, for reserve and the updates). */
+    for (uint32_t i = 0; !rc && i < nargs; i++) {
+        res[i].on_root = 1;
+        res[i].first = 1;
+        for (uint32_t j = 0; j < i; j++)
+            if (res[i].root && res[j].root == res[i].root) {
+                res[i].on_root++;
+                res[j].on_root++;
+                res[i].first = 0;
+            }
+    }
     created cr;
     cr.n = 0;
     if (!rc)
@@ -367,10 +392,7 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
     /* From here on the enqueue happens; an allocation failure below leaves
      * consistent state (issued migrations are prefetches) and is reported. */
     for (uint32_t i = 0; !rc && i < nargs; i++) {
-        int alone = 1;
-        for (uint32_t j = 0; j < nargs && alone; j++)
-            alone = j == i || res[j].root != res[i].root;
-        rc = fetch_arg(c, main, target, &res[i], alone);
+        rc = fetch_arg(c, main, target, &res[i], res[i].on_root == 1);
     }
     for (uint32_t i = 0; !rc && i < nargs; i++)
         rc = commit_arg(c, main, target, &res[i], i, map, map_ptr);

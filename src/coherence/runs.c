@@ -34,19 +34,6 @@ void coh_runs_free(coh_runs *r)
     r->cap = 2;
 }
 
-uint32_t coh_runs_find(const coh_runs *r, uint64_t off)
-{
-    uint32_t lo = 0, hi = r->n; /* the answer is in [lo, hi) */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->v[mid].start <= off)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 int coh_runs_reserve(coh_runs *r, uint32_t extra)
 {
     if (r->n + extra <= r->cap)
@@ -98,6 +85,18 @@ static void merge_window(coh_runs *r, uint32_t lo, uint32_t hi)
     r->n -= removed;
 }
 
+/* The general update: split, apply, merge (any window size). */
+static void update_split(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask)
+{
+    uint32_t i = a > 0 ? split_at(r, a) : 0;
+    uint32_t j = b < r->size ? split_at(r, b) : r->n; /* first run not updated */
+    for (uint32_t k = i; k < j; k++)
+        r->v[k].mask = (r->v[k].mask & and_mask) | or_mask;
+    merge_window(r, i > 0 ? i - 1 : 0, j);
+}
+
+#define UPDATE_WINDOW 32
+
 void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask)
 {
     if (a >= b)
@@ -107,17 +106,52 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
         r->v[0].mask = (r->v[0].mask & and_mask) | or_mask;
         return;
     }
-    /* Nothing changes (a read of a range valid there already): no split. */
-    int same = 1;
-    for (uint32_t x = coh_runs_find(r, a); x < r->n && r->v[x].start < b && same; x++)
-        same = ((r->v[x].mask & and_mask) | or_mask) == r->v[x].mask;
-    if (same)
+    /* One pass over the runs i0..i1 that overlap [a, b): their new runs,
+     * merged with each other and with the run before them, go to `out`,
+     * then replace them (the run after them dropped when it merges too). A
+     * window too large for `out` takes the split-and-merge path. */
+    uint32_t i0 = coh_runs_find(r, a), i1 = i0;
+    coh_run out[UPDATE_WINDOW];
+    uint32_t k = 0;
+    int have_prev = i0 > 0, changed = 0;
+    uint64_t prev = have_prev ? r->v[i0 - 1].mask : 0;
+#define EMIT(st, msk)                                                        \
+    do {                                                                     \
+        uint64_t m_ = (msk);                                                 \
+        if (k ? out[k - 1].mask != m_ : !(have_prev && prev == m_))          \
+            out[k++] = (coh_run){(st), m_};                                  \
+    } while (0)
+    if (r->v[i0].start < a)
+        EMIT(r->v[i0].start, r->v[i0].mask);
+    for (;;) {
+        if (k + 3 > UPDATE_WINDOW) {
+            update_split(r, a, b, and_mask, or_mask);
+            return;
+        }
+        uint64_t m = r->v[i1].mask, nm = (m & and_mask) | or_mask;
+        changed |= nm != m;
+        EMIT(r->v[i1].start > a ? r->v[i1].start : a, nm);
+        if (i1 + 1 >= r->n || r->v[i1 + 1].start >= b)
+            break;
+        i1++;
+    }
+    if (!changed) /* a read of a range valid there already: no split */
         return;
-    uint32_t i = a > 0 ? split_at(r, a) : 0;
-    uint32_t j = b < r->size ? split_at(r, b) : r->n; /* first run not updated */
-    for (uint32_t k = i; k < j; k++)
-        r->v[k].mask = (r->v[k].mask & and_mask) | or_mask;
-    merge_window(r, i > 0 ? i - 1 : 0, j);
+    if (coh_run_end(r, i1) > b)
+        EMIT(b, r->v[i1].mask);
+#undef EMIT
+    uint32_t old_end = i1 + 1; /* first run kept after the window */
+    if (old_end < r->n) {
+        uint64_t last = k ? out[k - 1].mask : prev;
+        if ((k || have_prev) && last == r->v[old_end].mask)
+            old_end++; /* it merges into the window's last run */
+    }
+    uint32_t old = old_end - i0;
+    if (k != old)
+        memmove(&r->v[i0 + k], &r->v[old_end], (r->n - old_end) * sizeof *r->v);
+    for (uint32_t j = 0; j < k; j++)
+        r->v[i0 + j] = out[j];
+    r->n = r->n - old + k;
 }
 
 int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)
@@ -194,6 +228,25 @@ void coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, ui
         *all = and_m;
     if (any)
         *any = or_m;
+}
+
+uint32_t coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
+                        uint64_t *and_mask, int *lost)
+{
+    uint32_t n = 0;
+    uint64_t m_and = ~0ull;
+    int l = 0;
+    for (uint32_t k = coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
+        uint64_t m = r->v[k].mask;
+        l |= !m;
+        if (!(m & bit)) {
+            n++;
+            m_and &= m;
+        }
+    }
+    *and_mask = m_and;
+    *lost = l;
+    return n;
 }
 
 uint64_t coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b)

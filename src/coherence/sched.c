@@ -1,15 +1,19 @@
 /* Commands and their dependencies; events are commands seen from outside.
  *
  * A command starts with pending = 1 (the planner's guard) plus one per
- * dependency that had not completed when it was added. Completing a command
- * takes its list of dependents under sched_lock, after publishing its status
- * there, so a dependency added concurrently either sees the status (and is
- * not counted) or lands in the list (and is released). The last decrement of
+ * dependency that had not completed when it was added. Each command's list
+ * of dependents is guarded by its own spinlock (a byte in the command: a
+ * link is a few stores, and one lock for all commands made every enqueue
+ * and every completion meet on one cache line). Completing a command takes
+ * its list under its lock, after publishing its status there, so a
+ * dependency added concurrently either sees the status (and is not counted)
+ * or lands in the list (and is released). The last decrement of
  * `pending` makes a command ready: to its engine, or, for a marker (no work
  * of its own) or a command whose dependency failed, straight to completion.
  * Completion is iterative (a worklist), so long chains of markers do not
  * recurse. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,6 +47,24 @@ static struct park *park_of(const coh_cmd *cmd)
     return &park[((uintptr_t)cmd >> 7) % NPARK];
 }
 
+/* ---- a command's lock ----------------------------------------------------------
+ * Held for a few stores (or a list swap); a holder preempted on a loaded
+ * machine is waited for with sched_yield rather than spun on. */
+static void cmd_lock(coh_cmd *cmd)
+{
+    /* acquire: pairs with the release of cmd_unlock. */
+    while (atomic_exchange_explicit(&cmd->lk, 1, memory_order_acquire)) {
+        for (int spins = 0; atomic_load_explicit(&cmd->lk, memory_order_relaxed); spins++)
+            if (spins >= 64)
+                sched_yield();
+    }
+}
+
+static void cmd_unlock(coh_cmd *cmd)
+{
+    atomic_store_explicit(&cmd->lk, 0, memory_order_release);
+}
+
 /* ---- the command pool ---------------------------------------------------------
  * Commands are created by the planner and freed by whichever thread drops
  * the last reference (usually an engine's), so malloc would hand memory
@@ -56,6 +78,7 @@ struct coh_pool {
     _Atomic int64_t refs;    /* the context + every command allocated from it */
     _Atomic int closed;      /* the context is gone: free, do not pool */
     coh_cmd *local;          /* the planner's list (context lock) */
+    int64_t credit;          /* references taken ahead for new commands (context lock) */
 };
 
 int coh_pool_create(mt_coh *c)
@@ -76,20 +99,28 @@ static void free_list(coh_cmd *x)
     }
 }
 
-static void pool_put(coh_pool *p)
+static void pool_put_n(coh_pool *p, int64_t n)
 {
     /* acq_rel: the last one sees every push before it. */
-    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+    if (atomic_fetch_sub_explicit(&p->refs, n, memory_order_acq_rel) != n)
         return;
     free_list(atomic_exchange_explicit(&p->head, NULL, memory_order_acquire));
     free_list(p->local);
     free(p);
 }
 
+static void pool_put(coh_pool *p)
+{
+    pool_put_n(p, 1);
+}
+
 void coh_pool_close(mt_coh *c)
 {
-    atomic_store_explicit(&c->pool->closed, 1, memory_order_release);
-    pool_put(c->pool);
+    coh_pool *p = c->pool;
+    atomic_store_explicit(&p->closed, 1, memory_order_release);
+    int64_t n = 1 + p->credit; /* the context's reference and the unused credit */
+    p->credit = 0;
+    pool_put_n(p, n);
 }
 
 coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
@@ -104,35 +135,54 @@ coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
         p->local = cmd->next;
     else if (!(cmd = malloc(sizeof *cmd)))
         return NULL;
-    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
-    memset(cmd, 0, offsetof(coh_cmd, deps_inline));
-    if (kind != COH_KIND_MIGRATION) /* make_mig writes the whole op */
-        memset(&cmd->op, 0, sizeof cmd->op);
+    /* The command's reference on the pool, from references taken 64 at a
+     * time (one atomic per 64 commands). */
+    if (!p->credit) {
+        atomic_fetch_add_explicit(&p->refs, 64, memory_order_relaxed);
+        p->credit = 64;
+    }
+    p->credit--;
+    /* Field by field (every field before the inline storage): a memset of
+     * the whole header cost more than the stores. */
     atomic_init(&cmd->refs, 1);
     atomic_init(&cmd->status, COH_PENDING);
     atomic_init(&cmd->pending, 1);
     atomic_init(&cmd->dep_error, 0);
     atomic_init(&cmd->waiters, 0);
+    atomic_init(&cmd->lk, 0);
+    cmd->kind = kind;
     cmd->ctx = c;
     cmd->pool = p;
-    cmd->kind = kind;
     cmd->eng = eng;
+    cmd->next = NULL;
     cmd->deps = cmd->deps_inline;
+    cmd->ndeps = 0;
     cmd->capdeps = COH_INLINE_DEPS;
+    cmd->nloc = 0;
     cmd->roots = cmd->roots_inline;
-    cmd->caproots = 2;
+    cmd->nroots = 0;
+    cmd->caproots = COH_INLINE_ROOTS;
     cmd->fix = cmd->fix_inline;
+    cmd->nfix = 0;
     cmd->capfix = COH_INLINE_FIX;
+    cmd->fix_applied = 0;
+    cmd->absorb = NULL;
+    cmd->anext = cmd->aprev = NULL;
+    cmd->inflight = 0;
+    cmd->hostatt = NULL;
+    cmd->host_len = 0;
+    cmd->bytes_in = cmd->bytes_relay = 0;
+    cmd->migrations = 0;
+    cmd->from_loc = cmd->to_loc = 0;
     cmd->segs = cmd->segs_inline;
+    cmd->nsegs = 0;
     cmd->capsegs = 2;
-    atomic_fetch_add_explicit(&c->live_cmds, 1, memory_order_relaxed);
+    cmd->argv = NULL;
+    if (kind != COH_KIND_MIGRATION) /* make_mig writes the op's fields it uses */
+        memset(&cmd->op, 0, sizeof cmd->op);
     return cmd;
 }
 
-void coh_cmd_ref(coh_cmd *cmd)
-{
-    atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
-}
 
 static void release_roots(coh_cmd *cmd)
 {
@@ -216,15 +266,8 @@ int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f)
     return 0;
 }
 
-int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
+int coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
 {
-    if (cmd->nsegs) {
-        mt_coh_seg *l = &cmd->segs[cmd->nsegs - 1];
-        if (l->src + l->len == src && l->dst + l->len == dst) {
-            l->len += len;
-            return 0;
-        }
-    }
     if (cmd->nsegs == cmd->capsegs &&
         grow_array((void **)&cmd->segs, &cmd->capsegs, sizeof *cmd->segs, cmd->segs_inline,
                    cmd->nsegs))
@@ -256,7 +299,9 @@ int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
  * A data dependency that already failed propagates its error only while
  * its fixup is not applied: once the planner has cleared what it was to
  * write, the instance is consistent again and later writes into it need not
- * fail (the planner's lock orders fix_applied). Caller holds sched_lock. */
+ * fail (the planner's lock orders fix_applied). Caller holds dep's lock, or
+ * dep is a command the planner is building (not armed: nothing else can
+ * complete it or link to it). */
 static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
 {
     int st = atomic_load_explicit(&dep->status, memory_order_relaxed);
@@ -265,7 +310,10 @@ static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
             grow_array((void **)&dep->deps, &dep->capdeps, sizeof *dep->deps, dep->deps_inline,
                        dep->ndeps))
             return -ENOMEM;
-        coh_cmd_ref(cmd); /* the link's reference */
+        /* No reference for the link: cmd is armed or being built, and
+         * stays alive (the planner's or its execution's reference) until it
+         * completes, which is after every dependency let go of it (see
+         * complete_one). */
         dep->deps[dep->ndeps++] = (coh_cmd *)((uintptr_t)cmd | (uintptr_t)(kind == COH_DEP_ORDER));
         atomic_fetch_add_explicit(&cmd->pending, 1, memory_order_relaxed);
     } else if (st < 0 && kind != COH_DEP_ORDER && (kind == COH_DEP_WAIT || !dep->fix_applied)) {
@@ -276,6 +324,15 @@ static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
     return 0;
 }
 
+int coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
+{
+    (void)c;
+    cmd_lock(dep);
+    int rc = link_locked(cmd, dep, kind);
+    cmd_unlock(dep);
+    return rc;
+}
+
 int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
 {
     if (!dep || dep == cmd)
@@ -284,32 +341,12 @@ int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
      * (acquire pairs with the release store of the status). */
     if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
         return 0;
-    pthread_mutex_lock(&c->sched_lock);
-    int rc = link_locked(cmd, dep, kind);
-    pthread_mutex_unlock(&c->sched_lock);
-    return rc;
+    return coh_cmd_link(c, cmd, dep, kind);
 }
 
-int coh_cmd_depend_n(mt_coh *c, coh_cmd *const *cmds, coh_cmd *const *deps, int n)
+int coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep)
 {
-    /* Completed dependencies need no lock; the rest share one acquisition. */
-    int todo[8], k = 0, rc = 0;
-    for (int i = 0; i < n && i < 8; i++)
-        if (deps[i] && deps[i] != cmds[i] &&
-            atomic_load_explicit(&deps[i]->status, memory_order_acquire) != 0)
-            todo[k++] = i;
-    if (!k)
-        return 0;
-    pthread_mutex_lock(&c->sched_lock);
-    for (int j = 0; j < k && !rc; j++)
-        rc = link_locked(cmds[todo[j]], deps[todo[j]], COH_DEP_DATA);
-    pthread_mutex_unlock(&c->sched_lock);
-    return rc;
-}
-
-int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
-{
-    return coh_cmd_depend_ex(c, cmd, dep, COH_DEP_DATA);
+    return link_locked(cmd, dep, COH_DEP_DATA);
 }
 
 int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
@@ -375,21 +412,23 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
 {
     mt_coh *c = cmd->ctx;
     account(c, cmd, status);
-    if (status == 0 && cmd->absorb)
-        coh_track_absorb(cmd->absorb, cmd->segs, cmd->nsegs);
+    /* A failed download's pages are not host writes either (the fixup
+     * clears the host's bit there): absorbed whatever the status. */
+    if (cmd->absorb)
+        coh_track_absorb(cmd->absorb, cmd);
     if (status < 0 && cmd->nfix)
         coh_fixup_push(c, cmd); /* keeps its roots for the planner */
     else
         release_roots(cmd);
     /* Publish the status and take the dependents in one step (see top). */
-    pthread_mutex_lock(&c->sched_lock);
+    cmd_lock(cmd);
     atomic_store_explicit(&cmd->status, status, memory_order_release);
     coh_cmd **deps = cmd->deps;
     uint32_t n = cmd->ndeps;
     cmd->deps = cmd->deps_inline;
     cmd->ndeps = 0;
-    cmd->capdeps = 4;
-    pthread_mutex_unlock(&c->sched_lock);
+    cmd->capdeps = COH_INLINE_DEPS;
+    cmd_unlock(cmd);
     /* Sequence numbers after the status: a location whose watermark passes
      * this command releases memory only once the command is final. */
     for (uint32_t i = 0; i < cmd->nloc; i++)
@@ -411,14 +450,13 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
                                                     memory_order_relaxed, memory_order_relaxed);
         }
         /* acq_rel: the command that becomes ready sees what every dependency
-         * wrote before completing. */
+         * wrote before completing. The decrement is the last touch of d
+         * (links hold no reference): once it counted, d may complete and go. */
         if (atomic_fetch_sub_explicit(&d->pending, 1, memory_order_acq_rel) == 1)
             ready(d, w);
-        coh_cmd_unref(d); /* the link's reference */
     }
     if (deps != cmd->deps_inline)
         free(deps);
-    atomic_fetch_sub_explicit(&c->live_cmds, 1, memory_order_relaxed);
 }
 
 void coh_cmd_complete(coh_cmd *cmd, int status)
@@ -440,6 +478,11 @@ void coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
 {
     /* The execution's reference: dropped by coh_cmd_complete. */
     coh_cmd_ref(cmd);
+    coh_cmd_arm_give(c, cmd);
+}
+
+void coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
+{
     if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) != 1)
         return;
     int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);

@@ -8,6 +8,9 @@
  *   4. for a target whose memory is host memory: any device (one download),
  *   5. else any device, through the root's host memory (download, upload):
  *      the host copy becomes valid on the way.
+ * Within a class the planner prefers a source the range's other stale pieces
+ * share (a run's bits differ from its neighbours', but usually not in every
+ * location), so they become one migration rather than one per source.
  * Pieces with the same source become the segments of one migration command
  * on a hidden per-device copy engine, which depends on the last write into
  * its source and target instances (writes into an instance are ordered),
@@ -26,23 +29,30 @@ static inline uint32_t lowest(uint64_t m)
     return (uint32_t)__builtin_ctzll(m);
 }
 
-uint32_t coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay)
+/* The sources equally good for a piece valid at `m` (the first non-empty
+ * class of the order above); *relay = 1 when it goes through host memory. */
+static uint64_t source_candidates(mt_coh *c, uint32_t to, uint64_t m, int *relay)
 {
     *relay = 0;
     if (to == MT_COH_HOST) {
         uint64_t hm = m & c->hostmem_mask;
-        return hm ? lowest(hm) : lowest(m);
+        return hm ? hm : m;
     }
     coh_device *d = c->dev[to];
     if (m & d->peer_mask)
-        return lowest(m & d->peer_mask);
+        return m & d->peer_mask;
     if (m & COH_BIT(MT_COH_HOST))
-        return MT_COH_HOST;
+        return COH_BIT(MT_COH_HOST);
     if (m & c->hostmem_mask)
-        return lowest(m & c->hostmem_mask);
+        return m & c->hostmem_mask;
     if (!(d->be->caps & MT_COH_CAP_HOST_MEMORY))
         *relay = 1;
-    return lowest(m);
+    return m;
+}
+
+uint32_t coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay)
+{
+    return lowest(source_candidates(c, to, m, relay));
 }
 
 /* Host memory the copy reads or writes for a location: the root's host
@@ -60,28 +70,39 @@ static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
     coh_inst *src = r->inst[from], *dst = r->inst[to];
     int host_mem_from = from == MT_COH_HOST || (c->hostmem_mask & COH_BIT(from));
     int host_mem_to = to == MT_COH_HOST || (c->hostmem_mask & COH_BIT(to));
-    coh_cmd *cmd;
-    mt_coh_op op = {0};
-    if (to != MT_COH_HOST && host_mem_from) {
-        cmd = coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[to]->eng[MT_COH_ENGINE_COPY]);
-        op.kind = MT_COH_OP_UPLOAD;
-        op.dev_addr = dst->addr;
-        op.host = host_side(c, r, from);
-    } else if (host_mem_to && from != MT_COH_HOST) {
-        cmd = coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[from]->eng[MT_COH_ENGINE_COPY]);
-        op.kind = MT_COH_OP_DOWNLOAD;
-        op.dev_addr = src->addr;
-        op.host = host_side(c, r, to);
-    } else {
-        cmd = coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[to]->eng[MT_COH_ENGINE_COPY]);
-        op.kind = MT_COH_OP_PEER;
-        op.dev_addr = dst->addr;
-        op.peer = c->dev[from]->h;
-        op.peer_addr = src->addr;
-    }
+    int kind = to != MT_COH_HOST && host_mem_from   ? MT_COH_OP_UPLOAD
+               : host_mem_to && from != MT_COH_HOST ? MT_COH_OP_DOWNLOAD
+                                                    : MT_COH_OP_PEER;
+    uint32_t eng_dev = kind == MT_COH_OP_DOWNLOAD ? from : to;
+    coh_cmd *cmd = coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[eng_dev]->eng[MT_COH_ENGINE_COPY]);
     if (!cmd)
         return NULL;
-    cmd->op = op;
+    /* The op's fields a copy uses, written once (coh_cmd_new leaves a
+     * migration's op as it was; RUN's fields stay unused). */
+    mt_coh_op *op = &cmd->op;
+    op->kind = kind;
+    op->nsegs = 0;
+    op->segs = NULL;
+    op->bytes = 0;
+    op->host_token = NULL;
+    op->fn = NULL;
+    op->user = NULL;
+    if (kind == MT_COH_OP_DOWNLOAD) {
+        op->dev_addr = src->addr;
+        op->host = host_side(c, r, to);
+        op->peer = NULL;
+        op->peer_addr = 0;
+    } else if (kind == MT_COH_OP_UPLOAD) {
+        op->dev_addr = dst->addr;
+        op->host = host_side(c, r, from);
+        op->peer = NULL;
+        op->peer_addr = 0;
+    } else {
+        op->dev_addr = dst->addr;
+        op->host = NULL;
+        op->peer = c->dev[from]->h;
+        op->peer_addr = src->addr;
+    }
     cmd->from_loc = from;
     cmd->to_loc = to;
     /* Root host memory (not a device's) may be pinned by the copying device. */
@@ -96,8 +117,10 @@ static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
     return cmd;
 }
 
-/* Links a filled migration into the graph and lets it go. */
-static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
+/* Links a filled migration into the graph and lets it go. The command is
+ * fresh (make_mig): its first root, fixup and locations go straight into
+ * their inline slots; `unlinked`: nothing links to it yet either. */
+static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main, int unlinked)
 {
     uint32_t from = cmd->from_loc, to = cmd->to_loc;
     coh_inst *src = r->inst[from], *dst = r->inst[to];
@@ -107,33 +130,53 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
     cmd->op.segs = cmd->segs;
     cmd->op.nsegs = cmd->nsegs;
     cmd->op.bytes = bytes;
-    uint64_t s1, s2;
-    coh_fix f = {.root = r, .uid = dst->uid, .loc = to, .use_segs = 1};
-    int rc = coh_cmd_add_root(cmd, r);
-    if (!rc)
-        rc = coh_cmd_add_fix(cmd, &f);
+    /* Its references: the planner's (then the execution's) and, below, the
+     * target instance's last write. Unlinked, nothing else can reach it: a
+     * store instead of an increment. (A relay's upload is linked to its
+     * download already: its completion may be touching the count.) */
+    if (unlinked)
+        atomic_store_explicit(&cmd->refs, 2, memory_order_relaxed);
+    else
+        coh_cmd_ref(cmd);
+    coh_root_ref(r);
+    cmd->roots[0] = r;
+    cmd->nroots = 1;
+    cmd->fix[0] = (coh_fix){.root = r, .uid = dst->uid, .loc = to, .use_segs = 1};
+    cmd->nfix = 1;
     /* RAW on the source, writes into the target in order, and the command
-     * that needs the data waits for this copy. */
-    coh_cmd *who[3] = {cmd, cmd, main}, *what[3] = {src->last_write, dst->last_write, cmd};
+     * that needs the data waits for this copy (not armed yet: no lock). */
+    int rc = coh_cmd_depend(c, cmd, src->last_write);
     if (!rc)
-        rc = coh_cmd_depend_n(c, who, what, main ? 3 : 2);
-    if (!rc)
-        rc = coh_cmd_use_loc(c, cmd, from, &s1);
-    if (!rc)
-        rc = coh_cmd_use_loc(c, cmd, to, &s2);
+        rc = coh_cmd_depend(c, cmd, dst->last_write);
+    if (!rc && main)
+        rc = coh_cmd_depend_fresh(main, cmd);
+    /* Sequence numbers at both ends (from != to). */
+    uint64_t s1 = coh_loc_take(coh_loc_of(c, from)), s2 = coh_loc_take(coh_loc_of(c, to));
+    if (s1) {
+        cmd->loc[cmd->nloc] = from;
+        cmd->seq[cmd->nloc++] = s1;
+        if (s1 > src->last_seq)
+            src->last_seq = s1;
+    }
+    if (s2) {
+        cmd->loc[cmd->nloc] = to;
+        cmd->seq[cmd->nloc++] = s2;
+        dst->last_seq = s2;
+    }
+    if (!rc && !(s1 && s2))
+        rc = -ENOMEM;
     /* Out of memory half way is reported to the caller; the command still
      * runs (it can only lack a dependency whose append failed, and then the
      * enqueue fails too). */
-    src->last_seq = s1 > src->last_seq ? s1 : src->last_seq;
-    dst->last_seq = s2;
-    coh_cmd_ref(cmd);
-    coh_cmd_unref(dst->last_write);
+    coh_cmd_unref(dst->last_write); /* the reference counted at the top */
     dst->last_write = cmd;
     coh_inst_touch(c, src);
+    if (cmd->absorb) /* segments final: collections drop its pages from now on */
+        coh_track_inflight(cmd->absorb, cmd);
     c->st_migrations += 1;
     uint64_t *ctr = cmd->op.kind == MT_COH_OP_UPLOAD     ? &c->st_h2d
-                            : cmd->op.kind == MT_COH_OP_DOWNLOAD ? &c->st_d2h
-                                                                 : &c->st_d2d;
+                    : cmd->op.kind == MT_COH_OP_DOWNLOAD ? &c->st_d2h
+                                                         : &c->st_d2d;
     *ctr += bytes;
     if (main) {
         main->migrations++;
@@ -142,8 +185,7 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
         else
             main->bytes_relay += bytes;
     }
-    coh_cmd_arm(c, cmd);
-    coh_cmd_unref(cmd); /* the planner's reference */
+    coh_cmd_arm_give(c, cmd); /* the planner's reference becomes the execution's */
     return rc;
 }
 
@@ -155,6 +197,7 @@ void coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cm
     b->main = main;
     b->n = 0;
     b->bytes = 0;
+    b->pref = ~0ull;
 }
 
 static int flush_one(coh_builder *b, uint32_t which)
@@ -163,7 +206,7 @@ static int flush_one(coh_builder *b, uint32_t which)
     coh_root *r = b->r;
     int rc = 0;
     if (!b->m[which].relay)
-        return issue(c, r, b->m[which].cmd, b->main);
+        return issue(c, r, b->m[which].cmd, b->main, 1);
     /* Two hops through the root's host memory; the host copy becomes valid. */
     coh_cmd *down = b->m[which].cmd; /* made by make_mig as a download to host memory */
     uint64_t relayed = 0;
@@ -181,11 +224,11 @@ static int flush_one(coh_builder *b, uint32_t which)
         if (coh_runs_reserve(&r->runs, 2) == 0)
             coh_runs_update(&r->runs, down->segs[i].dst, down->segs[i].dst + down->segs[i].len,
                             ~0ull, COH_BIT(MT_COH_HOST));
-    int rc2 = issue(c, r, down, b->main);
+    int rc2 = issue(c, r, down, b->main, 1);
     if (up) {
         if (!rc)
             rc = coh_cmd_depend(c, up, down);
-        int rc3 = issue(c, r, up, b->main);
+        int rc3 = issue(c, r, up, b->main, 0);
         rc = rc ? rc : rc3;
     }
     return rc ? rc : rc2;
@@ -216,15 +259,19 @@ int coh_fetch_flush(coh_builder *b, int force)
     return rc;
 }
 
-/* Adds the piece [a, e) whose valid locations are `m`. */
+/* Adds the piece [a, e) whose valid locations are `m`. Among equally good
+ * sources it takes one a migration being built already copies from, else
+ * one valid over every stale piece of the range (b->pref): pieces of one
+ * range then share one migration instead of one per source. */
 static int add_piece(coh_builder *b, uint64_t a, uint64_t e, uint64_t m)
 {
     int relay;
-    uint32_t from = coh_choose_source(b->c, b->to, m, &relay);
+    uint64_t cand = source_candidates(b->c, b->to, m, &relay);
     uint32_t i = 0;
-    while (i < b->n && b->m[i].src != from)
+    while (i < b->n && !(b->m[i].relay == relay && (cand & COH_BIT(b->m[i].src))))
         i++;
     if (i == b->n) {
+        uint32_t from = lowest(cand & b->pref ? cand & b->pref : cand);
         if (b->n == COH_MAX_SOURCES) {
             int rc = coh_fetch_flush(b, 1);
             if (rc)
@@ -243,11 +290,13 @@ static int add_piece(coh_builder *b, uint64_t a, uint64_t e, uint64_t m)
     return coh_cmd_add_seg(b->m[i].cmd, a, a, e - a);
 }
 
-int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd)
+/* The pieces of [a, bnd) stale at the target, with b->pref set. */
+static int fetch_pieces(coh_builder *b, uint64_t a, uint64_t bnd)
 {
     const coh_runs *rs = &b->r->runs;
     uint64_t bit = COH_BIT(b->to);
-    for (uint32_t k = coh_runs_find(rs, a); k < rs->n && rs->v[k].start < bnd; k++) {
+    uint32_t k0 = coh_runs_find(rs, a);
+    for (uint32_t k = k0; k < rs->n && rs->v[k].start < bnd; k++) {
         uint64_t m = rs->v[k].mask;
         if ((m & bit) || !m)
             continue; /* valid there already, or lost (validation refused reads of it) */
@@ -260,6 +309,13 @@ int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd)
     return 0;
 }
 
+int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd)
+{
+    int lost;
+    coh_runs_stale(&b->r->runs, a, bnd, COH_BIT(b->to), &b->pref, &lost);
+    return fetch_pieces(b, a, bnd);
+}
+
 void coh_fetch_end(coh_builder *b)
 {
     for (uint32_t i = 0; i < b->n; i++)
@@ -267,7 +323,8 @@ void coh_fetch_end(coh_builder *b)
     b->n = 0;
 }
 
-int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main)
+int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
+                   uint64_t pref)
 {
     /* Fast path: the whole range already valid at `to`. */
     const coh_runs *rs = &r->runs;
@@ -275,7 +332,8 @@ int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, 
         return 0;
     coh_builder bld;
     coh_fetch_begin(&bld, c, r, to, main);
-    int rc = coh_fetch_add(&bld, a, b);
+    bld.pref = pref ? pref : ~0ull;
+    int rc = fetch_pieces(&bld, a, b);
     int rc2 = coh_fetch_flush(&bld, 1);
     coh_fetch_end(&bld);
     return rc ? rc : rc2;

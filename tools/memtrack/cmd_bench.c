@@ -16,7 +16,7 @@ void mt_cmd_bench_usage(void)
            "            and baseline_name/baseline/ratio/target/target_met where they apply\n"
            "  --callgrind  re-run the suite's measured loops under valgrind's callgrind\n"
            "            and report instructions and L1 misses per operation (suites that\n"
-           "            support it: alloc); needs valgrind\n"
+           "            support it: alloc, coherence); needs valgrind\n"
            "  --list    list the suites\n\nsuites:\n");
     for (const mt_bench_suite *s = mt_bench_suites; s->name; s++)
         printf("  %-10s %s\n", s->name, s->summary);

@@ -30,7 +30,17 @@ rec=$!
 for _ in $(seq 200); do grep -q "capturing to" "$TMP/log" && break; sleep 0.05; done
 grep -q "capturing to" "$TMP/log" || fail "trigger: the application did not start capturing"
 app=$(pgrep -n -f "memtrack-sample --workload mixed --frames 400") || fail "trigger: no application"
-sleep 0.3; kill -USR1 "$app"; sleep 0.5; kill -USR1 "$app" 2>/dev/null || true
+# Open the window, wait until captured submits reach the file (the writer
+# seals an idle chunk within 100 ms; a loaded machine or a sanitizer can make
+# a frame take longer than any fixed sleep), then close it.
+sleep 0.3; kill -USR1 "$app"
+for _ in $(seq 600); do
+  n=$("$MEMTRACK" info "$t" 2>/dev/null | sed -n 's/^submits *\([0-9]*\),.*/\1/p' || true)
+  [ -n "$n" ] && [ "$n" -gt 0 ] && break
+  kill -0 "$app" 2>/dev/null || break
+  sleep 0.1
+done
+kill -USR1 "$app" 2>/dev/null || true
 wait $rec || { cat "$TMP/log"; fail "trigger: record failed"; }
 "$MEMTRACK" info "$t" >"$TMP/info"
 n=$(sed -n 's/^submits *\([0-9]*\),.*/\1/p' "$TMP/info")

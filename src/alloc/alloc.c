@@ -104,7 +104,7 @@ static inline void used_fill(blk *u, uint64_t bstart, uint64_t pad, const mta_re
 /* Records allocation uid, whose data starts at `start` of region rid after
  * a kept pad of `pad`, and fills *out. */
 static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pad, uint32_t uid,
-                          const mta_req *r, mt_alloc_block *out)
+                          const mta_req *r, mt_alloc_block *restrict out)
 {
     if (a->ht)
         map_insert(a, rid, start, uid);
@@ -160,6 +160,17 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
     record(a, rid, start, pad, uid, r, out);
 }
 
+/* commit for a head block that the request fills to its end (no tail):
+ * rare, out of line, with scalars so that the fast path keeps no request
+ * in memory for it. */
+static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, uint32_t id, uint64_t start,
+                                                     uint64_t pad, uint64_t size, unsigned kind,
+                                                     mt_alloc_block *out)
+{
+    mta_req r = {size, 1, kind};
+    commit(a, id, start, pad, &r, out);
+}
+
 /* commit for the fast path, where the block is the head of class c and its
  * offset and size are at hand in the head record. When the request leaves
  * a tail (nearly always), the block keeps the tail: it stays where it is in
@@ -168,7 +179,7 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
 static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, uint64_t size,
-                               unsigned kind, mt_alloc_block *out)
+                               unsigned kind, mt_alloc_block *restrict out)
 {
     /* In an order that lets each value go as soon as it is used: the
      * allocation and what the caller gets first, then the block's tail,
@@ -179,7 +190,7 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, uint64_t
     mta_req r = {size, 1, kind};
     uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
     if (__builtin_expect(aend == end, 0)) { /* no tail: rare, out of line */
-        commit(a, id, start, pad, &r, out);
+        commit_no_tail(a, id, start, pad, size, kind, out);
         return;
     }
     blk *b = a->b, *x = &b[id];
@@ -309,7 +320,7 @@ static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size
 }
 
 int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
-                      mt_alloc_block *out)
+                      mt_alloc_block *restrict out)
 {
     /* The unusual values OR'ed into one word (size - 1 wraps for 0, and is
      * below 2^56 = MT_ALLOC_MAX_SIZE for a good size; a power-of-two

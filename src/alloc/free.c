@@ -17,7 +17,7 @@
  * filed. Taking neighbours off and filing the result once costs no more
  * than moving a grown neighbour between lists in place, which nearly
  * always changes class anyway with 16 classes per power of two. */
-static inline int free_node(mt_alloc *a, uint32_t id)
+static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t id)
 {
     blk *b = a->b, *x = &b[id];
     uint32_t lo = x->prev_phys, hi = x->next_phys, f = id;

@@ -178,40 +178,41 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, uint32_t id, u
  * class. The used block is a new node in front of it; a leading pad the
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
-static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, uint64_t size,
+static inline void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t size,
                                unsigned kind, mt_alloc_block *restrict out)
 {
-    /* In an order that lets each value go as soon as it is used: the
-     * allocation and what the caller gets first, then the block's tail,
-     * then the leading part (fewer values live at once, fewer spills). */
+    /* The block's tail first (the index is done with c then), then the
+     * allocation, then the leading part: fewer values live at once. */
     tlsf_idx *ix = &a->ix;
+    blk *b = a->b;
     uint32_t id = ix->head[c];
-    uint64_t xoff = ix->hd[c].off, end = xoff + ix->hd[c].size, aend = start + size;
+    blk *x = &b[id];
+    uint64_t xoff = ix->hd[c].off, start = align_up(xoff, align), aend = start + size;
+    uint64_t tail = xoff + ix->hd[c].size - aend;
     mta_req r = {size, 1, kind};
     uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
-    if (__builtin_expect(aend == end, 0)) { /* no tail: rare, out of line */
+    if (__builtin_expect(tail == 0, 0)) { /* no tail: rare, out of line */
         commit_no_tail(a, id, start, pad, size, kind, out);
         return;
     }
-    blk *b = a->b, *x = &b[id];
-    uint32_t prev = x->prev_phys, rid = b[prev].region, uid = node_take(a);
+    uint32_t prev = x->prev_phys, uid = node_take(a);
     if (__builtin_expect(prev == x->next_phys, 0))
         a->reg_empty--; /* the region's first allocation */
-    blk *u = &b[uid];
-    used_fill(u, start - pad, pad, &r, rid);
-    u->next_phys = id;
-    record(a, rid, start, pad, uid, &r, out);
-    /* The tail: the leading part below may go to class c too, in front. */
     x->off = aend;
-    x->size = end - aend;
+    x->size = tail;
     x->prev_phys = uid;
-    unsigned ct = class_index(end - aend);
+    unsigned ct = class_index(tail);
     if (ct == c) {
-        ix->hd[c] = (tlsf_head){aend, end - aend};
+        ix->hd[c] = (tlsf_head){aend, tail};
     } else {
         tlsf_unlink_head(a, id, c);
         tlsf_link(a, id, ct);
     }
+    uint32_t rid = b[prev].region;
+    blk *u = &b[uid];
+    used_fill(u, start - pad, pad, &r, rid);
+    u->next_phys = id;
+    record(a, rid, start, pad, uid, &r, out);
     if (start - pad != xoff) { /* then pad is 0 */
         uint32_t lead = node_take(a);
         b[lead].off = xoff;
@@ -333,13 +334,11 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
     mta_req r = {((size - 1) >> gs) + 1, align >> gs ? align >> gs : 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
      * and map room, a block found on the head records. */
-    uint64_t start;
     int c;
     if (__builtin_expect(a->credit != 0, 1) &&
-        (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r, &start)
-                                      : mta_first_fit_fast(a, &r, &start)) >= 0) {
+        (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r) : mta_first_fit_fast(a, &r)) >= 0) {
         a->credit--;
-        commit_head(a, (unsigned)c, start, r.size, r.kind, out);
+        commit_head(a, (unsigned)c, r.align, r.size, r.kind, out);
         return 0;
     }
     /* Scalars: a request passed by address or by value would have to be

@@ -225,38 +225,27 @@ static inline uint32_t mta_scan(const mt_alloc *a, unsigned from, unsigned to, c
  * records only: the request's own class, then the lowest of the first
  * guaranteed heads. Returns the class whose head to take, or -1 when
  * neither has a block (mta_search then scans). */
-static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_t *start)
+static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r)
 {
     const tlsf_idx *ix = &a->ix;
     unsigned cu = class_index(r->size);
-    uint64_t s = head_fit(&ix->hd[cu], r);
-    if (s != NO_FIT) {
-        *start = s;
+    if (head_fit(&ix->hd[cu], r) != NO_FIT)
         return (int)cu;
-    }
     unsigned cw = class_index_up(r->size + r->align - 1);
     if (a->used >= a->tight && cu + 1 < cw) {
         int k = tlsf_class_from(ix, cu + 1);
-        if (k >= 0 && (unsigned)k < cw && (s = head_fit(&ix->hd[k], r)) != NO_FIT) {
-            *start = s;
+        if (k >= 0 && (unsigned)k < cw && head_fit(&ix->hd[k], r) != NO_FIT)
             return k;
-        }
     }
     _Static_assert(GUARANTEED_HEADS == 2, "the fast path compares two heads");
-    int c = mta_lowest_of_two(ix, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
-    if (c >= 0)
-        *start = align_up(ix->hd[c].off, r->align);
-    return c;
+    return mta_lowest_of_two(ix, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
 }
 
 /* FIRST_FIT without granularity separation: the head of the first
  * non-empty guaranteed class, or -1 (mta_search then scans). */
-static inline int mta_first_fit_fast(const mt_alloc *a, const mta_req *r, uint64_t *start)
+static inline int mta_first_fit_fast(const mt_alloc *a, const mta_req *r)
 {
-    int c = tlsf_class_from(&a->ix, class_index_up(r->size + r->align - 1));
-    if (c >= 0)
-        *start = align_up(a->ix.hd[c].off, r->align);
-    return c;
+    return tlsf_class_from(&a->ix, class_index_up(r->size + r->align - 1));
 }
 
 /* The free block for request r and where it starts in it, or NIL. */

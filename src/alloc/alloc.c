@@ -325,9 +325,10 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
 {
     /* The unusual values OR'ed into one word (size - 1 wraps for 0, and is
      * below 2^56 = MT_ALLOC_MAX_SIZE for a good size; a power-of-two
-     * alignment above it is at least 2^57), then the pointers. */
+     * alignment above it is at least 2^57, so half of it reaches bit 56
+     * too), then the pointers. */
     _Static_assert(MT_ALLOC_MAX_SIZE == 1ull << 56 && MT_ALLOC_NONLINEAR == 1, "checks below");
-    if (__builtin_expect(((align & (align - 1)) | ((size - 1) >> 56) | (align >> 57) |
+    if (__builtin_expect(((align & (align - 1)) | (((size - 1) | (align >> 1)) >> 56) |
                           ((unsigned)kind >> 1)) != 0 || !a || !out, 0))
         return allocate_unusual(a, size, align, kind, out);
     unsigned gs = a->gshift;

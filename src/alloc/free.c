@@ -99,7 +99,8 @@ int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
     if (__builtin_expect(id - FIRST_NODE < a->b_cap - FIRST_NODE, 1)) {
         const blk *x = &a->b[id];
         /* The three conditions OR'ed into one word: one test. */
-        if (__builtin_expect(((x->size & (SZ_USED | SZ_SENT)) ^ SZ_USED) | (x->region ^ rid) |
+        _Static_assert(SZ_USED == 1ull << 63 && SZ_SENT == 1ull << 61, "state bits below");
+        if (__builtin_expect(((x->size >> 61 & 5) ^ 4) | (x->region ^ rid) |
                                  ((blk_data_off(x) << a->gshift) ^ offset),
                              0) == 0)
             return free_node(a, id);

@@ -126,9 +126,9 @@ static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pa
 static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t start,
                                              uint64_t pad, const mta_req *r, mt_alloc_block *out)
 {
-    blk *b = a->b, *x = &b[id];
+    blk *b = a->b, *x = NODE(b, id);
     uint64_t xoff = x->off, end = xoff + x->size, bstart = start - pad, aend = start + r->size;
-    uint32_t prev = x->prev_phys, next = x->next_phys, rid = b[prev].region;
+    uint32_t prev = x->prev_phys, next = x->next_phys, rid = NODE(b, prev)->region;
     if (prev == next)
         a->reg_empty--; /* the region's first allocation */
     tlsf_unlink(a, id, x->size);
@@ -138,17 +138,17 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
     uint32_t uid = tail == id || lead == id ? node_take(a) : id;
     uint32_t p = prev;
     if (lead) {
-        b[lead].off = xoff;
-        b[lead].size = bstart - xoff;
+        NODE(b, lead)->off = xoff;
+        NODE(b, lead)->size = bstart - xoff;
         chain_link(b, p, lead);
         p = lead;
     }
-    used_fill(&b[uid], bstart, pad, r, rid);
+    used_fill(NODE(b, uid), bstart, pad, r, rid);
     chain_link(b, p, uid);
     p = uid;
     if (tail) {
-        b[tail].off = aend;
-        b[tail].size = end - aend;
+        NODE(b, tail)->off = aend;
+        NODE(b, tail)->size = end - aend;
         chain_link(b, p, tail);
         p = tail;
     }
@@ -186,7 +186,7 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t
     tlsf_idx *ix = &a->ix;
     blk *b = a->b;
     uint32_t id = ix->head[c];
-    blk *x = &b[id];
+    blk *x = NODE(b, id);
     uint64_t xoff = ix->hd[c].off, start = align_up(xoff, align), aend = start + size;
     uint64_t tail = xoff + ix->hd[c].size - aend;
     mta_req r = {size, 1, kind};
@@ -208,15 +208,15 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t
         tlsf_unlink_head(a, id, c);
         tlsf_link(a, id, ct);
     }
-    uint32_t rid = b[prev].region;
-    blk *u = &b[uid];
+    uint32_t rid = NODE(b, prev)->region;
+    blk *u = NODE(b, uid);
     used_fill(u, start - pad, pad, &r, rid);
     u->next_phys = id;
     record(a, rid, start, pad, uid, &r, out);
     if (start - pad != xoff) { /* then pad is 0 */
         uint32_t lead = node_take(a);
-        b[lead].off = xoff;
-        b[lead].size = start - xoff;
+        NODE(b, lead)->off = xoff;
+        NODE(b, lead)->size = start - xoff;
         chain_link(b, prev, lead);
         tlsf_insert(a, lead);
         prev = lead;
@@ -258,7 +258,7 @@ static inline int reserve(mt_alloc *a)
 static void commit_found(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
                          mt_alloc_block *out)
 {
-    uint64_t pad = a->pshift ? 0 : kept_pad(start - a->b[id].off, r);
+    uint64_t pad = a->pshift ? 0 : kept_pad(start - NODE(a->b, id)->off, r);
     commit(a, id, start, pad, r, out);
 }
 
@@ -277,7 +277,7 @@ static int allocate_grown(mt_alloc *a, const mta_req *r, mt_alloc_block *out)
     if (rc)
         return rc;
     uint32_t id = region_first(a, a->reg_added);
-    uint64_t start = blk_is_free(&a->b[id]) ? mta_fit(a, &a->b[id], r) : NO_FIT;
+    uint64_t start = blk_is_free(NODE(a->b, id)) ? mta_fit(a, NODE(a->b, id), r) : NO_FIT;
     if (start == NO_FIT)
         return -ENOSPC;
     commit_found(a, id, start, r, out);
@@ -337,7 +337,8 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
      * and map room, a block found on the head records. */
     int c;
     if (__builtin_expect(a->credit != 0, 1) &&
-        (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r) : mta_first_fit_fast(a, &r)) >= 0) {
+        (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r)
+                                      : mta_first_fit_fast(a, &r)) >= 0) {
         a->credit--;
         commit_head(a, (unsigned)c, r.align, r.size, r.kind, out);
         return 0;

@@ -56,7 +56,7 @@ static inline uint64_t mta_fit(const mt_alloc *a, const blk *x, const mta_req *r
     uint64_t start = align_up(x->off, r->align);
     if (a->pshift != 0) {
         unsigned p = a->pshift;
-        const blk *pv = &a->b[x->prev_phys], *nx = &a->b[x->next_phys];
+        const blk *pv = NODE(a->b, x->prev_phys), *nx = NODE(a->b, x->next_phys);
         if (!(pv->size & SZ_SENT) && blk_kind(pv) != r->kind &&
             ((x->off - 1) >> p) == (start >> p))
             start = align_up(align_up(x->off, 1ull << p), r->align);
@@ -95,7 +95,7 @@ static inline uint64_t head_fit(const tlsf_head *h, const mta_req *r)
 static inline uint64_t mta_fit_head(const mt_alloc *a, unsigned c, const mta_req *r)
 {
     if (a->pshift != 0)
-        return a->ix.hd[c].size ? mta_fit(a, &a->b[a->ix.head[c]], r) : NO_FIT;
+        return a->ix.hd[c].size ? mta_fit(a, NODE(a->b, a->ix.head[c]), r) : NO_FIT;
     return head_fit(&a->ix.hd[c], r);
 }
 
@@ -167,7 +167,7 @@ static inline uint32_t mta_guaranteed(const mt_alloc *a, unsigned cw, unsigned h
     if (c < 0)
         return NIL;
     uint32_t id = a->ix.head[c];
-    *start = a->pshift ? mta_fit(a, &a->b[id], r) : align_up(a->ix.hd[c].off, r->align);
+    *start = a->pshift ? mta_fit(a, NODE(a->b, id), r) : align_up(a->ix.hd[c].off, r->align);
     return id;
 }
 
@@ -183,8 +183,8 @@ typedef struct mta_cand {
 static inline int mta_scan_list(const mt_alloc *a, uint32_t id, const mta_req *r,
                                 unsigned *budget, mta_cand *best)
 {
-    for (; id != NIL && *budget > 0; id = a->b[id].next_free, (*budget)--) {
-        const blk *x = &a->b[id];
+    for (; id != NIL && *budget > 0; id = NODE(a->b, id)->next_free, (*budget)--) {
+        const blk *x = NODE(a->b, id);
         if (x->size < r->size || x->size > best->size ||
             (x->size == best->size && x->off > best->off))
             continue;

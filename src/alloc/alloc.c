@@ -35,7 +35,7 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     if (!a)
         return -ENOMEM;
     for (unsigned c = 0; c <= N_CLASSES; c++)
-        a->ix.hd[c] = (tlsf_head){UINT64_MAX, 0}; /* empty */
+        a->ix.cls[c].hd = (tlsf_head){UINT64_MAX, 0}; /* empty */
     a->gshift = msb64(g);
     /* Pages no larger than a granule never hold two blocks: nothing to do. */
     a->pshift = page > g ? msb64(page) - a->gshift : 0;
@@ -185,10 +185,10 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t
      * allocation, then the leading part: fewer values live at once. */
     tlsf_idx *ix = &a->ix;
     blk *b = a->b;
-    uint32_t id = ix->head[c];
+    uint32_t id = ix->cls[c].head;
     blk *x = NODE(b, id);
-    uint64_t xoff = ix->hd[c].off, start = align_up(xoff, align), aend = start + size;
-    uint64_t tail = xoff + ix->hd[c].size - aend;
+    uint64_t xoff = ix->cls[c].hd.off, start = align_up(xoff, align), aend = start + size;
+    uint64_t tail = xoff + ix->cls[c].hd.size - aend;
     mta_req r = {size, 1, kind};
     uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
     if (__builtin_expect(tail == 0, 0)) { /* no tail: rare, out of line */
@@ -203,7 +203,7 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t
     x->prev_phys = uid;
     unsigned ct = class_index(tail);
     if (ct == c) {
-        ix->hd[c] = (tlsf_head){aend, tail};
+        ix->cls[c].hd = (tlsf_head){aend, tail};
     } else {
         tlsf_unlink_head(a, id, c);
         tlsf_link(a, id, ct);

@@ -136,16 +136,16 @@ static int check_classes(checker *c)
         if (((ix->summary >> w) & 1) != (ix->cls_map[w] != 0))
             return fail(c, "summary bit %u disagrees with its bitmap word", w);
     if (ix->summary >> CLS_WORDS || ix->cls_map[N_CLASSES / 64] >> (N_CLASSES % 64) ||
-        ix->head[N_CLASSES] != NIL || ix->hd[N_CLASSES].off != UINT64_MAX ||
-        ix->hd[N_CLASSES].size != 0)
+        ix->cls[N_CLASSES].head != NIL || ix->cls[N_CLASSES].hd.off != UINT64_MAX ||
+        ix->cls[N_CLASSES].hd.size != 0)
         return fail(c, "bits or records past the last class");
     for (unsigned fl = 0; fl < FL_N; fl++) {
         for (unsigned sl = 0; sl < SL_N; sl++) {
-            uint32_t h = ix->head[fl * SL_N + sl];
+            uint32_t h = ix->cls[fl * SL_N + sl].head;
             unsigned k = fl * SL_N + sl;
             if (((ix->cls_map[k / 64] >> (k % 64)) & 1) != (h != NIL))
                 return fail(c, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
-            const tlsf_head *hd = &ix->hd[fl * SL_N + sl];
+            const tlsf_head *hd = &ix->cls[fl * SL_N + sl].hd;
             uint64_t off = node_ok(h, a->b_cap) ? NODE(a->b, h)->off : UINT64_MAX;
             uint64_t size = node_ok(h, a->b_cap) ? NODE(a->b, h)->size : 0;
             if (hd->off != off || hd->size != size)

@@ -140,14 +140,24 @@ typedef struct tlsf_head {
     uint64_t off, size;
 } tlsf_head;
 
+/* A class: its first block's id and head record, in one 24-byte record,
+ * so that one multiply-free lea (c * 3, then scaled by 8 in the address)
+ * reaches both. */
+typedef struct tlsf_cls {
+    tlsf_head hd;
+    uint32_t head;
+    uint32_t spare;
+} tlsf_cls;
+
 /* A TLSF index: class lists and their bitmap. The classes of 64 / SL_N
  * powers of two share one bitmap word; the summary word says which words
  * are not zero. */
 typedef struct tlsf_idx {
     uint64_t summary;              /* bit w: cls_map[w] != 0 */
     uint64_t cls_map[CLS_WORDS];   /* bit c: class c has blocks */
-    uint32_t head[N_CLASSES + 1];  /* by class index fl * SL_N + sl */
-    tlsf_head hd[N_CLASSES + 1];   /* hd[N_CLASSES]: always empty (search.h) */
+    /* By class index fl * SL_N + sl; cls[N_CLASSES]: always empty
+     * (search.h). */
+    tlsf_cls cls[N_CLASSES + 1];
 } tlsf_idx;
 
 /* A bucket of the offset map (offmap.h): one cache line, MAP_LANES entries.

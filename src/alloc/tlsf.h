@@ -36,8 +36,8 @@ static inline void tlsf_link(mt_alloc *a, uint32_t id, unsigned c)
 {
     blk *b = a->b, *x = NODE(b, id);
     tlsf_idx *ix = &a->ix;
-    uint32_t h = ix->head[c];
-    if (ix->hd[c].off < x->off) { /* second, behind the lower head */
+    uint32_t h = ix->cls[c].head;
+    if (ix->cls[c].hd.off < x->off) { /* second, behind the lower head */
         uint32_t n = NODE(b, h)->next_free;
         x->prev_free = h;
         x->next_free = n;
@@ -48,8 +48,8 @@ static inline void tlsf_link(mt_alloc *a, uint32_t id, unsigned c)
     x->prev_free = NIL;
     x->next_free = h;
     NODE(b, h)->prev_free = id;
-    ix->head[c] = id;
-    ix->hd[c] = (tlsf_head){x->off, x->size};
+    ix->cls[c].head = id;
+    ix->cls[c].hd = (tlsf_head){x->off, x->size};
     tlsf_mark(ix, c); /* idempotent: cheaper than the test, whose outcome is random */
 }
 
@@ -61,8 +61,8 @@ static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
     tlsf_idx *ix = &a->ix;
     uint32_t next = NODE(b, id)->next_free;
     NODE(b, next)->prev_free = NIL; /* the sink when it was alone */
-    ix->head[c] = next;
-    ix->hd[c] = (tlsf_head){NODE(b, next)->off, NODE(b, next)->size};
+    ix->cls[c].head = next;
+    ix->cls[c].hd = (tlsf_head){NODE(b, next)->off, NODE(b, next)->size};
     /* Whether the class is now empty is a coin toss for the branch
      * predictor (with 16 classes per power of two, one head removal in
      * three empties its class): the bits are cleared without a branch. */
@@ -98,7 +98,7 @@ static inline __attribute__((always_inline)) void tlsf_refile(mt_alloc *a, uint3
         tlsf_unlink(a, id, old);
         tlsf_link(a, id, c);
     } else if (x->prev_free == NIL) {
-        a->ix.hd[c] = (tlsf_head){x->off, x->size}; /* a head that changed in place */
+        a->ix.cls[c].hd = (tlsf_head){x->off, x->size}; /* a head that changed in place */
     }
 }
 
@@ -147,7 +147,7 @@ static inline uint32_t tlsf_top(const tlsf_idx *ix)
     if (ix->summary == 0)
         return NIL;
     unsigned w = msb64(ix->summary);
-    return ix->head[w * 64 + msb64(ix->cls_map[w])];
+    return ix->cls[w * 64 + msb64(ix->cls_map[w])].head;
 }
 
 /* ---- nodes -------------------------------------------------------------------

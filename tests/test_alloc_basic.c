@@ -366,9 +366,10 @@ static void test_free_block(void)
     MT_CHECK_OK(mt_alloc_free(a, z.region, z.offset)); /* z was still there */
     z = au_alloc(a, 3000, 0, MT_ALLOC_LINEAR); /* at 0 again: the region is empty */
 
-    /* Hints out of range, NIL, inside an allocation, off the granule, in
-     * another region: the offset decides. */
-    uint32_t hints[] = {0, 1, UINT32_MAX, 1u << 30, o.hint};
+    /* Hints out of range, NIL, inside a node (ids are byte offsets),
+     * inside an allocation, off the granule, in another region: the offset
+     * decides. */
+    uint32_t hints[] = {0, 1, UINT32_MAX, 1u << 30, o.hint, z.hint + 8, z.hint - 1};
     for (unsigned i = 0; i < sizeof hints / sizeof hints[0]; i++) {
         mt_alloc_block h = z;
         h.hint = hints[i];
@@ -499,31 +500,31 @@ static void test_checker_catches(void)
     mloc l = map_find(a, r, y.offset >> a->gshift); /* nodes count granules */
     MT_CHECK(l.bucket != UINT32_MAX);
     uint32_t used = map_id(a, l);
-    MT_CHECK(used != NIL && blk_data_off(&a->b[used]) << a->gshift == y.offset);
+    MT_CHECK(used != NIL && blk_data_off(NODE(a->b, used)) << a->gshift == y.offset);
     uint32_t hole = region_first(a, r); /* the freed block at offset 0 */
-    MT_CHECK(blk_is_free(&a->b[hole]));
+    MT_CHECK(blk_is_free(NODE(a->b, hole)));
 
-    a->b[used].size ^= SZ_USED; /* reads as free */
+    NODE(a->b, used)->size ^= SZ_USED; /* reads as free */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
     MT_CHECK(msg[0] != '\0');
-    a->b[used].size ^= SZ_USED;
+    NODE(a->b, used)->size ^= SZ_USED;
     AU_CHECK(a);
-    a->b[used].size |= SZ_SENT; /* reads as a sentinel */
+    NODE(a->b, used)->size |= SZ_SENT; /* reads as a sentinel */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->b[used].size &= ~SZ_SENT;
-    a->b[used].region ^= 1; /* another region */
+    NODE(a->b, used)->size &= ~SZ_SENT;
+    NODE(a->b, used)->region ^= 1; /* another region */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->b[used].region ^= 1;
+    NODE(a->b, used)->region ^= 1;
     uint32_t sent = a->reg[r].sentinel;
-    uint32_t last = a->b[sent].prev_phys;
-    a->b[sent].prev_phys = hole; /* the chain's end disagrees */
+    uint32_t last = NODE(a->b, sent)->prev_phys;
+    NODE(a->b, sent)->prev_phys = hole; /* the chain's end disagrees */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->b[sent].prev_phys = last;
+    NODE(a->b, sent)->prev_phys = last;
     AU_CHECK(a);
 
-    a->b[hole].size += 1;
+    NODE(a->b, hole)->size += 1;
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->b[hole].size -= 1;
+    NODE(a->b, hole)->size -= 1;
 
     a->ix.summary ^= 1;
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
@@ -539,10 +540,11 @@ static void test_checker_catches(void)
     a->pad += 1; /* the kept-pad counter */
     MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);
     a->pad -= 1;
-    uint64_t off_saved = a->b[used].off;
-    a->b[used].off |= blk_size(&a->b[used]) << OFF_PAD_SHIFT; /* a pad covering the block */
+    uint64_t off_saved = NODE(a->b, used)->off;
+    /* a pad covering the block */
+    NODE(a->b, used)->off |= blk_size(NODE(a->b, used)) << OFF_PAD_SHIFT;
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->b[used].off = off_saved;
+    NODE(a->b, used)->off = off_saved;
 
     mbucket *bk = &a->ht[l.bucket];
     bk->tag[l.lane] ^= 1; /* the entry's tag no longer matches its hash */
@@ -560,10 +562,10 @@ static void test_checker_catches(void)
     bk->spill--;
     AU_CHECK(a);
 
-    uint32_t saved = a->b[used].next_phys;
-    a->b[used].next_phys = used; /* a cycle */
+    uint32_t saved = NODE(a->b, used)->next_phys;
+    NODE(a->b, used)->next_phys = used; /* a cycle */
     MT_CHECK_ERR(mt_alloc_check(a, msg, sizeof msg), MT_ECORRUPT);
-    a->b[used].next_phys = saved;
+    NODE(a->b, used)->next_phys = saved;
     AU_CHECK(a);
     mt_alloc_destroy(a);
 }

@@ -35,7 +35,7 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     if (!a)
         return -ENOMEM;
     for (unsigned c = 0; c <= N_CLASSES; c++)
-        a->ix.hd[c] = (tlsf_head){UINT64_MAX, 0}; /* empty */
+        a->ix.cls[c].hd = (tlsf_head){UINT64_MAX, 0}; /* empty */
     a->gshift = msb64(g);
     /* Pages no larger than a granule never hold two blocks: nothing to do. */
     a->pshift = page > g ? msb64(page) - a->gshift : 0;
@@ -104,7 +104,7 @@ static inline void used_fill(blk *u, uint64_t bstart, uint64_t pad, const mta_re
 /* Records allocation uid, whose data starts at `start` of region rid after
  * a kept pad of `pad`, and fills *out. */
 static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pad, uint32_t uid,
-                          const mta_req *r, mt_alloc_block *out)
+                          const mta_req *r, mt_alloc_block *restrict out)
 {
     if (a->ht)
         map_insert(a, rid, start, uid);
@@ -126,9 +126,9 @@ static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pa
 static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t start,
                                              uint64_t pad, const mta_req *r, mt_alloc_block *out)
 {
-    blk *b = a->b, *x = &b[id];
+    blk *b = a->b, *x = NODE(b, id);
     uint64_t xoff = x->off, end = xoff + x->size, bstart = start - pad, aend = start + r->size;
-    uint32_t prev = x->prev_phys, next = x->next_phys, rid = b[prev].region;
+    uint32_t prev = x->prev_phys, next = x->next_phys, rid = NODE(b, prev)->region;
     if (prev == next)
         a->reg_empty--; /* the region's first allocation */
     tlsf_unlink(a, id, x->size);
@@ -138,17 +138,17 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
     uint32_t uid = tail == id || lead == id ? node_take(a) : id;
     uint32_t p = prev;
     if (lead) {
-        b[lead].off = xoff;
-        b[lead].size = bstart - xoff;
+        NODE(b, lead)->off = xoff;
+        NODE(b, lead)->size = bstart - xoff;
         chain_link(b, p, lead);
         p = lead;
     }
-    used_fill(&b[uid], bstart, pad, r, rid);
+    used_fill(NODE(b, uid), bstart, pad, r, rid);
     chain_link(b, p, uid);
     p = uid;
     if (tail) {
-        b[tail].off = aend;
-        b[tail].size = end - aend;
+        NODE(b, tail)->off = aend;
+        NODE(b, tail)->size = end - aend;
         chain_link(b, p, tail);
         p = tail;
     }
@@ -160,6 +160,17 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
     record(a, rid, start, pad, uid, r, out);
 }
 
+/* commit for a head block that the request fills to its end (no tail):
+ * rare, out of line, with scalars so that the fast path keeps no request
+ * in memory for it. */
+static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, uint32_t id, uint64_t start,
+                                                     uint64_t pad, uint64_t size, unsigned kind,
+                                                     mt_alloc_block *out)
+{
+    mta_req r = {size, 1, kind};
+    commit(a, id, start, pad, &r, out);
+}
+
 /* commit for the fast path, where the block is the head of class c and its
  * offset and size are at hand in the head record. When the request leaves
  * a tail (nearly always), the block keeps the tail: it stays where it is in
@@ -167,44 +178,45 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
  * class. The used block is a new node in front of it; a leading pad the
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
-static inline void commit_head(mt_alloc *a, unsigned c, uint64_t start, uint64_t size,
-                               unsigned kind, mt_alloc_block *out)
+static inline void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t size,
+                               unsigned kind, mt_alloc_block *restrict out)
 {
-    /* In an order that lets each value go as soon as it is used: the
-     * allocation and what the caller gets first, then the block's tail,
-     * then the leading part (fewer values live at once, fewer spills). */
+    /* The block's tail first (the index is done with c then), then the
+     * allocation, then the leading part: fewer values live at once. */
     tlsf_idx *ix = &a->ix;
-    uint32_t id = ix->head[c];
-    uint64_t xoff = ix->hd[c].off, end = xoff + ix->hd[c].size, aend = start + size;
+    blk *b = a->b;
+    uint32_t id = ix->cls[c].head;
+    blk *x = NODE(b, id);
+    uint64_t xoff = ix->cls[c].hd.off, start = align_up(xoff, align), aend = start + size;
+    uint64_t tail = xoff + ix->cls[c].hd.size - aend;
     mta_req r = {size, 1, kind};
     uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
-    if (__builtin_expect(aend == end, 0)) { /* no tail: rare, out of line */
-        commit(a, id, start, pad, &r, out);
+    if (__builtin_expect(tail == 0, 0)) { /* no tail: rare, out of line */
+        commit_no_tail(a, id, start, pad, size, kind, out);
         return;
     }
-    blk *b = a->b, *x = &b[id];
-    uint32_t prev = x->prev_phys, rid = b[prev].region, uid = node_take(a);
+    uint32_t prev = x->prev_phys, uid = node_take(a);
     if (__builtin_expect(prev == x->next_phys, 0))
         a->reg_empty--; /* the region's first allocation */
-    blk *u = &b[uid];
-    used_fill(u, start - pad, pad, &r, rid);
-    u->next_phys = id;
-    record(a, rid, start, pad, uid, &r, out);
-    /* The tail: the leading part below may go to class c too, in front. */
     x->off = aend;
-    x->size = end - aend;
+    x->size = tail;
     x->prev_phys = uid;
-    unsigned ct = class_index(end - aend);
+    unsigned ct = class_index(tail);
     if (ct == c) {
-        ix->hd[c] = (tlsf_head){aend, end - aend};
+        ix->cls[c].hd = (tlsf_head){aend, tail};
     } else {
         tlsf_unlink_head(a, id, c);
         tlsf_link(a, id, ct);
     }
+    uint32_t rid = NODE(b, prev)->region;
+    blk *u = NODE(b, uid);
+    used_fill(u, start - pad, pad, &r, rid);
+    u->next_phys = id;
+    record(a, rid, start, pad, uid, &r, out);
     if (start - pad != xoff) { /* then pad is 0 */
         uint32_t lead = node_take(a);
-        b[lead].off = xoff;
-        b[lead].size = start - xoff;
+        NODE(b, lead)->off = xoff;
+        NODE(b, lead)->size = start - xoff;
         chain_link(b, prev, lead);
         tlsf_insert(a, lead);
         prev = lead;
@@ -246,7 +258,7 @@ static inline int reserve(mt_alloc *a)
 static void commit_found(mt_alloc *a, uint32_t id, uint64_t start, const mta_req *r,
                          mt_alloc_block *out)
 {
-    uint64_t pad = a->pshift ? 0 : kept_pad(start - a->b[id].off, r);
+    uint64_t pad = a->pshift ? 0 : kept_pad(start - NODE(a->b, id)->off, r);
     commit(a, id, start, pad, r, out);
 }
 
@@ -265,7 +277,7 @@ static int allocate_grown(mt_alloc *a, const mta_req *r, mt_alloc_block *out)
     if (rc)
         return rc;
     uint32_t id = region_first(a, a->reg_added);
-    uint64_t start = blk_is_free(&a->b[id]) ? mta_fit(a, &a->b[id], r) : NO_FIT;
+    uint64_t start = blk_is_free(NODE(a->b, id)) ? mta_fit(a, NODE(a->b, id), r) : NO_FIT;
     if (start == NO_FIT)
         return -ENOSPC;
     commit_found(a, id, start, r, out);
@@ -309,26 +321,26 @@ static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size
 }
 
 int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
-                      mt_alloc_block *out)
+                      mt_alloc_block *restrict out)
 {
     /* The unusual values OR'ed into one word (size - 1 wraps for 0, and is
      * below 2^56 = MT_ALLOC_MAX_SIZE for a good size; a power-of-two
-     * alignment above it is at least 2^57), then the pointers. */
+     * alignment above it is at least 2^57, so half of it reaches bit 56
+     * too), then the pointers. */
     _Static_assert(MT_ALLOC_MAX_SIZE == 1ull << 56 && MT_ALLOC_NONLINEAR == 1, "checks below");
-    if (__builtin_expect(((align & (align - 1)) | ((size - 1) >> 56) | (align >> 57) |
+    if (__builtin_expect(((align & (align - 1)) | (((size - 1) | (align >> 1)) >> 56) |
                           ((unsigned)kind >> 1)) != 0 || !a || !out, 0))
         return allocate_unusual(a, size, align, kind, out);
     unsigned gs = a->gshift;
     mta_req r = {((size - 1) >> gs) + 1, align >> gs ? align >> gs : 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
      * and map room, a block found on the head records. */
-    uint64_t start;
     int c;
     if (__builtin_expect(a->credit != 0, 1) &&
-        (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r, &start)
-                                      : mta_first_fit_fast(a, &r, &start)) >= 0) {
+        (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r)
+                                      : mta_first_fit_fast(a, &r)) >= 0) {
         a->credit--;
-        commit_head(a, (unsigned)c, start, r.size, r.kind, out);
+        commit_head(a, (unsigned)c, r.align, r.size, r.kind, out);
         return 0;
     }
     /* Scalars: a request passed by address or by value would have to be

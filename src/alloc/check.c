@@ -34,11 +34,11 @@ __attribute__((format(printf, 2, 3))) static int fail(checker *c, const char *fm
 
 static int mark(checker *c, uint32_t id, uint8_t bit, const char *where)
 {
-    if (id < FIRST_NODE || id >= c->a->b_cap)
+    if (!node_ok(id, c->a->b_cap))
         return fail(c, "%s: node id %" PRIu32 " out of range", where, id);
-    if (c->seen[id] & bit)
+    if (c->seen[id >> NODE_SHIFT] & bit)
         return fail(c, "%s: node %" PRIu32 " reached twice (cycle)", where, id);
-    c->seen[id] |= bit;
+    c->seen[id >> NODE_SHIFT] |= bit;
     return 0;
 }
 
@@ -69,13 +69,13 @@ static int check_region(checker *c, uint32_t rid)
     int rc;
     if ((rc = mark(c, sid, 8, "region sentinel")))
         return rc;
-    const blk *sx = &a->b[sid];
+    const blk *sx = NODE(a->b, sid);
     if (sx->size != (SZ_USED | SZ_SENT) || sx->off != OFF_MASK || sx->region != rid)
         return fail(c, "region %" PRIu32 ": sentinel %" PRIu32 " is not one", rid, sid);
-    for (uint32_t id = sx->next_phys; id != sid; prev = id, id = a->b[id].next_phys) {
+    for (uint32_t id = sx->next_phys; id != sid; prev = id, id = NODE(a->b, id)->next_phys) {
         if ((rc = mark(c, id, 1, "region chain")))
             return rc;
-        const blk *x = &a->b[id];
+        const blk *x = NODE(a->b, id);
         if (x->prev_phys != prev || blk_off(x) != pos)
             return fail(c, "region %" PRIu32 ": block %" PRIu32 " at 0x%" PRIx64 " has prev %"
                         PRIu32 " (expected %" PRIu32 ", 0x%" PRIx64 ")",
@@ -86,7 +86,7 @@ static int check_region(checker *c, uint32_t rid)
         if (blk_is_free(x)) {
             if (x->size != size || x->off != pos)
                 return fail(c, "free block %" PRIu32 " has state bits", id);
-            if (blk_is_free(&a->b[prev]))
+            if (blk_is_free(NODE(a->b, prev)))
                 return fail(c, "free blocks %" PRIu32 " and %" PRIu32 " not coalesced", prev, id);
             if (a->ht && map_find(a, rid, blk_off(x)).bucket != UINT32_MAX)
                 return fail(c, "free block at 0x%" PRIx64 " is in the offset map", pos << gs);
@@ -136,31 +136,32 @@ static int check_classes(checker *c)
         if (((ix->summary >> w) & 1) != (ix->cls_map[w] != 0))
             return fail(c, "summary bit %u disagrees with its bitmap word", w);
     if (ix->summary >> CLS_WORDS || ix->cls_map[N_CLASSES / 64] >> (N_CLASSES % 64) ||
-        ix->head[N_CLASSES] != NIL || ix->hd[N_CLASSES].off != UINT64_MAX ||
-        ix->hd[N_CLASSES].size != 0)
+        ix->cls[N_CLASSES].head != NIL || ix->cls[N_CLASSES].hd.off != UINT64_MAX ||
+        ix->cls[N_CLASSES].hd.size != 0)
         return fail(c, "bits or records past the last class");
     for (unsigned fl = 0; fl < FL_N; fl++) {
         for (unsigned sl = 0; sl < SL_N; sl++) {
-            uint32_t h = ix->head[fl * SL_N + sl];
+            uint32_t h = ix->cls[fl * SL_N + sl].head;
             unsigned k = fl * SL_N + sl;
             if (((ix->cls_map[k / 64] >> (k % 64)) & 1) != (h != NIL))
                 return fail(c, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
-            const tlsf_head *hd = &ix->hd[fl * SL_N + sl];
-            uint64_t off = h != NIL && h < a->b_cap ? a->b[h].off : UINT64_MAX;
-            uint64_t size = h != NIL && h < a->b_cap ? a->b[h].size : 0;
+            const tlsf_head *hd = &ix->cls[fl * SL_N + sl].hd;
+            uint64_t off = node_ok(h, a->b_cap) ? NODE(a->b, h)->off : UINT64_MAX;
+            uint64_t size = node_ok(h, a->b_cap) ? NODE(a->b, h)->size : 0;
             if (hd->off != off || hd->size != size)
                 return fail(c, "class (%u,%u): recorded head [0x%" PRIx64 ", +0x%" PRIx64
                             "), head [0x%" PRIx64 ", +0x%" PRIx64 ") (granules)", fl, sl,
                             hd->off, hd->size,
                             off, size);
-            for (uint32_t id = h, prev = NIL; id != NIL; prev = id, id = a->b[id].next_free) {
+            for (uint32_t id = h, prev = NIL; id != NIL;
+                 prev = id, id = NODE(a->b, id)->next_free) {
                 if ((rc = mark(c, id, 2, "class list")))
                     return rc;
-                const blk *x = &a->b[id];
+                const blk *x = NODE(a->b, id);
                 unsigned f, s;
                 class_of(x->size, &f, &s);
-                if (!blk_is_free(x) || x->size == 0 || !(c->seen[id] & 1) ||
-                    a->b[id].prev_free != prev || f != fl || s != sl)
+                if (!blk_is_free(x) || x->size == 0 || !(c->seen[id >> NODE_SHIFT] & 1) ||
+                    NODE(a->b, id)->prev_free != prev || f != fl || s != sl)
                     return fail(c, "class (%u,%u): node %" PRIu32 " is not a free block of "
                                 "this class in a region chain", fl, sl, id);
                 listed++;
@@ -190,13 +191,13 @@ static int check_map(checker *c)
             if (a->ht[j].tag[lane] == 0)
                 continue;
             uint32_t id = a->ht[j].id[lane];
-            if (id < FIRST_NODE || id >= a->b_cap || !(c->seen[id] & 1) ||
-                blk_is_free(&a->b[id])) {
+            if (!node_ok(id, a->b_cap) || !(c->seen[id >> NODE_SHIFT] & 1) ||
+                blk_is_free(NODE(a->b, id))) {
                 rc = fail(c, "map bucket %" PRIu32 " lane %" PRIu32 " names node %" PRIu32
                           ", not a used block", j, lane, id);
                 break;
             }
-            const blk *x = &a->b[id];
+            const blk *x = NODE(a->b, id);
             uint64_t h = map_hash(a, x->region, blk_data_off(x));
             uint32_t home = map_home(a, h), d = (j - home) & a->ht_mask;
             mloc l = map_find(a, x->region, blk_data_off(x));
@@ -229,23 +230,24 @@ static int check_nodes(checker *c)
     const mt_alloc *a = c->a;
     uint32_t n = 0;
     int rc;
-    for (uint32_t id = a->b_unused; id != NIL; id = a->b[id].next_free, n++) {
+    for (uint32_t id = a->b_unused; id != NIL; id = NODE(a->b, id)->next_free, n++) {
         if ((rc = mark(c, id, 4, "unused nodes")))
             return rc;
-        if (a->b[id].size != 0)
+        if (NODE(a->b, id)->size != 0)
             return fail(c, "unused node %" PRIu32 " is not marked unused", id);
     }
     if (n != a->b_unused_n)
         return fail(c, "%" PRIu32 " unused nodes, recorded %" PRIu32, n, a->b_unused_n);
     /* The sink still reads as "no block, empty class" (tlsf.h). */
-    const blk *sink = &a->b[NIL];
+    const blk *sink = NODE(a->b, NIL);
     if (sink->off != UINT64_MAX || sink->size != 0)
         return fail(c, "node NIL was written as a block");
-    for (uint32_t id = FIRST_NODE; id < a->b_cap; id++) {
-        uint8_t s = c->seen[id];
+    for (uint32_t i = 1; i < a->b_cap; i++) {
+        uint32_t id = i << NODE_SHIFT;
+        uint8_t s = c->seen[i];
         if (s != 4 && s != 1 && s != 3 && s != 8)
             return fail(c, "node %" PRIu32 " is lost or in two places (marks %u)", id, s);
-        if (s == 1 && blk_is_free(&a->b[id]))
+        if (s == 1 && blk_is_free(NODE(a->b, id)))
             return fail(c, "free block %" PRIu32 " is on no class list", id);
     }
     return 0;

@@ -17,9 +17,9 @@
  * filed. Taking neighbours off and filing the result once costs no more
  * than moving a grown neighbour between lists in place, which nearly
  * always changes class anyway with 16 classes per power of two. */
-static inline int free_node(mt_alloc *a, uint32_t id)
+static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t id)
 {
-    blk *b = a->b, *x = &b[id];
+    blk *b = a->b, *x = NODE(b, id);
     uint32_t lo = x->prev_phys, hi = x->next_phys, f = id;
     uint64_t off = blk_off(x), size = blk_size(x);
     if (a->ht)
@@ -28,7 +28,7 @@ static inline int free_node(mt_alloc *a, uint32_t id)
     a->used -= size;
     a->pad -= blk_pad(x);
     /* A sentinel reads as used. */
-    const blk *pb = &b[lo], *nb = &b[hi];
+    const blk *pb = NODE(b, lo), *nb = NODE(b, hi);
     if (blk_is_free(pb)) {
         tlsf_unlink(a, lo, pb->size);
         node_put(a, id);
@@ -44,14 +44,14 @@ static inline int free_node(mt_alloc *a, uint32_t id)
         hi = nb->next_phys;
         node_put(a, n);
     }
-    blk *fx = &b[f];
+    blk *fx = NODE(b, f);
     fx->off = off;
     fx->size = size;
     chain_link(b, lo, f);
     chain_link(b, f, hi);
     tlsf_insert(a, f);
     if (__builtin_expect(lo == hi, 0)) /* both the sentinel: the region is empty */
-        mta_region_emptied(a, b[lo].region);
+        mta_region_emptied(a, NODE(b, lo)->region);
     return 0;
 }
 
@@ -94,12 +94,13 @@ int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
     /* The hint is trusted only when it names a used block (not a free
      * block, an unused node or a sentinel) of that region whose data
      * starts exactly there: then it is the block mt_alloc_free would find.
-     * The node array always exists (mt_alloc_create), so b_cap > FIRST_NODE
-     * and one unsigned comparison checks the range. */
-    if (__builtin_expect(id - FIRST_NODE < a->b_cap - FIRST_NODE, 1)) {
-        const blk *x = &a->b[id];
+     * The node array always exists (mt_alloc_create), so b_cap > 1, and
+     * node_ok checks the id's range and alignment in one comparison. */
+    if (__builtin_expect(node_ok(id, a->b_cap), 1)) {
+        const blk *x = NODE(a->b, id);
         /* The three conditions OR'ed into one word: one test. */
-        if (__builtin_expect(((x->size & (SZ_USED | SZ_SENT)) ^ SZ_USED) | (x->region ^ rid) |
+        _Static_assert(SZ_USED == 1ull << 63 && SZ_SENT == 1ull << 61, "state bits below");
+        if (__builtin_expect(((x->size >> 61 & 5) ^ 4) | (x->region ^ rid) |
                                  ((blk_data_off(x) << a->gshift) ^ offset),
                              0) == 0)
             return free_node(a, id);

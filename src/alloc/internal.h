@@ -92,6 +92,7 @@ typedef struct blk {
 } blk;
 
 _Static_assert(sizeof(blk) == 32, "two nodes per cache line");
+_Static_assert(sizeof(blk) == 1u << 5, "node ids are byte offsets: NODE_SHIFT");
 
 #define SZ_USED (1ull << 63)
 #define SZ_NONLINEAR (1ull << 62) /* used block of kind MT_ALLOC_NONLINEAR */
@@ -113,9 +114,23 @@ static inline uint64_t blk_data_off(const blk *x) { return blk_off(x) + blk_pad(
  * pages: everything goes through mta_search). */
 enum { FAST_BEST_FIT = 1, FAST_FIRST_FIT = 2 };
 
-/* Node ids: NIL (0) is "none" and the sink node (tlsf.h); nodes start at
- * FIRST_NODE. */
-#define FIRST_NODE 1u
+/* Node ids are byte offsets into the node array (index << NODE_SHIFT), so
+ * that reaching a node is one add (or none, in an address), not a shift
+ * and an add: the hot paths follow two dozen ids per alloc+free pair. NIL
+ * (0) is "none" and the sink node (tlsf.h); nodes start at FIRST_NODE. Ids
+ * are 32 bits: at most 2^27 nodes (NODE_MAX). */
+#define NODE_SHIFT 5
+#define FIRST_NODE (1u << NODE_SHIFT)
+#define NODE_MAX (UINT32_MAX >> NODE_SHIFT)
+#define NODE(arr, id) ((__typeof__(&(arr)[0]))(void *)((char *)(arr) + (id)))
+/* Whether `id` names a node of an array of `cap` nodes other than the sink:
+ * the rotation moves a misaligned id's low bits to the top, so one unsigned
+ * comparison checks range and alignment. */
+static inline int node_ok(uint32_t id, uint32_t cap)
+{
+    uint32_t d = id - FIRST_NODE;
+    return ((d >> NODE_SHIFT) | (d << (32 - NODE_SHIFT))) < cap - 1;
+}
 
 /* Offset and size of a class's first block, kept beside the index so that
  * a search checks heads without touching their nodes: the node of the
@@ -125,14 +140,24 @@ typedef struct tlsf_head {
     uint64_t off, size;
 } tlsf_head;
 
+/* A class: its first block's id and head record, in one 24-byte record,
+ * so that one multiply-free lea (c * 3, then scaled by 8 in the address)
+ * reaches both. */
+typedef struct tlsf_cls {
+    tlsf_head hd;
+    uint32_t head;
+    uint32_t spare;
+} tlsf_cls;
+
 /* A TLSF index: class lists and their bitmap. The classes of 64 / SL_N
  * powers of two share one bitmap word; the summary word says which words
  * are not zero. */
 typedef struct tlsf_idx {
     uint64_t summary;              /* bit w: cls_map[w] != 0 */
     uint64_t cls_map[CLS_WORDS];   /* bit c: class c has blocks */
-    uint32_t head[N_CLASSES + 1];  /* by class index fl * SL_N + sl */
-    tlsf_head hd[N_CLASSES + 1];   /* hd[N_CLASSES]: always empty (search.h) */
+    /* By class index fl * SL_N + sl; cls[N_CLASSES]: always empty
+     * (search.h). */
+    tlsf_cls cls[N_CLASSES + 1];
 } tlsf_idx;
 
 /* A bucket of the offset map (offmap.h): one cache line, MAP_LANES entries.
@@ -159,7 +184,7 @@ typedef struct region {
  * and sentinels, a region's use is a walk of its chain
  * (mt_alloc_region_info). */
 struct mt_alloc {
-    blk *b;            /* nodes; b[NIL] is the sink node (tlsf.h) */
+    blk *b;            /* nodes; the one at id NIL is the sink node (tlsf.h) */
     mbucket *ht;       /* offset map: ht_mask + 1 buckets; NULL without one */
     uint64_t ht_seed;  /* odd multiplier of the hash */
     uint32_t ht_mask, ht_shift, ht_limit;
@@ -270,8 +295,8 @@ static inline void mta_set_tight(mt_alloc *a)
 /* Links node n after node p in a chain (either may be a sentinel). */
 static inline void chain_link(blk *b, uint32_t p, uint32_t n)
 {
-    b[p].next_phys = n;
-    b[n].prev_phys = p;
+    NODE(b, p)->next_phys = n;
+    NODE(b, n)->prev_phys = p;
 }
 
 /* A block whose neighbours are both its region's sentinel spans the
@@ -282,21 +307,20 @@ static inline int blk_spans_region(const blk *x) { return x->prev_phys == x->nex
  * sentinel, carries it. */
 static inline uint32_t free_blk_region(const blk *b, const blk *x)
 {
-    return b[x->prev_phys].region;
+    return NODE(b, x->prev_phys)->region;
 }
 
 /* The region's first block. */
 static inline uint32_t region_first(const mt_alloc *a, uint32_t rid)
 {
-    return a->b[a->reg[rid].sentinel].next_phys;
+    return NODE(a->b, a->reg[rid].sentinel)->next_phys;
 }
 
 /* Free blocks: every node in use that is neither a live allocation nor a
  * sentinel. */
 static inline uint64_t mta_free_blocks(const mt_alloc *a)
 {
-    return a->b_cap ? (uint64_t)(a->b_cap - FIRST_NODE - a->b_unused_n) - a->live - a->reg_live
-                    : 0;
+    return a->b_cap ? (uint64_t)(a->b_cap - 1 - a->b_unused_n) - a->live - a->reg_live : 0;
 }
 
 #endif

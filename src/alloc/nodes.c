@@ -18,21 +18,21 @@ int mta_node_reserve(mt_alloc *a, uint32_t n)
     uint64_t cap = a->b_cap ? (uint64_t)a->b_cap + a->b_cap / 8 : 64;
     if (cap < (uint64_t)a->b_cap + n)
         cap = (uint64_t)a->b_cap + n;
-    if (cap > UINT32_MAX)
+    if (cap > NODE_MAX) /* ids are byte offsets (internal.h) */
         return -ENOMEM;
     blk *nb = realloc(a->b, (size_t)cap * sizeof *nb);
     if (!nb)
         return -ENOMEM;
-    uint32_t from = a->b_cap ? a->b_cap : FIRST_NODE;
+    uint32_t from = a->b_cap ? a->b_cap : 1; /* index 0 is the sink */
     /* Unused nodes read size 0: no used block, so a stray hint finds none. */
     memset(nb + from, 0, (size_t)(cap - from) * sizeof *nb);
     if (!a->b_cap) /* the sink reads as an empty class's head */
-        nb[NIL] = (blk){.off = UINT64_MAX};
+        nb[0] = (blk){.off = UINT64_MAX};
     /* Chain the new nodes in ascending order in front of the old list. */
     for (uint32_t i = from; i < cap; i++)
-        nb[i].next_free = i + 1 < cap ? i + 1 : a->b_unused;
+        nb[i].next_free = i + 1 < cap ? (i + 1) << NODE_SHIFT : a->b_unused;
     a->b = nb;
-    a->b_unused = from;
+    a->b_unused = from << NODE_SHIFT;
     a->b_unused_n += (uint32_t)cap - from;
     a->b_cap = (uint32_t)cap;
     return 0;

@@ -28,7 +28,7 @@ static long rehash(mt_alloc *a, unsigned bits, uint64_t seed)
     for (uint32_t k = 0; k < old_n; k++)
         for (uint32_t m = lanes_eq(&old[k], 0) ^ LANES_ALL; m != 0; m &= m - 1) {
             uint32_t id = old[k].id[__builtin_ctz(m)];
-            const blk *x = &a->b[id];
+            const blk *x = NODE(a->b, id);
             long d = map_place(a, map_hash(a, x->region, blk_data_off(x)), id, a->ht_mask);
             if (d > worst)
                 worst = d;

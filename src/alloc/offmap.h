@@ -93,7 +93,7 @@ static inline mloc map_find(const mt_alloc *a, uint32_t rid, uint64_t off)
         const mbucket *bk = &a->ht[j];
         for (uint32_t m = lanes_eq(bk, t); m != 0; m &= m - 1) {
             uint32_t lane = (uint32_t)__builtin_ctz(m);
-            const blk *x = &a->b[bk->id[lane]];
+            const blk *x = NODE(a->b, bk->id[lane]);
             if (blk_data_off(x) == off && x->region == rid) /* x is a used block */
                 return (mloc){j, lane, home};
         }
@@ -142,7 +142,7 @@ static inline uint32_t map_place(mt_alloc *a, uint64_t h, uint32_t id, uint32_t 
             bk->id[lane] = id;
             if (__builtin_expect(d != 0, 0))
                 a->ht[home].spill++;
-            map_note(&a->b[id], j, lane, d != 0);
+            map_note(NODE(a->b, id), j, lane, d != 0);
             return d;
         }
     }

@@ -53,9 +53,9 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     blk *b = a->b;
     /* The sentinel reads as a used neighbour that is no block (SZ_SENT), and
      * carries the region id for the free blocks beside it. */
-    b[sid] = (blk){.off = OFF_MASK, .size = SZ_USED | SZ_SENT};
-    b[sid].region = rid;
-    b[bid] = (blk){.off = 0, .size = size >> a->gshift};
+    *NODE(b, sid) = (blk){.off = OFF_MASK, .size = SZ_USED | SZ_SENT};
+    NODE(b, sid)->region = rid;
+    *NODE(b, bid) = (blk){.off = 0, .size = size >> a->gshift};
     chain_link(b, sid, bid);
     chain_link(b, bid, sid);
     tlsf_insert(a, bid);
@@ -72,8 +72,8 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
 void mta_region_drop(mt_alloc *a, uint32_t rid, int call_release)
 {
     region r = a->reg[rid];
-    uint32_t first = a->b[r.sentinel].next_phys;
-    tlsf_unlink(a, first, a->b[first].size);
+    uint32_t first = NODE(a->b, r.sentinel)->next_phys;
+    tlsf_unlink(a, first, NODE(a->b, first)->size);
     node_put(a, first);
     node_put(a, r.sentinel);
     a->reg[rid] = (region){.next_unused = a->reg_unused};
@@ -99,7 +99,7 @@ void mta_region_emptied(mt_alloc *a, uint32_t rid)
 /* A live region without allocations is one free block (coalescing). */
 static int region_is_empty(const mt_alloc *a, uint32_t rid)
 {
-    const blk *x = &a->b[region_first(a, rid)];
+    const blk *x = NODE(a->b, region_first(a, rid));
     return blk_is_free(x) && blk_spans_region(x);
 }
 
@@ -138,9 +138,10 @@ int mt_alloc_region_info(const mt_alloc *a, uint32_t rid, mt_alloc_region *out)
     *out = (mt_alloc_region){.size = r->size, .user = r->user};
     /* Not kept up to date by allocate and free, which is where the time
      * goes: counted here instead. */
-    for (uint32_t id = a->b[r->sentinel].next_phys; id != r->sentinel; id = a->b[id].next_phys)
-        if (!blk_is_free(&a->b[id])) {
-            out->used_bytes += blk_size(&a->b[id]) << a->gshift;
+    for (uint32_t id = NODE(a->b, r->sentinel)->next_phys; id != r->sentinel;
+         id = NODE(a->b, id)->next_phys)
+        if (!blk_is_free(NODE(a->b, id))) {
+            out->used_bytes += blk_size(NODE(a->b, id)) << a->gshift;
             out->allocations++;
         }
     return 0;

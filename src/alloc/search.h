@@ -56,7 +56,7 @@ static inline uint64_t mta_fit(const mt_alloc *a, const blk *x, const mta_req *r
     uint64_t start = align_up(x->off, r->align);
     if (a->pshift != 0) {
         unsigned p = a->pshift;
-        const blk *pv = &a->b[x->prev_phys], *nx = &a->b[x->next_phys];
+        const blk *pv = NODE(a->b, x->prev_phys), *nx = NODE(a->b, x->next_phys);
         if (!(pv->size & SZ_SENT) && blk_kind(pv) != r->kind &&
             ((x->off - 1) >> p) == (start >> p))
             start = align_up(align_up(x->off, 1ull << p), r->align);
@@ -95,8 +95,8 @@ static inline uint64_t head_fit(const tlsf_head *h, const mta_req *r)
 static inline uint64_t mta_fit_head(const mt_alloc *a, unsigned c, const mta_req *r)
 {
     if (a->pshift != 0)
-        return a->ix.hd[c].size ? mta_fit(a, &a->b[a->ix.head[c]], r) : NO_FIT;
-    return head_fit(&a->ix.hd[c], r);
+        return a->ix.cls[c].hd.size ? mta_fit(a, NODE(a->b, a->ix.cls[c].head), r) : NO_FIT;
+    return head_fit(&a->ix.cls[c].hd, r);
 }
 
 /* Best fit below the guaranteed class cw: the head of the request's own
@@ -115,7 +115,7 @@ static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsig
     if (s == NO_FIT)
         return NIL;
     *start = s;
-    return a->ix.head[cu];
+    return a->ix.cls[cu].head;
 }
 
 /* The class with the lowest head offset among the first `heads`
@@ -138,7 +138,7 @@ static inline int mta_lowest_head(const tlsf_idx *ix, unsigned cw, unsigned head
         }
         unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);
         m &= m - 1;
-        uint64_t off = ix->hd[c].off;
+        uint64_t off = ix->cls[c].hd.off;
         best = off < best_off ? (int)c : best;
         best_off = off < best_off ? off : best_off;
     }
@@ -155,7 +155,7 @@ static inline int mta_lowest_of_two(const tlsf_idx *ix, unsigned cw, unsigned sp
     if (__builtin_expect(m2 == 0, 0))
         return mta_lowest_head(ix, cw, 2);
     unsigned c1 = w * 64 + (unsigned)__builtin_ctzll(m), c2 = w * 64 + (unsigned)__builtin_ctzll(m2);
-    return ix->hd[c2].off < ix->hd[c1].off && c2 - c1 <= span ? (int)c2 : (int)c1;
+    return ix->cls[c2].hd.off < ix->cls[c1].hd.off && c2 - c1 <= span ? (int)c2 : (int)c1;
 }
 
 /* The lowest-offset head among the first `heads` non-empty classes at or
@@ -166,8 +166,8 @@ static inline uint32_t mta_guaranteed(const mt_alloc *a, unsigned cw, unsigned h
     int c = mta_lowest_head(&a->ix, cw, heads);
     if (c < 0)
         return NIL;
-    uint32_t id = a->ix.head[c];
-    *start = a->pshift ? mta_fit(a, &a->b[id], r) : align_up(a->ix.hd[c].off, r->align);
+    uint32_t id = a->ix.cls[c].head;
+    *start = a->pshift ? mta_fit(a, NODE(a->b, id), r) : align_up(a->ix.cls[c].hd.off, r->align);
     return id;
 }
 
@@ -183,8 +183,8 @@ typedef struct mta_cand {
 static inline int mta_scan_list(const mt_alloc *a, uint32_t id, const mta_req *r,
                                 unsigned *budget, mta_cand *best)
 {
-    for (; id != NIL && *budget > 0; id = a->b[id].next_free, (*budget)--) {
-        const blk *x = &a->b[id];
+    for (; id != NIL && *budget > 0; id = NODE(a->b, id)->next_free, (*budget)--) {
+        const blk *x = NODE(a->b, id);
         if (x->size < r->size || x->size > best->size ||
             (x->size == best->size && x->off > best->off))
             continue;
@@ -211,7 +211,7 @@ static inline uint32_t mta_scan(const mt_alloc *a, unsigned from, unsigned to, c
     unsigned budget = SCAN_LIMIT;
     for (int c = tlsf_class_from(&a->ix, from); c >= 0 && (unsigned)c < to && budget > 0;
          c = tlsf_class_from(&a->ix, (unsigned)c + 1))
-        if (mta_scan_list(a, a->ix.head[c], r, &budget, &best) || best.id != NIL)
+        if (mta_scan_list(a, a->ix.cls[c].head, r, &budget, &best) || best.id != NIL)
             break;
     if (best.id == NIL) {
         budget = SCAN_LIMIT;
@@ -225,38 +225,27 @@ static inline uint32_t mta_scan(const mt_alloc *a, unsigned from, unsigned to, c
  * records only: the request's own class, then the lowest of the first
  * guaranteed heads. Returns the class whose head to take, or -1 when
  * neither has a block (mta_search then scans). */
-static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r, uint64_t *start)
+static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r)
 {
     const tlsf_idx *ix = &a->ix;
     unsigned cu = class_index(r->size);
-    uint64_t s = head_fit(&ix->hd[cu], r);
-    if (s != NO_FIT) {
-        *start = s;
+    if (head_fit(&ix->cls[cu].hd, r) != NO_FIT)
         return (int)cu;
-    }
     unsigned cw = class_index_up(r->size + r->align - 1);
     if (a->used >= a->tight && cu + 1 < cw) {
         int k = tlsf_class_from(ix, cu + 1);
-        if (k >= 0 && (unsigned)k < cw && (s = head_fit(&ix->hd[k], r)) != NO_FIT) {
-            *start = s;
+        if (k >= 0 && (unsigned)k < cw && head_fit(&ix->cls[k].hd, r) != NO_FIT)
             return k;
-        }
     }
     _Static_assert(GUARANTEED_HEADS == 2, "the fast path compares two heads");
-    int c = mta_lowest_of_two(ix, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
-    if (c >= 0)
-        *start = align_up(ix->hd[c].off, r->align);
-    return c;
+    return mta_lowest_of_two(ix, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
 }
 
 /* FIRST_FIT without granularity separation: the head of the first
  * non-empty guaranteed class, or -1 (mta_search then scans). */
-static inline int mta_first_fit_fast(const mt_alloc *a, const mta_req *r, uint64_t *start)
+static inline int mta_first_fit_fast(const mt_alloc *a, const mta_req *r)
 {
-    int c = tlsf_class_from(&a->ix, class_index_up(r->size + r->align - 1));
-    if (c >= 0)
-        *start = align_up(a->ix.hd[c].off, r->align);
-    return c;
+    return tlsf_class_from(&a->ix, class_index_up(r->size + r->align - 1));
 }
 
 /* The free block for request r and where it starts in it, or NIL. */

@@ -8,9 +8,9 @@
 static uint64_t largest_free(const mt_alloc *a)
 {
     uint64_t best = 0;
-    for (uint32_t id = tlsf_top(&a->ix); id != NIL; id = a->b[id].next_free)
-        if (a->b[id].size > best)
-            best = a->b[id].size;
+    for (uint32_t id = tlsf_top(&a->ix); id != NIL; id = NODE(a->b, id)->next_free)
+        if (NODE(a->b, id)->size > best)
+            best = NODE(a->b, id)->size;
     return best << a->gshift;
 }
 
@@ -49,9 +49,9 @@ int mt_alloc_dump(const mt_alloc *a, FILE *f)
             continue;
         fprintf(f, "region %" PRIu32 ": size %" PRIu64 ", used %" PRIu64 ", %" PRIu64
                    " allocations\n", rid, info.size, info.used_bytes, info.allocations);
-        for (uint32_t id = a->b[r->sentinel].next_phys; id != r->sentinel;
-             id = a->b[id].next_phys) {
-            const blk *x = &a->b[id];
+        for (uint32_t id = NODE(a->b, r->sentinel)->next_phys; id != r->sentinel;
+             id = NODE(a->b, id)->next_phys) {
+            const blk *x = NODE(a->b, id);
             uint64_t off = blk_off(x) << a->gshift, size = blk_size(x) << a->gshift;
             fprintf(f, "  [0x%" PRIx64 ", 0x%" PRIx64 ") %12" PRIu64 " %s", off, off + size,
                     size, blk_is_free(x) ? "free" : kinds[blk_kind(x)]);

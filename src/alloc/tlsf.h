@@ -34,22 +34,22 @@ static inline void tlsf_unmark(tlsf_idx *ix, unsigned c)
  * UINT64_MAX, so an empty list takes the block in front. */
 static inline void tlsf_link(mt_alloc *a, uint32_t id, unsigned c)
 {
-    blk *b = a->b, *x = &b[id];
+    blk *b = a->b, *x = NODE(b, id);
     tlsf_idx *ix = &a->ix;
-    uint32_t h = ix->head[c];
-    if (ix->hd[c].off < x->off) { /* second, behind the lower head */
-        uint32_t n = b[h].next_free;
+    uint32_t h = ix->cls[c].head;
+    if (ix->cls[c].hd.off < x->off) { /* second, behind the lower head */
+        uint32_t n = NODE(b, h)->next_free;
         x->prev_free = h;
         x->next_free = n;
-        b[n].prev_free = id; /* the sink when last */
-        b[h].next_free = id;
+        NODE(b, n)->prev_free = id; /* the sink when last */
+        NODE(b, h)->next_free = id;
         return;
     }
     x->prev_free = NIL;
     x->next_free = h;
-    b[h].prev_free = id;
-    ix->head[c] = id;
-    ix->hd[c] = (tlsf_head){x->off, x->size};
+    NODE(b, h)->prev_free = id;
+    ix->cls[c].head = id;
+    ix->cls[c].hd = (tlsf_head){x->off, x->size};
     tlsf_mark(ix, c); /* idempotent: cheaper than the test, whose outcome is random */
 }
 
@@ -59,10 +59,10 @@ static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
 {
     blk *b = a->b;
     tlsf_idx *ix = &a->ix;
-    uint32_t next = b[id].next_free;
-    b[next].prev_free = NIL; /* the sink when it was alone */
-    ix->head[c] = next;
-    ix->hd[c] = (tlsf_head){b[next].off, b[next].size};
+    uint32_t next = NODE(b, id)->next_free;
+    NODE(b, next)->prev_free = NIL; /* the sink when it was alone */
+    ix->cls[c].head = next;
+    ix->cls[c].hd = (tlsf_head){NODE(b, next)->off, NODE(b, next)->size};
     /* Whether the class is now empty is a coin toss for the branch
      * predictor (with 16 classes per power of two, one head removal in
      * three empties its class): the bits are cleared without a branch. */
@@ -75,11 +75,11 @@ static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
 static inline void tlsf_unlink(mt_alloc *a, uint32_t id, uint64_t size)
 {
     blk *b = a->b;
-    const blk *x = &b[id];
+    const blk *x = NODE(b, id);
     uint32_t prev = x->prev_free, next = x->next_free;
     if (prev != NIL) {
-        b[next].prev_free = prev;
-        b[prev].next_free = next;
+        NODE(b, next)->prev_free = prev;
+        NODE(b, prev)->next_free = next;
         return;
     }
     tlsf_unlink_head(a, id, class_index(size));
@@ -92,19 +92,19 @@ static inline void tlsf_unlink(mt_alloc *a, uint32_t id, uint64_t size)
 static inline __attribute__((always_inline)) void tlsf_refile(mt_alloc *a, uint32_t id,
                                                               uint64_t old)
 {
-    const blk *x = &a->b[id];
+    const blk *x = NODE(a->b, id);
     unsigned c = class_index(x->size), was = class_index(old);
     if (c != was) {
         tlsf_unlink(a, id, old);
         tlsf_link(a, id, c);
     } else if (x->prev_free == NIL) {
-        a->ix.hd[c] = (tlsf_head){x->off, x->size}; /* a head that changed in place */
+        a->ix.cls[c].hd = (tlsf_head){x->off, x->size}; /* a head that changed in place */
     }
 }
 
 static inline void tlsf_insert(mt_alloc *a, uint32_t id)
 {
-    tlsf_link(a, id, class_index(a->b[id].size));
+    tlsf_link(a, id, class_index(NODE(a->b, id)->size));
 }
 
 /* The smallest non-empty class at or above class index c <= N_CLASSES, or
@@ -147,7 +147,7 @@ static inline uint32_t tlsf_top(const tlsf_idx *ix)
     if (ix->summary == 0)
         return NIL;
     unsigned w = msb64(ix->summary);
-    return ix->head[w * 64 + msb64(ix->cls_map[w])];
+    return ix->cls[w * 64 + msb64(ix->cls_map[w])].head;
 }
 
 /* ---- nodes -------------------------------------------------------------------
@@ -157,15 +157,15 @@ static inline uint32_t tlsf_top(const tlsf_idx *ix)
 static inline uint32_t node_take(mt_alloc *a)
 {
     uint32_t id = a->b_unused;
-    a->b_unused = a->b[id].next_free;
+    a->b_unused = NODE(a->b, id)->next_free;
     a->b_unused_n--;
     return id;
 }
 
 static inline void node_put(mt_alloc *a, uint32_t id)
 {
-    a->b[id].size = 0; /* not a used block: a stale hint (mt_alloc_free_block) finds none */
-    a->b[id].next_free = a->b_unused;
+    NODE(a->b, id)->size = 0; /* not a used block: a stale hint (mt_alloc_free_block) finds none */
+    NODE(a->b, id)->next_free = a->b_unused;
     a->b_unused = id;
     a->b_unused_n++;
 }

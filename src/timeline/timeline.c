@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "sleep.h"
+#include "../common/clock.h"
 
 int mt_timeline_create(const mt_timeline_opts *opts, mt_timeline **out)
 {

@@ -24,6 +24,8 @@
 #include <sys/mman.h>
 
 #include "memtrack/track.h"
+#include "../common/clock.h"
+#include "../common/page.h"
 #include "preload_abi.h"
 
 /* ---- system calls and locks (sys.c) ------------------------------------ */
@@ -59,7 +61,6 @@ typedef struct mt_spin {
 } mt_spin;
 void mt_spin_lock(mt_spin *s);
 void mt_spin_unlock(mt_spin *s);
-void mt_cpu_relax(void);
 
 /* ---- metadata arena (arena.c) ------------------------------------------ */
 /* Zeroed memory from memtrack's own mappings. Not async-signal-safe. */

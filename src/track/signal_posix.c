@@ -169,7 +169,7 @@ static void mt_on_fault(int sig, siginfo_t *si, void *uctx)
 int mt_sig_install(void)
 {
     if (!g_page_size)
-        g_page_size = (size_t)sysconf(_SC_PAGESIZE);
+        g_page_size = mt_page_size();
     return mt_chain_install(mt_on_fault);
 }
 

@@ -57,7 +57,7 @@ int mt_tracker_create(const mt_tracker_opts *opts, mt_tracker **out)
     if (!t)
         return -ENOMEM;
     t->opts = o;
-    t->page_size = (size_t)sysconf(_SC_PAGESIZE);
+    t->page_size = mt_page_size();
     t->page_shift = (unsigned)__builtin_ctzl((unsigned long)t->page_size);
     t->nslots = o.max_ranges;
     t->slots = mt_arena_alloc(t->nslots * sizeof *t->slots);

@@ -173,6 +173,15 @@ int mt_sig_install(void)
     return mt_chain_install(mt_on_fault);
 }
 
+/* Here, not in sigchain.c: a first install is this file's (sigchain.c
+ * knows nothing of the fault handler it chains from). */
+int mt_track_reinstall_handler(void)
+{
+    if (!mt_chain_installed())
+        return mt_sig_install();
+    return mt_chain_reinstall();
+}
+
 /* ---- range operations (table lock held, or a reader section) ---- */
 
 int mt_sig_arm_range(mt_range *r)

@@ -92,6 +92,7 @@ typedef struct mt_alloc_opts {
      * MT_ALLOC_RELEASE_EMPTY). */
     void (*release)(void *user, uint32_t region, uint64_t size, void *region_user);
     void *user; /* passed to grow and release */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_alloc_opts;
 
 /* One allocation: bytes [offset, offset + size) of region `region`. `size` is
@@ -225,6 +226,7 @@ typedef struct mt_pools_opts {
      * (fenced frees are then refused). */
     uint64_t (*completed)(void *user);
     void *user;
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_pools_opts;
 
 typedef struct mt_pool_stats {

@@ -12,6 +12,8 @@
 extern "C" {
 #endif
 
+/* The one place the version is written: CMake reads these four lines (and
+ * fails the configure when the string disagrees with the numbers). */
 #define MT_VERSION_MAJOR 0
 #define MT_VERSION_MINOR 1
 #define MT_VERSION_PATCH 0

@@ -83,6 +83,7 @@ typedef struct mt_vmap_opts {
      * mt_vmap_op) in order; mt_vmap_query is not available. */
     mt_vmap_dev_alloc_fn dev_alloc;
     void *dev_ctx;
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_vmap_opts;
 
 /* Range operations as the device applies them to the shadow words of
@@ -243,6 +244,7 @@ typedef struct mt_ptx_opts {
     uint64_t safe_store;  /* >= 256 writable bytes, 256-aligned: failed stores and atomics */
     uint64_t local_top;   /* top of the local window; 0: MT_PTX_DEFAULT_LOCAL_TOP */
     uint32_t flags;       /* mt_ptx_flags */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_ptx_opts;
 
 typedef struct mt_ptx_result {

@@ -95,6 +95,7 @@ typedef struct mt_coh_opts {
      * flush, a wait, a finish, a map or a large transfer hand them over at
      * once); 0 = 32. Larger batches wake engine threads less often. */
     uint32_t batch;
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_coh_opts;
 
 /* Creates a context with no devices. `opts` may be NULL. Returns 0 and sets
@@ -208,6 +209,7 @@ typedef struct mt_coh_backend {
 
 typedef struct mt_coh_device_opts {
     const char *name; /* for mt_coh_device_info; NULL = the backend's name */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_coh_device_opts;
 
 /* Adds a device served by backend `be` (which must outlive the context) with
@@ -236,6 +238,7 @@ typedef struct mt_coh_cuda_opts {
     uint32_t max_devices; /* 0 = every GPU */
     uint32_t repeat;      /* add each GPU this many times (0 = 1): separate devices
                            * sharing one GPU, for testing device-to-device paths */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_coh_cuda_opts;
 
 /* Adds every NVIDIA GPU found through the CUDA driver API, loaded at run time
@@ -312,6 +315,7 @@ typedef struct mt_coh_buffer_opts {
      * call mt_coh_* functions. */
     void (*released)(void *user);
     void *released_user;
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_coh_buffer_opts;
 
 /* Creates a buffer of `size` bytes owned by `cl` (no device memory yet). The

@@ -64,6 +64,7 @@ typedef struct mt_sim_opts {
     uint64_t base;       /* device address of the first byte; 0 = MT_SIM_DEFAULT_BASE */
     size_t posted_bytes; /* posted-write buffer; 0 = 64 KiB */
     mt_sim_faults faults;
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_sim_opts;
 
 #define MT_SIM_DEFAULT_BASE 0x10000000000ull /* 1 TiB: far from typical host pointers */

@@ -49,6 +49,7 @@ typedef struct mt_diff_opts {
     /* Runs separated by fewer than merge_gap unchanged bytes are merged.
      * 0 = MT_DIFF_DEFAULT_MERGE_GAP; 1 = exact runs (nothing merged). */
     size_t merge_gap;
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_diff_opts;
 
 /* One diff of one range. Fill it, call mt_diff() until it returns less than
@@ -80,6 +81,7 @@ typedef struct mt_diff_hashes mt_diff_hashes;
 
 typedef struct mt_diff_hash_opts {
     size_t chunk_size; /* bytes per hashed chunk, >= 64; 0 = MT_DIFF_DEFAULT_HASH_CHUNK */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_diff_hash_opts;
 
 /* Compares job->live with job->shadow over the candidate regions and fills

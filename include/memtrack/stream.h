@@ -86,6 +86,7 @@ typedef struct mt_stream_opts {
     uint32_t flags;         /* MT_STREAM_* */
     uint32_t spin_ns;       /* a waiting side polls this long before it sleeps;
                              * 0 = 50000 (see MT_STREAM_NO_SPIN) */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_stream_opts;
 
 /* The resources one command reads and writes (ids below opts.resources). */

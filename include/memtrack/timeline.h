@@ -49,6 +49,7 @@ typedef struct mt_timeline_opts {
     uint64_t initial;      /* completed value at creation; 0 = 0 */
     unsigned counter_bits; /* width of the device counter for signal_raw, 1..64; 0 = 64 */
     uint32_t flags;        /* MT_TIMELINE_* */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_timeline_opts;
 
 /* A deferred callback. `status` is 0 when `value` completed, the loss code

@@ -139,6 +139,7 @@ typedef struct mt_trace_writer_opts {
                              it soon after) when at least this long passed since
                              the last seal: bounds what a kill -9 loses. 0 = seal
                              full chunks only. At most 3600000 */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_trace_writer_opts;
 
 /* Memory: at most (queue_depth + 1) chunk buffers of chunk_size + 128 KiB,
@@ -291,7 +292,7 @@ MT_API int mt_trace_writer_close(mt_trace_writer *w);
 typedef struct mt_trace_reader mt_trace_reader;
 
 typedef struct mt_trace_reader_opts {
-    int reserved; /* none yet; zero it */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_trace_reader_opts;
 
 /* How a trace ends (mt_trace_info.end). */
@@ -406,6 +407,7 @@ typedef struct mt_trace_replay_opts {
     uint64_t only_memory; /* 0: keep images of every memory; else of this one only */
     uint64_t max_bytes;   /* budget for memory images; 0 = 4 GiB */
     uint32_t flags;       /* MT_TRACE_REPLAY_* */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_trace_replay_opts;
 
 typedef struct mt_trace_replay_stats {

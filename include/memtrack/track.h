@@ -75,6 +75,7 @@ typedef enum mt_track_backend {
 typedef struct mt_tracker_opts {
     mt_track_backend backend; /* default backend for ranges; 0 = auto */
     uint32_t max_ranges;      /* ranges this tracker can hold at once; 0 = 4096 */
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_tracker_opts;
 
 enum {
@@ -91,6 +92,7 @@ typedef struct mt_range_opts {
      * (its own mprotect calls update it, with the interposer), restored on
      * remove, and never widened or narrowed by tracking. */
     int prot;
+    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_range_opts;
 
 /* One run of dirty pages, clipped to the range: bytes [offset, offset+length)

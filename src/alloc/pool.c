@@ -117,11 +117,6 @@ int mt_pool_allocate(mt_pool *p, uint32_t memtype, uint64_t size, uint64_t align
     return rc;
 }
 
-int mtp_free_local(mt_pool *p, const pregion *e, uint64_t offset)
-{
-    return mt_alloc_free(p->types[e->memtype].a, e->local, offset);
-}
-
 static int pool_free(mt_pool *p, uint32_t region, uint64_t offset, int fenced, uint64_t value)
 {
     if (!p)

@@ -83,13 +83,19 @@ struct mt_pools {
     _Atomic(pregion *) chunk[REG_CHUNKS];
 };
 
-/* pools.c: the registry. */
+/* registry.c: the registry. */
 int mtp_region_register(mt_pools *s, mt_pool *p, uint32_t memtype, uint32_t local, uint64_t size,
                         void *user, uint32_t *gid);
 pregion *mtp_region_lookup(mt_pools *s, uint32_t gid, mt_pool **owner);
 
+/* Frees in the owner's own allocator: pool.c (its own frees) and
+ * deferred.c (queued ones carried out) both end here. */
+static inline int mtp_free_local(mt_pool *p, const pregion *e, uint64_t offset)
+{
+    return mt_alloc_free(p->types[e->memtype].a, e->local, offset);
+}
+
 /* pool.c */
-int mtp_free_local(mt_pool *p, const pregion *e, uint64_t offset);
 void mtp_pool_teardown(mt_pool *p);
 void mtp_pool_free(mt_pool *p);
 

@@ -377,7 +377,7 @@ static int check_opts(uint64_t size, const mt_coh_buffer_opts *o)
         return -EINVAL;
     if ((f & MT_COH_BUF_TRACK_HOST) && copy)
         return -EINVAL;
-    long ps = sysconf(_SC_PAGESIZE);
+    long ps = (long)mt_page_size();
     if ((f & MT_COH_BUF_TRACK_HOST) && use && ((uintptr_t)o->host_ptr % (uintptr_t)ps))
         return -EINVAL; /* the tracker watches whole pages of the buffer's own */
     return 0;

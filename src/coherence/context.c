@@ -14,7 +14,7 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
         o = *opts;
     if (!out)
         return -EINVAL;
-    long ps = sysconf(_SC_PAGESIZE);
+    long ps = (long)mt_page_size();
     if (!o.granularity)
         o.granularity = 4096;
     if (!o.track_chunk)

@@ -321,7 +321,7 @@ int coh_track_create(mt_coh *c, coh_root *r)
     coh_track *tr = calloc(1, sizeof *tr);
     if (!tr)
         return -ENOMEM;
-    long ps = sysconf(_SC_PAGESIZE);
+    long ps = (long)mt_page_size();
     tr->page = (uint64_t)ps;
     tr->chunk = c->o.track_chunk;
     tr->nchunks = (uint32_t)((r->size + tr->chunk - 1) / tr->chunk);

@@ -27,6 +27,8 @@
 #include "memtrack/timeline.h"
 #include "memtrack/track.h"
 
+#include "../common/page.h"
+
 #define COH_NLOC (MT_COH_MAX_DEVICES + 1)
 #define COH_PENDING 1 /* a command's status until it completes */
 #define COH_BIT(loc) (1ull << (loc))

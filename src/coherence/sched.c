@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../timeline/sleep.h"
+#include "../common/clock.h"
 #include "internal.h"
 
 /* Waiting for an event: a command carries no mutex or condition variable of

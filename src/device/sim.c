@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../timeline/sleep.h"
+#include "../common/clock.h"
 #include "sim_internal.h"
 
 int mt_sim_create(const mt_sim_opts *opts, mt_sim **out)
@@ -128,8 +128,7 @@ static int inject(mt_sim *sim, mt_stream *s, uint64_t n)
     if (f->stall_at == n && stall(sim))
         return 1;
     if (f->delay_every && n % f->delay_every == 0) {
-        struct timespec ts = {0, (long)f->delay_ns};
-        nanosleep(&ts, NULL);
+        mt_sleep_ns(f->delay_ns);
     }
     return 0;
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../timeline/sleep.h"
+#include "../common/clock.h"
 
 int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "sleep.h"
+#include "../common/clock.h"
 
 int mt_timeline_create(const mt_timeline_opts *opts, mt_timeline **out)
 {
@@ -44,22 +44,14 @@ void mt_timeline_destroy(mt_timeline *tl)
     free(tl);
 }
 
-uint64_t mt_timeline_completed(const mt_timeline *tl)
-{
-    /* acquire: pairs with the signaller's seq_cst (release) CAS, so the
-     * device's writes before the signal are visible to the caller. */
-    return atomic_load_explicit(&((mt_timeline *)tl)->completed, memory_order_acquire);
-}
+uint64_t mt_timeline_completed(const mt_timeline *tl) { return mt_tl_completed(tl); }
 
 uint64_t mt_timeline_completed_cb(void *tl)
 {
     return mt_timeline_completed(tl);
 }
 
-int mt_timeline_status(const mt_timeline *tl)
-{
-    return atomic_load_explicit(&((mt_timeline *)tl)->lost, memory_order_acquire);
-}
+int mt_timeline_status(const mt_timeline *tl) { return mt_tl_lost(tl); }
 
 static void wake_waiters(mt_timeline *tl)
 {

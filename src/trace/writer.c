@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "writer.h"
 
 #define MT_DEFAULT_CHUNK (1u << 20)
@@ -27,13 +28,6 @@
 /* zstd levels of the presets: docs/trace-format.md says why. */
 #define MT_LEVEL_DEFAULT 1
 #define MT_LEVEL_FAST (-3)
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 static int writer_error(mt_trace_writer *w) { return atomic_load_explicit(&w->error, memory_order_acquire); }
 
@@ -60,13 +54,8 @@ static void start_fill(mt_trace_writer *w, uint8_t *buf)
 static void wait_space(mt_trace_writer *w)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_nsec += 10000000;
-    if (t.tv_nsec >= 1000000000) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000;
-    }
-    pthread_cond_timedwait(&w->space, &w->qlock, &t);
+    mt_deadline_after(&t, 10000000);
+    mt_cond_wait_until(&w->space, &w->qlock, &t);
 }
 
 /* In a forked child the compressor threads do not exist, and the writer's
@@ -146,7 +135,7 @@ static int seal(mt_trace_writer *w)
         return -ECANCELED; /* frozen: the emergency flush writes it */
     w->submits_sealed += w->cur_nsubmits;
     if (w->seal_interval_ns)
-        w->last_seal_ns = now_ns();
+        w->last_seal_ns = mt_now_ns();
     w->cur = NULL;
     pthread_mutex_lock(&w->qlock);
     w->sealed_seq++;
@@ -165,7 +154,7 @@ void mt_writer_seal_idle(mt_trace_writer *w)
      * it is due: never wait for it here. */
     if (pthread_mutex_trylock(&w->lock) != 0)
         return;
-    if (w->cur && w->cur_nrecords && now_ns() - w->last_seal_ns >= w->seal_interval_ns)
+    if (w->cur && w->cur_nrecords && mt_now_ns() - w->last_seal_ns >= w->seal_interval_ns)
         seal(w);
     pthread_mutex_unlock(&w->lock);
 }
@@ -189,7 +178,7 @@ static int append(mt_trace_writer *w, const mt_trace_record *rec, size_t size)
     w->raw_bytes += size;
     if (w->cur_len >= w->chunk_size)
         return seal(w);
-    if (submit && w->seal_interval_ns && now_ns() - w->last_seal_ns >= w->seal_interval_ns)
+    if (submit && w->seal_interval_ns && mt_now_ns() - w->last_seal_ns >= w->seal_interval_ns)
         return seal(w);
     return 0;
 }
@@ -483,18 +472,14 @@ int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts, mt_trace_w
     pthread_mutex_init(&w->lock, NULL);
     pthread_mutex_init(&w->qlock, NULL);
     pthread_cond_init(&w->work, NULL);
-    pthread_condattr_t ca; /* wait_space() times out on the monotonic clock */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->space, &ca);
-    pthread_condattr_destroy(&ca);
+    mt_cond_init_monotonic(&w->space); /* wait_space() times out on the monotonic clock */
     rc = writer_alloc(w);
     uint8_t hdr[MT_FILE_HEADER_SIZE];
     mt_file_header_put(hdr, (uint32_t)w->buf_cap);
     if (rc == 0)
         rc = mt_pwrite_all(fd, hdr, sizeof hdr, 0);
     w->file_off = w->file_bytes = MT_FILE_HEADER_SIZE;
-    w->last_seal_ns = now_ns(); /* the interval counts from the start */
+    w->last_seal_ns = mt_now_ns(); /* the interval counts from the start */
     if (rc == 0)
         rc = mt_wpool_start(w);
     if (rc) {

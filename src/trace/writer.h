@@ -47,6 +47,7 @@
 #include <stdint.h>
 #include <zstd.h>
 
+#include "../common/io.h"
 #include "format.h"
 
 enum {
@@ -196,8 +197,6 @@ uint8_t *mt_wfile_index_adopt(mt_trace_writer *w, uint8_t *buf, size_t cap);
  * allocation: async-signal-safe. Returns 0 or -errno. */
 int mt_wfile_write_index(mt_trace_writer *w, uint32_t end_reason);
 
-/* pwrite(2) until done; -errno on failure. Async-signal-safe. */
-int mt_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
 
 /* The calling thread's id (gettid). Async-signal-safe. */
 long mt_wfile_tid(void);

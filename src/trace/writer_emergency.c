@@ -19,20 +19,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "../common/clock.h"
 #include "writer.h"
 
-static uint64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static void pause_briefly(void)
-{
-    struct timespec t = {0, 50000}; /* 50 us */
-    nanosleep(&t, NULL);
-}
+static void pause_briefly(void) { mt_sleep_ns(50000); /* 50 us */ }
 
 /* Records and SUBMIT records in p[0, len): complete records this writer
  * encoded, so only the type byte and the body length are read. */
@@ -68,7 +58,7 @@ static int flush_one(mt_trace_writer *w, uint32_t seq, uint64_t deadline)
             return rc ? rc : 1;
         }
         if (st == MT_SLOT_COPYBACK) { /* a compressor is copying: moments */
-            if (mono_ns() > deadline)
+            if (mt_now_ns() > deadline)
                 return -ETIMEDOUT;
             pause_briefly();
             continue;
@@ -111,7 +101,7 @@ static int take_token(mt_trace_writer *w, uint64_t deadline)
             return 0;
         if (expect == me)
             return -EDEADLK;
-        if (mono_ns() > deadline)
+        if (mt_now_ns() > deadline)
             return -ETIMEDOUT;
         pause_briefly();
     }
@@ -157,7 +147,7 @@ int mt_trace_writer_emergency_flush(mt_trace_writer *w, unsigned timeout_ms)
      * the parent's file, in the middle of what the parent writes. */
     if (mt_writer_in_forked_child(w))
         return -ECHILD;
-    uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = mt_now_ns() + (uint64_t)timeout_ms * 1000000u;
     int state = MT_EMERG_NONE;
     if (!atomic_compare_exchange_strong_explicit(&w->emergency, &state, MT_EMERG_RUNNING,
                                                  memory_order_acq_rel, memory_order_acquire)) {
@@ -167,7 +157,7 @@ int mt_trace_writer_emergency_flush(mt_trace_writer *w, unsigned timeout_ms)
          * it, since returning lets our signal's default action kill the
          * process before it is done. */
         while (atomic_load_explicit(&w->emergency, memory_order_acquire) == MT_EMERG_RUNNING) {
-            if (mono_ns() > deadline)
+            if (mt_now_ns() > deadline)
                 return -ETIMEDOUT;
             pause_briefly();
         }

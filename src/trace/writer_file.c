@@ -25,25 +25,6 @@
 
 long mt_wfile_tid(void) { return (long)syscall(SYS_gettid); }
 
-int mt_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
-{
-    const uint8_t *q = p;
-    while (n > 0) {
-        ssize_t k = pwrite(fd, q, n, (off_t)off);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (k == 0)
-            return -EIO;
-        q += k;
-        n -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 /* Open without O_TRUNC, lock, and only then truncate: a second process that
  * opens the same path (an exec'd child inheriting the output path, or an
  * unrelated one) must find it locked and leave the first one's trace alone.

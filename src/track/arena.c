@@ -52,7 +52,7 @@ static void unlock(void)
 
 static size_t page_round(size_t n)
 {
-    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    size_t ps = mt_page_size();
     return (n + ps - 1) & ~(ps - 1);
 }
 

@@ -15,18 +15,6 @@
 
 #define MT_WINDOW_WORDS 64 /* 4096 pages per window */
 
-void mt_bits_set_range(_Atomic uint64_t *bits, size_t first, size_t n)
-{
-    size_t end = first + n;
-    while (first < end) {
-        size_t w = first / 64, b = first % 64;
-        size_t take = 64 - b < end - first ? 64 - b : end - first;
-        uint64_t mask = take == 64 ? ~0ull : ((1ull << take) - 1) << b;
-        atomic_fetch_or_explicit(&bits[w], mask, memory_order_release);
-        first += take;
-    }
-}
-
 /* Index of the first set bit at or after `from` in a window of `nbits`, or nbits. */
 static size_t next_set(const uint64_t *w, size_t from, size_t nbits)
 {

@@ -33,13 +33,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-static size_t page_size(void)
-{
-    static size_t ps;
-    if (!ps)
-        ps = (size_t)sysconf(_SC_PAGESIZE);
-    return ps;
-}
+static size_t page_size(void) { return mt_page_size(); }
 
 static uintptr_t floor_page(uintptr_t a) { return a & ~(uintptr_t)(page_size() - 1); }
 

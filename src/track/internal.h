@@ -24,6 +24,8 @@
 #include <sys/mman.h>
 
 #include "memtrack/track.h"
+#include "../common/clock.h"
+#include "../common/page.h"
 #include "preload_abi.h"
 
 /* ---- system calls and locks (sys.c) ------------------------------------ */
@@ -59,7 +61,6 @@ typedef struct mt_spin {
 } mt_spin;
 void mt_spin_lock(mt_spin *s);
 void mt_spin_unlock(mt_spin *s);
-void mt_cpu_relax(void);
 
 /* ---- metadata arena (arena.c) ------------------------------------------ */
 /* Zeroed memory from memtrack's own mappings. Not async-signal-safe. */
@@ -135,7 +136,7 @@ static inline void mt_bits_set(_Atomic uint64_t *bits, size_t i)
     atomic_fetch_or_explicit(&bits[i / 64], 1ull << (i % 64), memory_order_release);
 }
 
-/* Sets bits [first, first+n). */
+/* Sets bits [first, first+n) (ranges.c). */
 void mt_bits_set_range(_Atomic uint64_t *bits, size_t first, size_t n);
 
 struct mt_tracker {
@@ -250,6 +251,9 @@ int mt_sig_make_writable(mt_range *r, size_t first, size_t n);
 enum { MT_SLOT_SEGV = 0, MT_SLOT_BUS = 1, MT_NSLOTS = 2 };
 int mt_chain_install(void (*ours)(int, siginfo_t *, void *));
 int mt_chain_installed(void);
+/* mt_track_reinstall_handler() once installed: puts our handler back on top
+ * of each signal where another replaced it, chaining to that one. */
+int mt_chain_reinstall(void);
 /* Calls the next handler for a signal that is not a tracked write, with the
  * semantics the kernel would have applied. Async-signal-safe. */
 void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx);
@@ -280,7 +284,7 @@ int mt_uffd_probe(void);
  * protected, 0 if not, -errno: reads only, re-protects nothing. */
 int mt_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end);
 
-/* ---- tracker core (tracker.c) ------------------------------------------- */
+/* ---- the tracker's sorted ranges (ranges.c) and collect (collect.c) ------ */
 /* Live uffd ranges of t sharing page `page` with r (other than r) get that
  * page's bit: called when r's scan re-protected a shared page. */
 void mt_track_share_page(mt_tracker *t, const mt_range *r, uintptr_t page);

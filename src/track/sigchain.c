@@ -252,10 +252,8 @@ int mt_track_handler_status(void)
     return is_ours(&cur) ? 1 : -1;
 }
 
-int mt_track_reinstall_handler(void)
+int mt_chain_reinstall(void)
 {
-    if (!mt_chain_installed())
-        return mt_sig_install();
     lock();
     int rc = 0;
     struct sigaction ours;

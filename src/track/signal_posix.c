@@ -169,8 +169,17 @@ static void mt_on_fault(int sig, siginfo_t *si, void *uctx)
 int mt_sig_install(void)
 {
     if (!g_page_size)
-        g_page_size = (size_t)sysconf(_SC_PAGESIZE);
+        g_page_size = mt_page_size();
     return mt_chain_install(mt_on_fault);
+}
+
+/* Here, not in sigchain.c: a first install is this file's (sigchain.c
+ * knows nothing of the fault handler it chains from). */
+int mt_track_reinstall_handler(void)
+{
+    if (!mt_chain_installed())
+        return mt_sig_install();
+    return mt_chain_reinstall();
 }
 
 /* ---- range operations (table lock held, or a reader section) ---- */

@@ -105,15 +105,6 @@ void mt_sys_block_all(sigset_t *saved)
 
 void mt_sys_restore_mask(const sigset_t *saved) { mt_sys_sigmask(SIG_SETMASK, saved, NULL); }
 
-void mt_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Async-signal-safe. */
 void mt_spin_lock(mt_spin *s)
 {

@@ -57,7 +57,7 @@ int mt_tracker_create(const mt_tracker_opts *opts, mt_tracker **out)
     if (!t)
         return -ENOMEM;
     t->opts = o;
-    t->page_size = (size_t)sysconf(_SC_PAGESIZE);
+    t->page_size = mt_page_size();
     t->page_shift = (unsigned)__builtin_ctzl((unsigned long)t->page_size);
     t->nslots = o.max_ranges;
     t->slots = mt_arena_alloc(t->nslots * sizeof *t->slots);
@@ -80,30 +80,6 @@ static mt_range *lookup(mt_tracker *t, mt_range_id id)
         return NULL;
     mt_range *r = t->slots[slot - 1];
     return r && r->id == id ? r : NULL;
-}
-
-uint32_t mt_track_sorted_lower(const mt_tracker *t, uintptr_t addr)
-{
-    /* Spans of byte-disjoint ranges are sorted too (span_end non-decreasing). */
-    uint32_t lo = 0, hi = t->nsorted;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (t->sorted[mid]->span_end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-void mt_track_share_page(mt_tracker *t, const mt_range *r, uintptr_t page)
-{
-    for (uint32_t i = mt_track_sorted_lower(t, page);
-         i < t->nsorted && t->sorted[i]->span_start <= page; i++) {
-        mt_range *o = t->sorted[i];
-        if (o != r && o->backend == MT_TRACK_UFFD)
-            mt_bits_set(o->bits, mt_page_index(o, page));
-    }
 }
 
 static int overlaps(const mt_tracker *t, uintptr_t start, uintptr_t end, uint32_t *pos)

@@ -276,7 +276,7 @@ int mt_uffd_probe(void)
     int ok = 0;
     int fd = open_uffd();
     int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    long ps = sysconf(_SC_PAGESIZE);
+    long ps = (long)mt_page_size();
     void *p = mmap(NULL, (size_t)ps * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (fd >= 0 && pm >= 0 && p != MAP_FAILED) {
         struct uffdio_register reg = {.range = {(uintptr_t)p, (uint64_t)ps * 2},

@@ -1,7 +1,20 @@
-/* Monotonic-clock condition variables and deadlines (see sleep.h). */
-#include "sleep.h"
+/* Monotonic clock, sleeps, condition variables and deadlines (see clock.h). */
+#include "clock.h"
 
 #include <errno.h>
+
+uint64_t mt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void mt_sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    nanosleep(&ts, NULL);
+}
 
 int mt_cond_init_monotonic(pthread_cond_t *c)
 {
@@ -14,13 +27,6 @@ int mt_cond_init_monotonic(pthread_cond_t *c)
         rc = pthread_cond_init(c, &attr);
     pthread_condattr_destroy(&attr);
     return -rc;
-}
-
-uint64_t mt_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void mt_deadline_after(struct timespec *ts, int64_t timeout_ns)

@@ -1,18 +1,25 @@
-/* Sleeping helpers shared by timeline and stream: condition variables on the
- * monotonic clock (a wall-clock jump must not stretch or cut a timeout) and
- * deadlines computed from relative timeouts. */
-#ifndef MT_TIMELINE_SLEEP_H
-#define MT_TIMELINE_SLEEP_H
+/* The monotonic clock and what waits on it, for every module: condition
+ * variables whose timed waits use CLOCK_MONOTONIC (a wall-clock jump must
+ * neither stretch nor cut a timeout), deadlines from relative timeouts,
+ * short sleeps and the CPU's spin-wait hint. Internal to the library. */
+#ifndef MT_COMMON_CLOCK_H
+#define MT_COMMON_CLOCK_H
 
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
-/* Monotonic clock in nanoseconds. */
+/* Monotonic clock in nanoseconds. Async-signal-safe (clock_gettime is on
+ * POSIX's list): the emergency flush times itself with it. */
 uint64_t mt_now_ns(void);
 
+/* Sleeps about `ns` nanoseconds (nanosleep; an interrupting signal ends it
+ * early). Async-signal-safe. */
+void mt_sleep_ns(uint64_t ns);
+
 /* A hint to the CPU inside a polling loop (lets the sibling hyperthread
- * run, saves power); a no-op where there is no such instruction. */
+ * run, saves power); a no-op where there is no such instruction. Inline:
+ * signal-handler spin loops use it and must not depend on a call. */
 static inline void mt_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -27,16 +27,16 @@ static void fix_checksums(uint8_t *f, size_t size)
 {
     if (size < MT_FILE_HEADER_SIZE)
         return;
-    mt_put64(f + 24, mt_trace_hash(f, 24));
+    mti_put64(f + 24, mt_trace_hash(f, 24));
     uint64_t off = MT_FILE_HEADER_SIZE;
     while (size - off >= MT_CHUNK_HEADER_SIZE) {
         uint8_t *h = f + off;
         memcpy(h, MT_CHUNK_MAGIC, 4);
-        uint64_t stored = mt_get32(h + 16);
+        uint64_t stored = mti_get32(h + 16);
         uint64_t left = size - off - MT_CHUNK_HEADER_SIZE;
         if (stored <= left)
-            mt_put64(h + 40, mt_trace_hash(h + MT_CHUNK_HEADER_SIZE, (size_t)stored));
-        mt_put64(h + 48, mt_trace_hash(h, 48));
+            mti_put64(h + 40, mt_trace_hash(h + MT_CHUNK_HEADER_SIZE, (size_t)stored));
+        mti_put64(h + 48, mt_trace_hash(h, 48));
         if (stored > left)
             break;
         off += MT_CHUNK_HEADER_SIZE + stored;
@@ -44,7 +44,7 @@ static void fix_checksums(uint8_t *f, size_t size)
     if (size >= MT_FILE_HEADER_SIZE + MT_TRAILER_SIZE) {
         uint8_t *t = f + size - MT_TRAILER_SIZE;
         if (memcmp(t, MT_TRAILER_MAGIC, 8) == 0)
-            mt_put64(t + 32, mt_trace_hash(t, 32));
+            mti_put64(t + 32, mt_trace_hash(t, 32));
     }
 }
 

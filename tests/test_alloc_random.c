@@ -164,7 +164,7 @@ static void do_alloc(model *m, mt_alloc *a)
     if (rc == -ENOSPC) {
         /* TLSF promise: a free run of the rounded worst case would have fit. */
         mta_req r = {size_r >> m->gshift, align >> m->gshift ? align >> m->gshift : 1, kind};
-        uint64_t need = class_round_up(mta_worst_case(a, &r)) << m->gshift;
+        uint64_t need = class_round_up(mti_alloc_worst_case(a, &r)) << m->gshift;
         uint64_t count, largest;
         free_runs(m, &count, &largest);
         if (largest >= need) {

@@ -521,12 +521,12 @@ int main(int argc, char **argv)
 {
     rng = mt_test_seed(argc, argv);
     const mt_diff_kernel *ks[8];
-    size_t nk = mt_diff_kernels_available(ks, 8);
+    size_t nk = mti_diff_kernels_available(ks, 8);
     MT_CHECK(nk >= 1);
     printf("default kernel: %s\n", mt_diff_isa());
     const size_t gaps[] = {0, 1, 2, 7, 32, 100, 5000};
     for (size_t ki = 0; ki < nk; ki++) {
-        MT_CHECK_OK(mt_diff_kernel_force(ks[ki]->name));
+        MT_CHECK_OK(mti_diff_kernel_force(ks[ki]->name));
         MT_CHECK(strcmp(mt_diff_isa(), ks[ki]->name) == 0);
         printf("kernel %s\n", ks[ki]->name);
         for (int i = 0; i < 2000; i++)
@@ -541,7 +541,7 @@ int main(int argc, char **argv)
         test_dense_patterns();
         test_errors();
     }
-    MT_CHECK_ERR(mt_diff_kernel_force("no-such-isa"), -ENOTSUP);
+    MT_CHECK_ERR(mti_diff_kernel_force("no-such-isa"), -ENOTSUP);
     test_hash_mode();
     printf("ok\n");
     return 0;

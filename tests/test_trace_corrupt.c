@@ -24,7 +24,7 @@ static size_t chunk_table(const uint8_t *f, size_t size, chunk_pos *out, size_t 
     uint64_t off = MT_FILE_HEADER_SIZE;
     while (off + MT_CHUNK_HEADER_SIZE <= size && n < max) {
         mt_chunk_header h;
-        if (mt_chunk_header_parse(f + off, MT_TRACE_MAX_CHUNK_RAW, &h) != 0)
+        if (mti_chunk_header_parse(f + off, MT_TRACE_MAX_CHUNK_RAW, &h) != 0)
             break;
         out[n].start = off;
         out[n].end = off + MT_CHUNK_HEADER_SIZE + h.stored_size;
@@ -172,7 +172,7 @@ static void test_codes(const uint8_t *f, size_t size)
 
     memcpy(g, f, size), g[0] ^= 1; /* magic */
     MT_CHECK_ERR(mt_trace_reader_open_mem(g, size, NULL, &r), MT_ECORRUPT);
-    memcpy(g, f, size), mt_put16(g + 8, 2), mt_put64(g + 24, mt_trace_hash(g, 24)); /* v2, hash ok */
+    memcpy(g, f, size), mti_put16(g + 8, 2), mti_put64(g + 24, mt_trace_hash(g, 24)); /* v2, hash ok */
     MT_CHECK_ERR(mt_trace_reader_open_mem(g, size, NULL, &r), MT_EVERSION);
     memcpy(g, f, size), g[ch[0].start + MT_CHUNK_HEADER_SIZE] ^= 0x10; /* chunk 0 payload */
     MT_CHECK_ERR(mt_trace_reader_open_mem(g, size, NULL, &r), MT_ECHECKSUM);
@@ -223,11 +223,11 @@ static void test_codes(const uint8_t *f, size_t size)
 /* File header + one raw record chunk holding `payload`; no index. */
 static size_t craft(uint8_t *out, const uint8_t *payload, size_t plen, uint32_t nrecords, uint32_t nsubmits)
 {
-    mt_file_header_put(out, 4096);
+    mti_file_header_put(out, 4096);
     mt_chunk_header h = {.kind = MT_CHUNK_RECORDS, .codec = MT_CODEC_RAW, .nrecords = nrecords,
                          .stored_size = (uint32_t)plen, .raw_size = (uint32_t)plen, .nsubmits = nsubmits,
                          .payload_hash = mt_trace_hash(payload, plen)};
-    mt_chunk_header_put(out + MT_FILE_HEADER_SIZE, &h);
+    mti_chunk_header_put(out + MT_FILE_HEADER_SIZE, &h);
     memcpy(out + MT_FILE_HEADER_SIZE + MT_CHUNK_HEADER_SIZE, payload, plen);
     return MT_FILE_HEADER_SIZE + MT_CHUNK_HEADER_SIZE + plen;
 }

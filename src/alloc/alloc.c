@@ -49,8 +49,8 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     /* Without the map, its room never runs out (reserve). The node array
      * always exists, so hint checks need no NULL test. */
     a->ht_room = UINT32_MAX;
-    if (mta_node_reserve(a, 2) != 0 ||
-        (!(a->flags & MT_ALLOC_NO_OFFSET_MAP) && mta_map_reserve(a) != 0)) {
+    if (mti_alloc_node_reserve(a, 2) != 0 ||
+        (!(a->flags & MT_ALLOC_NO_OFFSET_MAP) && mti_alloc_map_reserve(a) != 0)) {
         free(a->b);
         free(a);
         return -ENOMEM;
@@ -234,10 +234,10 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t
 #define CREDIT_MIN 16u
 static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
 {
-    if (a->b_unused_n < 2 * CREDIT_MIN && mta_node_reserve(a, 2 * CREDIT_MIN) != 0 &&
+    if (a->b_unused_n < 2 * CREDIT_MIN && mti_alloc_node_reserve(a, 2 * CREDIT_MIN) != 0 &&
         a->b_unused_n < 2)
         return -ENOMEM;
-    if (a->ht && a->live + CREDIT_MIN > a->ht_room && mta_map_reserve(a) != 0 &&
+    if (a->ht && a->live + CREDIT_MIN > a->ht_room && mti_alloc_map_reserve(a) != 0 &&
         a->live >= a->ht_room)
         return -ENOMEM;
     uint32_t c = a->b_unused_n / 2, room = a->ht_room - a->live;
@@ -277,7 +277,7 @@ static int allocate_grown(mt_alloc *a, const mta_req *r, mt_alloc_block *out)
     if (rc)
         return rc;
     uint32_t id = region_first(a, a->reg_added);
-    uint64_t start = blk_is_free(NODE(a->b, id)) ? mta_fit(a, NODE(a->b, id), r) : NO_FIT;
+    uint64_t start = blk_is_free(NODE(a->b, id)) ? mti_alloc_fit(a, NODE(a->b, id), r) : NO_FIT;
     if (start == NO_FIT)
         return -ENOSPC;
     commit_found(a, id, start, r, out);
@@ -296,7 +296,7 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
     if (rc)
         return rc;
     uint64_t start;
-    uint32_t id = mta_search(a, &r, &start);
+    uint32_t id = mti_alloc_search(a, &r, &start);
     if (id == NIL)
         return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
     commit_found(a, id, start, &r, out);
@@ -337,8 +337,8 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
      * and map room, a block found on the head records. */
     int c;
     if (__builtin_expect(a->credit != 0, 1) &&
-        (c = a->fast == FAST_BEST_FIT ? mta_best_fit_fast(a, &r)
-                                      : mta_first_fit_fast(a, &r)) >= 0) {
+        (c = a->fast == FAST_BEST_FIT ? mti_alloc_best_fit_fast(a, &r)
+                                      : mti_alloc_first_fit_fast(a, &r)) >= 0) {
         a->credit--;
         commit_head(a, (unsigned)c, r.align, r.size, r.kind, out);
         return 0;

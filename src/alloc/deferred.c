@@ -4,7 +4,7 @@
  * owner's `deferred` stack (a Treiber stack: any thread pushes with a CAS).
  * Only the owner pops, and it takes the whole stack at once with an
  * exchange, so there is no ABA problem and no lock. The owner carries the
- * frees out at its next allocation (mtp_drain). A fenced free waits in the
+ * frees out at its next allocation (mti_pool_drain). A fenced free waits in the
  * owner's fence heap, smallest value on top, until completed() reaches its
  * value.
  *
@@ -127,8 +127,8 @@ static void fence_push(mt_pool *p, dnode *n)
 static int carry_out(mt_pool *p, dnode *n)
 {
     mt_pool *owner;
-    const pregion *e = mtp_region_lookup(p->set, n->region, &owner);
-    if (!e || owner != p || mtp_free_local(p, e, n->offset) != 0) {
+    const pregion *e = mti_pool_region_lookup(p->set, n->region, &owner);
+    if (!e || owner != p || mti_pool_free_local(p, e, n->offset) != 0) {
         p->deferred_errors++;
         return 0;
     }
@@ -152,7 +152,7 @@ static long fences_run(mt_pool *p)
     return n;
 }
 
-long mtp_drain(mt_pool *p)
+long mti_pool_drain(mt_pool *p)
 {
     long n = 0;
     for (dnode *d = take_all(&p->deferred), *next; d; d = next) {
@@ -172,7 +172,7 @@ long mtp_drain(mt_pool *p)
     return n;
 }
 
-int mtp_queue(mt_pool *self, mt_pool *owner, uint32_t gid, uint64_t offset, int fenced,
+int mti_pool_queue(mt_pool *self, mt_pool *owner, uint32_t gid, uint64_t offset, int fenced,
               uint64_t value)
 {
     dnode *n = self ? node_get(self) : malloc(sizeof *n);
@@ -196,7 +196,7 @@ long mt_pool_collect(mt_pool *p)
 {
     if (!p)
         return -EINVAL;
-    return mtp_drain(p);
+    return mti_pool_drain(p);
 }
 
 static int pools_free(mt_pools *s, uint32_t region, uint64_t offset, int fenced, uint64_t value)
@@ -206,9 +206,9 @@ static int pools_free(mt_pools *s, uint32_t region, uint64_t offset, int fenced,
     if (fenced && !s->o.completed)
         return -EINVAL;
     mt_pool *owner;
-    if (!mtp_region_lookup(s, region, &owner))
+    if (!mti_pool_region_lookup(s, region, &owner))
         return -ENOENT;
-    return mtp_queue(NULL, owner, region, offset, fenced, value);
+    return mti_pool_queue(NULL, owner, region, offset, fenced, value);
 }
 
 int mt_pools_free(mt_pools *s, uint32_t region, uint64_t offset)
@@ -225,7 +225,7 @@ int mt_pools_free_fenced(mt_pools *s, uint32_t region, uint64_t offset, uint64_t
  * may still sit in the deferred stack or the fence heap. Slab nodes (of any
  * pool) go with their slabs in the second pass, so none is freed while
  * another pool's lists still lead to it. */
-void mtp_nodes_free(mt_pool *p)
+void mti_pool_nodes_free(mt_pool *p)
 {
     for (dnode *d = take_all(&p->deferred), *next; d; d = next) {
         next = d->next;
@@ -249,7 +249,7 @@ void mtp_nodes_free(mt_pool *p)
     p->fences = NULL;
 }
 
-void mtp_slabs_free(mt_pool *p)
+void mti_pool_slabs_free(mt_pool *p)
 {
     for (slab *sl = p->slabs, *next; sl; sl = next) {
         next = sl->next;

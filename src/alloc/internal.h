@@ -34,7 +34,7 @@
 /* 16 classes per power of two: a request's guaranteed class (every block
  * of it holds the request) is at most 1/16 above it, so near full a request
  * still finds a block that is barely larger. With the "tight" search
- * (mta_set_tight) an aged heap fills to 0.99 before its first refusal;
+ * (mti_alloc_set_tight) an aged heap fills to 0.99 before its first refusal;
  * 8 classes reach 0.98, and 32 cost 5 ns per alloc+free pair in class-list
  * churn (docs/alloc.md). */
 #define SL_LOG2 4
@@ -111,7 +111,7 @@ static inline unsigned blk_kind(const blk *x) { return (x->size & SZ_NONLINEAR) 
 static inline uint64_t blk_data_off(const blk *x) { return blk_off(x) + blk_pad(x); }
 
 /* mt_alloc.fast: which inline allocation path, 0 for none (granularity
- * pages: everything goes through mta_search). */
+ * pages: everything goes through mti_alloc_search). */
 enum { FAST_BEST_FIT = 1, FAST_FIRST_FIT = 2 };
 
 /* Node ids are byte offsets into the node array (index << NODE_SHIFT), so
@@ -261,7 +261,7 @@ static inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~
 /* ---- functions shared between files (hidden in the shared library) -------- */
 
 /* nodes.c: makes sure at least n unused nodes exist (grows the array). */
-int mta_node_reserve(mt_alloc *a, uint32_t n);
+int mti_alloc_node_reserve(mt_alloc *a, uint32_t n);
 
 /* A request, normalised, in granules: see search.h. */
 typedef struct mta_req {
@@ -272,12 +272,12 @@ typedef struct mta_req {
 
 /* offmap.c: makes room for one more entry (at most half full); rebuilds
  * the table when an entry landed farther than PROBE_LIMIT from home. */
-int mta_map_reserve(mt_alloc *a);
-int mta_map_rebuild(mt_alloc *a);
+int mti_alloc_map_reserve(mt_alloc *a);
+int mti_alloc_map_rebuild(mt_alloc *a);
 
 /* region.c: a region lost its last allocation / is being removed. */
-void mta_region_emptied(mt_alloc *a, uint32_t id);
-void mta_region_drop(mt_alloc *a, uint32_t id, int call_release);
+void mti_alloc_region_emptied(mt_alloc *a, uint32_t id);
+void mti_alloc_region_drop(mt_alloc *a, uint32_t id, int call_release);
 
 /* The allocator is "tight" once 9/16 of its granules are used: best fit
  * then also tries the next class below the guaranteed ones (search.h),
@@ -286,7 +286,7 @@ void mta_region_drop(mt_alloc *a, uint32_t id, int call_release);
  * 9/16 and not 1/2, so that a heap churning at half full (the timed
  * benchmark) does not pay for it. */
 #define TIGHT_16THS 9
-static inline void mta_set_tight(mt_alloc *a)
+static inline void mti_alloc_set_tight(mt_alloc *a)
 {
     uint64_t g = a->total >> a->gshift;
     a->tight = g / 16 * TIGHT_16THS + g % 16 * TIGHT_16THS / 16;
@@ -318,7 +318,7 @@ static inline uint32_t region_first(const mt_alloc *a, uint32_t rid)
 
 /* Free blocks: every node in use that is neither a live allocation nor a
  * sentinel. */
-static inline uint64_t mta_free_blocks(const mt_alloc *a)
+static inline uint64_t mti_alloc_free_blocks(const mt_alloc *a)
 {
     return a->b_cap ? (uint64_t)(a->b_cap - 1 - a->b_unused_n) - a->live - a->reg_live : 0;
 }

@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-int mta_node_reserve(mt_alloc *a, uint32_t n)
+int mti_alloc_node_reserve(mt_alloc *a, uint32_t n)
 {
     if (a->b_unused_n >= n)
         return 0;

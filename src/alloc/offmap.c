@@ -50,7 +50,7 @@ static uint64_t next_seed(uint64_t seed)
 
 static unsigned map_bits(const mt_alloc *a) { return 64 - a->ht_shift; }
 
-int mta_map_rebuild(mt_alloc *a)
+int mti_alloc_map_rebuild(mt_alloc *a)
 {
     unsigned bits = map_bits(a);
     /* Mostly a full map doubles; a sparse one with a long run has met a bad
@@ -72,7 +72,7 @@ int mta_map_rebuild(mt_alloc *a)
 }
 
 #define MAP_SLACK 16u
-int mta_map_reserve(mt_alloc *a)
+int mti_alloc_map_reserve(mt_alloc *a)
 {
     if (!a->ht)
         return rehash(a, 2, 0x9e3779b97f4a7c15ull) < 0 ? -ENOMEM : 0;
@@ -87,6 +87,6 @@ int mta_map_reserve(mt_alloc *a)
     if (worst < 0)
         return (int)worst;
     if (worst > PROBE_LIMIT)
-        mta_map_rebuild(a); /* may fail: ht_limit covers the map as it is */
+        mti_alloc_map_rebuild(a); /* may fail: ht_limit covers the map as it is */
     return 0;
 }

@@ -150,7 +150,7 @@ static inline uint32_t map_place(mt_alloc *a, uint64_t h, uint32_t id, uint32_t 
 }
 
 /* Inserts block id at (region, off). The caller reserved room
- * (mta_map_reserve), so a free lane exists; one farther than PROBE_LIMIT
+ * (mti_alloc_map_reserve), so a free lane exists; one farther than PROBE_LIMIT
  * from home asks for a rebuild, which may fail without harm: lookups are
  * correct at any distance up to ht_limit. */
 static inline void map_insert(mt_alloc *a, uint32_t rid, uint64_t off, uint32_t id)
@@ -161,7 +161,7 @@ static inline void map_insert(mt_alloc *a, uint32_t rid, uint64_t off, uint32_t 
     uint32_t d = map_place(a, h, id, a->ht_mask); /* at most half full: found */
     if (d > a->ht_limit)
         a->ht_limit = d; /* lookups stay correct whatever follows */
-    mta_map_rebuild(a);  /* restores the bound unless memory is short */
+    mti_alloc_map_rebuild(a);  /* restores the bound unless memory is short */
 }
 
 #endif

@@ -25,7 +25,7 @@ static int l2g_set(ptype *pt, uint32_t local, uint32_t gid)
 static void unregister(mt_pools *s, uint32_t gid)
 {
     mt_pool *owner;
-    pregion *e = mtp_region_lookup(s, gid, &owner);
+    pregion *e = mti_pool_region_lookup(s, gid, &owner);
     /* relaxed: a thread that still sees the old owner queues a free that the
      * owner then finds stale (counted in deferred_errors); no data follows. */
     if (e)
@@ -43,7 +43,7 @@ static int ptype_add_region(ptype *pt, uint64_t size, void *user, uint32_t *gid)
         return rc;
     mt_alloc_region info;
     mt_alloc_region_info(pt->a, local, &info); /* the size after rounding */
-    rc = mtp_region_register(s, pt->pool, pt->memtype, local, info.size, user, &id);
+    rc = mti_pool_region_register(s, pt->pool, pt->memtype, local, info.size, user, &id);
     if (rc == 0 && (rc = l2g_set(pt, local, id)) != 0)
         unregister(s, id);
     if (rc) {
@@ -107,10 +107,10 @@ int mt_pool_allocate(mt_pool *p, uint32_t memtype, uint64_t size, uint64_t align
     int rc = ptype_get(p, memtype, &pt);
     if (rc)
         return rc;
-    /* relaxed: only a hint; mtp_drain's exchange is what synchronises. A
+    /* relaxed: only a hint; mti_pool_drain's exchange is what synchronises. A
      * push it misses is carried out at the next allocation. */
     if (atomic_load_explicit(&p->deferred, memory_order_relaxed) != NULL || p->fences)
-        mtp_drain(p);
+        mti_pool_drain(p);
     rc = mt_alloc_allocate(pt->a, size, align, kind, out);
     if (rc == 0)
         out->region = pt->l2g[out->region];
@@ -124,12 +124,12 @@ static int pool_free(mt_pool *p, uint32_t region, uint64_t offset, int fenced, u
     if (fenced && !p->set->o.completed)
         return -EINVAL;
     mt_pool *owner;
-    const pregion *e = mtp_region_lookup(p->set, region, &owner);
+    const pregion *e = mti_pool_region_lookup(p->set, region, &owner);
     if (!e)
         return -ENOENT;
     if (owner == p && !fenced)
-        return mtp_free_local(p, e, offset);
-    return mtp_queue(p, owner, region, offset, fenced, value);
+        return mti_pool_free_local(p, e, offset);
+    return mti_pool_queue(p, owner, region, offset, fenced, value);
 }
 
 int mt_pool_free(mt_pool *p, uint32_t region, uint64_t offset)
@@ -185,7 +185,7 @@ int mt_pool_check(mt_pool *p, char *msg, size_t msg_len)
             if (mt_alloc_region_info(pt->a, local, &info) != 0)
                 continue;
             mt_pool *owner;
-            const pregion *e = mtp_region_lookup(p->set, pt->l2g[local], &owner);
+            const pregion *e = mti_pool_region_lookup(p->set, pt->l2g[local], &owner);
             if (!e || owner != p || e->memtype != t || e->local != local || e->size != info.size) {
                 if (msg && msg_len)
                     snprintf(msg, msg_len, "memory type %u: region %u is not registered to "
@@ -199,21 +199,21 @@ int mt_pool_check(mt_pool *p, char *msg, size_t msg_len)
 
 /* mt_pools_destroy, first pass: the allocators release their regions through
  * the set's callback. */
-void mtp_pool_teardown(mt_pool *p)
+void mti_pool_teardown(mt_pool *p)
 {
     for (uint32_t t = 0; t < p->set->o.memory_types; t++) {
         mt_alloc_destroy(p->types[t].a);
         p->types[t].a = NULL;
     }
-    mtp_nodes_free(p);
+    mti_pool_nodes_free(p);
 }
 
 /* Second pass, once no pool's lists lead anywhere any more. */
-void mtp_pool_free(mt_pool *p)
+void mti_pool_free(mt_pool *p)
 {
     for (uint32_t t = 0; t < p->set->o.memory_types; t++)
         free(p->types[t].l2g);
-    mtp_slabs_free(p);
+    mti_pool_slabs_free(p);
     free(p->types);
     free(p);
 }

@@ -84,27 +84,27 @@ struct mt_pools {
 };
 
 /* registry.c: the registry. */
-int mtp_region_register(mt_pools *s, mt_pool *p, uint32_t memtype, uint32_t local, uint64_t size,
+int mti_pool_region_register(mt_pools *s, mt_pool *p, uint32_t memtype, uint32_t local, uint64_t size,
                         void *user, uint32_t *gid);
-pregion *mtp_region_lookup(mt_pools *s, uint32_t gid, mt_pool **owner);
+pregion *mti_pool_region_lookup(mt_pools *s, uint32_t gid, mt_pool **owner);
 
 /* Frees in the owner's own allocator: pool.c (its own frees) and
  * deferred.c (queued ones carried out) both end here. */
-static inline int mtp_free_local(mt_pool *p, const pregion *e, uint64_t offset)
+static inline int mti_pool_free_local(mt_pool *p, const pregion *e, uint64_t offset)
 {
     return mt_alloc_free(p->types[e->memtype].a, e->local, offset);
 }
 
 /* pool.c */
-void mtp_pool_teardown(mt_pool *p);
-void mtp_pool_free(mt_pool *p);
+void mti_pool_teardown(mt_pool *p);
+void mti_pool_free(mt_pool *p);
 
 /* deferred.c: carries out queued and completed fenced frees (owner); queues a
  * free for `owner` with a node of `self` (NULL: malloc'ed); destroy passes. */
-long mtp_drain(mt_pool *p);
-int mtp_queue(mt_pool *self, mt_pool *owner, uint32_t gid, uint64_t offset, int fenced,
+long mti_pool_drain(mt_pool *p);
+int mti_pool_queue(mt_pool *self, mt_pool *owner, uint32_t gid, uint64_t offset, int fenced,
               uint64_t value);
-void mtp_nodes_free(mt_pool *p);
-void mtp_slabs_free(mt_pool *p);
+void mti_pool_nodes_free(mt_pool *p);
+void mti_pool_slabs_free(mt_pool *p);
 
 #endif

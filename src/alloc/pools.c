@@ -49,10 +49,10 @@ void mt_pools_destroy(mt_pools *s)
     if (!s)
         return;
     for (mt_pool *p = s->all; p; p = p->next_all)
-        mtp_pool_teardown(p);
+        mti_pool_teardown(p);
     for (mt_pool *p = s->all, *next; p; p = next) {
         next = p->next_all;
-        mtp_pool_free(p);
+        mti_pool_free(p);
     }
     for (uint32_t c = 0; c < REG_CHUNKS; c++)
         free(atomic_load_explicit(&s->chunk[c], memory_order_relaxed));
@@ -104,7 +104,7 @@ void mt_pool_detach(mt_pool *p)
 {
     if (!p)
         return;
-    mtp_drain(p);
+    mti_pool_drain(p);
     mt_pools *s = p->set;
     /* The lock hands the pool, and everything its owner did, to whoever
      * attaches or collects it next. */
@@ -121,7 +121,7 @@ long mt_pools_collect_detached(mt_pools *s)
     long n = 0;
     pthread_mutex_lock(&s->lock);
     for (mt_pool *p = s->detached; p; p = p->next_detached)
-        n += mtp_drain(p);
+        n += mti_pool_drain(p);
     pthread_mutex_unlock(&s->lock);
     return n;
 }

@@ -43,7 +43,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     size &= ~((1ull << a->gshift) - 1);
     if (size == 0 || size > MT_ALLOC_MAX_SIZE)
         return -EINVAL;
-    if (mta_node_reserve(a, 2) != 0)
+    if (mti_alloc_node_reserve(a, 2) != 0)
         return -ENOMEM;
     uint32_t rid;
     if (slot_take(a, &rid) != 0)
@@ -61,7 +61,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     tlsf_insert(a, bid);
     a->reg[rid] = (region){.size = size, .user = user, .sentinel = sid};
     a->total += size;
-    mta_set_tight(a);
+    mti_alloc_set_tight(a);
     a->reg_live++;
     a->reg_empty++;
     a->reg_added = rid;
@@ -69,7 +69,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     return 0;
 }
 
-void mta_region_drop(mt_alloc *a, uint32_t rid, int call_release)
+void mti_alloc_region_drop(mt_alloc *a, uint32_t rid, int call_release)
 {
     region r = a->reg[rid];
     uint32_t first = NODE(a->b, r.sentinel)->next_phys;
@@ -79,7 +79,7 @@ void mta_region_drop(mt_alloc *a, uint32_t rid, int call_release)
     a->reg[rid] = (region){.next_unused = a->reg_unused};
     a->reg_unused = rid + 1;
     a->total -= r.size;
-    mta_set_tight(a);
+    mti_alloc_set_tight(a);
     a->reg_live--;
     a->reg_empty--;
     /* Last, with the allocator consistent: the callback may inspect it. */
@@ -87,13 +87,13 @@ void mta_region_drop(mt_alloc *a, uint32_t rid, int call_release)
         a->release(a->user, rid, r.size, r.user);
 }
 
-void mta_region_emptied(mt_alloc *a, uint32_t rid)
+void mti_alloc_region_emptied(mt_alloc *a, uint32_t rid)
 {
     a->reg_empty++;
     /* Keep one empty region so that a workload hovering at a region boundary
      * does not release and grow on every allocation. */
     if ((a->flags & MT_ALLOC_RELEASE_EMPTY) && a->reg_empty > 1)
-        mta_region_drop(a, rid, 1);
+        mti_alloc_region_drop(a, rid, 1);
 }
 
 /* A live region without allocations is one free block (coalescing). */
@@ -111,7 +111,7 @@ int mt_alloc_remove_region(mt_alloc *a, uint32_t rid)
         return -ENOENT;
     if (!region_is_empty(a, rid))
         return -EBUSY;
-    mta_region_drop(a, rid, 0);
+    mti_alloc_region_drop(a, rid, 0);
     return 0;
 }
 
@@ -122,7 +122,7 @@ int mt_alloc_trim(mt_alloc *a)
     int n = 0;
     for (uint32_t i = 0; i < a->reg_cap; i++)
         if (a->reg[i].size != 0 && region_is_empty(a, i)) {
-            mta_region_drop(a, i, 1);
+            mti_alloc_region_drop(a, i, 1);
             n++;
         }
     return n;

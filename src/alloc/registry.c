@@ -31,7 +31,7 @@ static pregion *chunk_get(mt_pools *s, uint32_t c)
     return ch;
 }
 
-int mtp_region_register(mt_pools *s, mt_pool *p, uint32_t memtype, uint32_t local, uint64_t size,
+int mti_pool_region_register(mt_pools *s, mt_pool *p, uint32_t memtype, uint32_t local, uint64_t size,
                         void *user, uint32_t *gid)
 {
     /* relaxed: the counter only hands out distinct ids; the entry is
@@ -55,7 +55,7 @@ int mtp_region_register(mt_pools *s, mt_pool *p, uint32_t memtype, uint32_t loca
     return 0;
 }
 
-pregion *mtp_region_lookup(mt_pools *s, uint32_t gid, mt_pool **owner)
+pregion *mti_pool_region_lookup(mt_pools *s, uint32_t gid, mt_pool **owner)
 {
     if (gid >= REG_CHUNKS * REG_CHUNK)
         return NULL;
@@ -64,7 +64,7 @@ pregion *mtp_region_lookup(mt_pools *s, uint32_t gid, mt_pool **owner)
     if (!ch)
         return NULL;
     pregion *e = &ch[gid & (REG_CHUNK - 1)];
-    /* acquire: pairs with the release in mtp_region_register (fields). */
+    /* acquire: pairs with the release in mti_pool_region_register (fields). */
     *owner = atomic_load_explicit(&e->owner, memory_order_acquire);
     return *owner ? e : NULL;
 }
@@ -75,7 +75,7 @@ int mt_pools_region_info(mt_pools *s, uint32_t region, uint32_t *memtype, uint64
     if (!s)
         return -EINVAL;
     mt_pool *owner;
-    const pregion *e = mtp_region_lookup(s, region, &owner);
+    const pregion *e = mti_pool_region_lookup(s, region, &owner);
     if (!e)
         return -ENOENT;
     if (memtype)

@@ -12,7 +12,7 @@
  * BEST_FIT (the default) first tries the head of the request's own class:
  * such a block is at most 1/SL_N larger than the request and fits often
  * enough, depending on where it starts. Once the allocator is tight
- * (internal.h, mta_set_tight), it then tries the head of the next
+ * (internal.h, mti_alloc_set_tight), it then tries the head of the next
  * non-empty class below the guaranteed ones. Failing that it compares the
  * heads of the first GUARANTEED_HEADS non-empty guaranteed classes and
  * takes the lower (GUARANTEED_SPAN). Class heads are kept low (tlsf_link),
@@ -28,9 +28,9 @@
  * in all, so both strategies stay O(1). This is what lets an aged heap fill
  * to 0.99 before it refuses a request.
  *
- * mta_best_fit_fast and mta_first_fit_fast are the strategies without
+ * mti_alloc_best_fit_fast and mti_alloc_first_fit_fast are the strategies without
  * granularity pages, inline on the allocation's fast path, on head records
- * only; mta_search is everything, out of line: for best fit it always
+ * only; mti_alloc_search is everything, out of line: for best fit it always
  * tries the next class and compares two guaranteed heads without the span
  * rule (granularity pages make it slow anyway). */
 #ifndef MT_ALLOC_SEARCH_H
@@ -51,7 +51,7 @@
  * neighbours are used blocks or the sentinel: with granularity separation,
  * a used neighbour of the other kind must not share a page with the
  * request. */
-static inline uint64_t mta_fit(const mt_alloc *a, const blk *x, const mta_req *r)
+static inline uint64_t mti_alloc_fit(const mt_alloc *a, const blk *x, const mta_req *r)
 {
     uint64_t start = align_up(x->off, r->align);
     if (a->pshift != 0) {
@@ -69,7 +69,7 @@ static inline uint64_t mta_fit(const mt_alloc *a, const blk *x, const mta_req *r
 }
 
 /* Size of a free block that holds the request wherever it starts. */
-static inline uint64_t mta_worst_case(const mt_alloc *a, const mta_req *r)
+static inline uint64_t mti_alloc_worst_case(const mt_alloc *a, const mta_req *r)
 {
     if (a->pshift == 0)
         return r->size + r->align - 1;
@@ -92,25 +92,25 @@ static inline uint64_t head_fit(const tlsf_head *h, const mta_req *r)
 
 /* Where the request starts in the head block of class c, or NO_FIT (also
  * for an empty class). */
-static inline uint64_t mta_fit_head(const mt_alloc *a, unsigned c, const mta_req *r)
+static inline uint64_t mti_alloc_fit_head(const mt_alloc *a, unsigned c, const mta_req *r)
 {
     if (a->pshift != 0)
-        return a->ix.cls[c].hd.size ? mta_fit(a, NODE(a->b, a->ix.cls[c].head), r) : NO_FIT;
+        return a->ix.cls[c].hd.size ? mti_alloc_fit(a, NODE(a->b, a->ix.cls[c].head), r) : NO_FIT;
     return head_fit(&a->ix.cls[c].hd, r);
 }
 
 /* Best fit below the guaranteed class cw: the head of the request's own
  * class cu, then of the next non-empty class if it is still below cw. */
-static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsigned cu,
+static inline uint32_t mti_alloc_best_below(const mt_alloc *a, const mta_req *r, unsigned cu,
                                       unsigned cw, uint64_t *start)
 {
-    uint64_t s = mta_fit_head(a, cu, r);
+    uint64_t s = mti_alloc_fit_head(a, cu, r);
     if (s == NO_FIT && cu + 1 < cw) {
         int k = tlsf_class_from(&a->ix, cu + 1);
         if (k < 0 || (unsigned)k >= cw)
             return NIL;
         cu = (unsigned)k;
-        s = mta_fit_head(a, cu, r);
+        s = mti_alloc_fit_head(a, cu, r);
     }
     if (s == NO_FIT)
         return NIL;
@@ -121,7 +121,7 @@ static inline uint32_t mta_best_below(const mt_alloc *a, const mta_req *r, unsig
 /* The class with the lowest head offset among the first `heads`
  * non-empty classes at or above cw (ties: the smaller class), or -1. The
  * classes come straight off the bitmaps, lowest set bit first. */
-static inline int mta_lowest_head(const tlsf_idx *ix, unsigned cw, unsigned heads)
+static inline int mti_alloc_lowest_head(const tlsf_idx *ix, unsigned cw, unsigned heads)
 {
     unsigned w = cw / 64;
     uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64));
@@ -145,29 +145,29 @@ static inline int mta_lowest_head(const tlsf_idx *ix, unsigned cw, unsigned head
     return best;
 }
 
-/* mta_lowest_head(ix, cw, 2) for the fast path: when both classes are in
+/* mti_alloc_lowest_head(ix, cw, 2) for the fast path: when both classes are in
  * cw's bitmap word (nearly always), two bit scans and one comparison. */
-static inline int mta_lowest_of_two(const tlsf_idx *ix, unsigned cw, unsigned span)
+static inline int mti_alloc_lowest_of_two(const tlsf_idx *ix, unsigned cw, unsigned span)
 {
     unsigned w = cw / 64;
     uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64));
     uint64_t m2 = m & (m - 1);
     if (__builtin_expect(m2 == 0, 0))
-        return mta_lowest_head(ix, cw, 2);
+        return mti_alloc_lowest_head(ix, cw, 2);
     unsigned c1 = w * 64 + (unsigned)__builtin_ctzll(m), c2 = w * 64 + (unsigned)__builtin_ctzll(m2);
     return ix->cls[c2].hd.off < ix->cls[c1].hd.off && c2 - c1 <= span ? (int)c2 : (int)c1;
 }
 
 /* The lowest-offset head among the first `heads` non-empty classes at or
  * above cw, and where the request starts in it; each certainly fits. */
-static inline uint32_t mta_guaranteed(const mt_alloc *a, unsigned cw, unsigned heads,
+static inline uint32_t mti_alloc_guaranteed(const mt_alloc *a, unsigned cw, unsigned heads,
                                       const mta_req *r, uint64_t *start)
 {
-    int c = mta_lowest_head(&a->ix, cw, heads);
+    int c = mti_alloc_lowest_head(&a->ix, cw, heads);
     if (c < 0)
         return NIL;
     uint32_t id = a->ix.cls[c].head;
-    *start = a->pshift ? mta_fit(a, NODE(a->b, id), r) : align_up(a->ix.cls[c].hd.off, r->align);
+    *start = a->pshift ? mti_alloc_fit(a, NODE(a->b, id), r) : align_up(a->ix.cls[c].hd.off, r->align);
     return id;
 }
 
@@ -180,7 +180,7 @@ typedef struct mta_cand {
 /* Looks at up to *budget blocks of list `id` for one that holds the
  * request and is smaller than *best (same size: lower). Returns 1 on an
  * exact fit: nothing smaller can hold it. */
-static inline int mta_scan_list(const mt_alloc *a, uint32_t id, const mta_req *r,
+static inline int mti_alloc_scan_list(const mt_alloc *a, uint32_t id, const mta_req *r,
                                 unsigned *budget, mta_cand *best)
 {
     for (; id != NIL && *budget > 0; id = NODE(a->b, id)->next_free, (*budget)--) {
@@ -188,7 +188,7 @@ static inline int mta_scan_list(const mt_alloc *a, uint32_t id, const mta_req *r
         if (x->size < r->size || x->size > best->size ||
             (x->size == best->size && x->off > best->off))
             continue;
-        uint64_t s = mta_fit(a, x, r);
+        uint64_t s = mti_alloc_fit(a, x, r);
         if (s == NO_FIT)
             continue;
         *best = (mta_cand){id, x->size, x->off, s};
@@ -204,18 +204,18 @@ static inline int mta_scan_list(const mt_alloc *a, uint32_t id, const mta_req *r
  * classes are larger), SCAN_LIMIT blocks in all; failing that, up to
  * SCAN_LIMIT blocks of the largest class (a request aligned beyond every
  * class's guarantee may still fit at a region's start). */
-static inline uint32_t mta_scan(const mt_alloc *a, unsigned from, unsigned to, const mta_req *r,
+static inline uint32_t mti_alloc_scan(const mt_alloc *a, unsigned from, unsigned to, const mta_req *r,
                                 uint64_t *start)
 {
     mta_cand best = {NIL, UINT64_MAX, UINT64_MAX, 0};
     unsigned budget = SCAN_LIMIT;
     for (int c = tlsf_class_from(&a->ix, from); c >= 0 && (unsigned)c < to && budget > 0;
          c = tlsf_class_from(&a->ix, (unsigned)c + 1))
-        if (mta_scan_list(a, a->ix.cls[c].head, r, &budget, &best) || best.id != NIL)
+        if (mti_alloc_scan_list(a, a->ix.cls[c].head, r, &budget, &best) || best.id != NIL)
             break;
     if (best.id == NIL) {
         budget = SCAN_LIMIT;
-        mta_scan_list(a, tlsf_top(&a->ix), r, &budget, &best);
+        mti_alloc_scan_list(a, tlsf_top(&a->ix), r, &budget, &best);
     }
     *start = best.start;
     return best.id;
@@ -224,8 +224,8 @@ static inline uint32_t mta_scan(const mt_alloc *a, unsigned from, unsigned to, c
 /* BEST_FIT without granularity separation, the common case, on head
  * records only: the request's own class, then the lowest of the first
  * guaranteed heads. Returns the class whose head to take, or -1 when
- * neither has a block (mta_search then scans). */
-static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r)
+ * neither has a block (mti_alloc_search then scans). */
+static inline int mti_alloc_best_fit_fast(const mt_alloc *a, const mta_req *r)
 {
     const tlsf_idx *ix = &a->ix;
     unsigned cu = class_index(r->size);
@@ -238,31 +238,31 @@ static inline int mta_best_fit_fast(const mt_alloc *a, const mta_req *r)
             return k;
     }
     _Static_assert(GUARANTEED_HEADS == 2, "the fast path compares two heads");
-    return mta_lowest_of_two(ix, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
+    return mti_alloc_lowest_of_two(ix, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
 }
 
 /* FIRST_FIT without granularity separation: the head of the first
- * non-empty guaranteed class, or -1 (mta_search then scans). */
-static inline int mta_first_fit_fast(const mt_alloc *a, const mta_req *r)
+ * non-empty guaranteed class, or -1 (mti_alloc_search then scans). */
+static inline int mti_alloc_first_fit_fast(const mt_alloc *a, const mta_req *r)
 {
     return tlsf_class_from(&a->ix, class_index_up(r->size + r->align - 1));
 }
 
 /* The free block for request r and where it starts in it, or NIL. */
-static inline uint32_t mta_search(const mt_alloc *a, const mta_req *r, uint64_t *start)
+static inline uint32_t mti_alloc_search(const mt_alloc *a, const mta_req *r, uint64_t *start)
 {
-    uint64_t w = mta_worst_case(a, r);
+    uint64_t w = mti_alloc_worst_case(a, r);
     unsigned cu = class_index(r->size);
     unsigned cw = w <= U_LIMIT ? class_index_up(w) : N_CLASSES;
     uint32_t id;
     if (a->strategy == MT_ALLOC_FIRST_FIT) {
-        if ((id = mta_guaranteed(a, cw, 1, r, start)))
+        if ((id = mti_alloc_guaranteed(a, cw, 1, r, start)))
             return id;
-    } else if ((id = mta_best_below(a, r, cu, cw, start)) ||
-               (id = mta_guaranteed(a, cw, GUARANTEED_HEADS, r, start))) {
+    } else if ((id = mti_alloc_best_below(a, r, cu, cw, start)) ||
+               (id = mti_alloc_guaranteed(a, cw, GUARANTEED_HEADS, r, start))) {
         return id;
     }
-    return mta_scan(a, cu, cw, r, start);
+    return mti_alloc_scan(a, cu, cw, r, start);
 }
 
 #endif

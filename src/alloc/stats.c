@@ -27,7 +27,7 @@ int mt_alloc_get_stats(const mt_alloc *a, mt_alloc_stats *out)
         .pad_bytes = a->pad << a->gshift,
         .largest_free = largest,
         .allocations = a->live,
-        .free_blocks = mta_free_blocks(a),
+        .free_blocks = mti_alloc_free_blocks(a),
         .regions = a->reg_live,
         .fragmentation = free_bytes ? 1.0 - (double)largest / (double)free_bytes : 0.0,
         .metadata_bytes = sizeof *a + (uint64_t)a->b_cap * sizeof(blk) +

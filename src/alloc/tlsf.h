@@ -151,7 +151,7 @@ static inline uint32_t tlsf_top(const tlsf_idx *ix)
 }
 
 /* ---- nodes -------------------------------------------------------------------
- * Callers reserve (mta_node_reserve) before changing anything, so that taking
+ * Callers reserve (mti_alloc_node_reserve) before changing anything, so that taking
  * a node never fails halfway through an operation. */
 
 static inline uint32_t node_take(mt_alloc *a)

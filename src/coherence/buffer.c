@@ -61,7 +61,7 @@ static void slot_free(mt_coh *c, coh_view *v)
     c->free_slot = v->slot + 1;
 }
 
-coh_view *coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h)
+coh_view *mti_coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h)
 {
     uint32_t idx = (uint32_t)h - 1, gen = (uint32_t)(h >> 32);
     if ((uint32_t)h == 0 || idx >= c->nslots)
@@ -72,7 +72,7 @@ coh_view *coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h)
     return v;
 }
 
-coh_svm *coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size)
+coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size)
 {
     uintptr_t a = (uintptr_t)p;
     for (coh_svm *s = cl->svms; s; s = s->next) {
@@ -106,18 +106,18 @@ static coh_root *root_new(mt_coh *c, mt_coh_client *cl, uint64_t size, uint32_t 
     r->flags = flags;
     r->size = size;
     /* The initial content (zeros, or the host pointer's bytes) is at the host. */
-    coh_runs_init(&r->runs, size, COH_BIT(MT_COH_HOST));
+    mti_coh_runs_init(&r->runs, size, COH_BIT(MT_COH_HOST));
     r->index = c->nroots;
     c->roots[c->nroots++] = r;
     return r;
 }
 
-void coh_root_unref(coh_root *r)
+void mti_coh_root_unref(coh_root *r)
 {
     if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
         return;
-    coh_runs_free(&r->runs);
-    coh_track_destroy(NULL, r); /* frees what killing it left */
+    mti_coh_runs_free(&r->runs);
+    mti_coh_track_destroy(NULL, r); /* frees what killing it left */
     free(r->hostatt);
     free(r);
 }
@@ -141,16 +141,16 @@ static void root_kill(mt_coh *c, coh_root *r)
         map_unlink_client(r->client, m);
         free(m);
     }
-    coh_track_destroy(c, r);
+    mti_coh_track_destroy(c, r);
     for (uint32_t l = 0; l < COH_NLOC; l++)
         if (r->inst[l])
-            coh_inst_drop(c, r->inst[l]);
+            mti_coh_inst_drop(c, r->inst[l]);
     coh_root *last = c->roots[--c->nroots];
     c->roots[r->index] = last;
     last->index = r->index;
     if (atomic_fetch_sub_explicit(&r->releases, 1, memory_order_acq_rel) == 1 && r->released)
         r->released(r->released_user);
-    coh_root_unref(r);
+    mti_coh_root_unref(r);
 }
 
 static void root_put_view(mt_coh *c, coh_root *r)
@@ -190,7 +190,7 @@ static void svm_release_cb(void *ctx, uint64_t value, int status)
     free(x);
 }
 
-void coh_svm_release(mt_coh *c, coh_svm *s)
+void mti_coh_svm_release(mt_coh *c, coh_svm *s)
 {
     if (s->kind == MT_COH_SVM_COARSE) {
         coh_root *r = s->root;
@@ -202,7 +202,7 @@ void coh_svm_release(mt_coh *c, coh_svm *s)
             root_put_view(c, r);
         return;
     }
-    coh_loc *l = coh_loc_of(c, MT_COH_HOST);
+    coh_loc *l = mti_coh_loc_of(c, MT_COH_HOST);
     svm_release *x = malloc(sizeof *x);
     uint64_t last = s->last_seq;
     if (x) {
@@ -264,7 +264,7 @@ int mt_coh_svm_alloc(mt_coh_client *cl, uint64_t size, uint32_t kind, void **ptr
         coh_root *r = root_new(c, cl, size, 0, COH_ROOT_SVM);
         if (!r)
             rc = -ENOMEM;
-        else if ((rc = coh_root_host(c, r)) != 0) {
+        else if ((rc = mti_coh_root_host(c, r)) != 0) {
             r->views = 1;
             root_put_view(c, r);
         } else {
@@ -293,7 +293,7 @@ int mt_coh_svm_free(mt_coh_client *cl, void *ptr)
         return -EINVAL;
     mt_coh *c = cl->ctx;
     pthread_mutex_lock(&c->lock);
-    coh_svm *s = coh_svm_find(cl, ptr, 1);
+    coh_svm *s = mti_coh_svm_find(cl, ptr, 1);
     if (!s || s->ptr != ptr) {
         pthread_mutex_unlock(&c->lock);
         return MT_ENOBUF;
@@ -301,7 +301,7 @@ int mt_coh_svm_free(mt_coh_client *cl, void *ptr)
     svm_unlink(cl, s);
     s->freed = 1;
     if (s->kind == MT_COH_SVM_COARSE || s->views == 0)
-        coh_svm_release(c, s);
+        mti_coh_svm_release(c, s);
     pthread_mutex_unlock(&c->lock);
     return 0;
 }
@@ -328,14 +328,14 @@ static void view_unlink(coh_view *v)
         v->next->prev = v->prev;
 }
 
-void coh_view_free(mt_coh *c, coh_view *v)
+void mti_coh_view_free(mt_coh *c, coh_view *v)
 {
     view_unlink(v);
     slot_free(c, v);
     if (v->kind == COH_VIEW_FINE) {
         coh_svm *s = v->svm;
         if (--s->views == 0 && s->freed)
-            coh_svm_release(c, s);
+            mti_coh_svm_release(c, s);
     } else
         root_put_view(c, v->root);
     free(v);
@@ -377,7 +377,7 @@ static int check_opts(uint64_t size, const mt_coh_buffer_opts *o)
         return -EINVAL;
     if ((f & MT_COH_BUF_TRACK_HOST) && copy)
         return -EINVAL;
-    long ps = (long)mt_page_size();
+    long ps = (long)mti_page_size();
     if ((f & MT_COH_BUF_TRACK_HOST) && use && ((uintptr_t)o->host_ptr % (uintptr_t)ps))
         return -EINVAL; /* the tracker watches whole pages of the buffer's own */
     return 0;
@@ -433,7 +433,7 @@ int mt_coh_buffer_create(mt_coh_client *cl, uint64_t size, const mt_coh_buffer_o
         return rc;
     mt_coh *c = cl->ctx;
     pthread_mutex_lock(&c->lock);
-    coh_svm *s = o.host_ptr ? coh_svm_find(cl, o.host_ptr, size) : NULL;
+    coh_svm *s = o.host_ptr ? mti_coh_svm_find(cl, o.host_ptr, size) : NULL;
     if (s) {
         rc = svm_view(c, cl, s, size, &o, out);
         pthread_mutex_unlock(&c->lock);
@@ -460,13 +460,13 @@ int mt_coh_buffer_create(mt_coh_client *cl, uint64_t size, const mt_coh_buffer_o
             r->inst[0] = in;
         }
     } else if ((o.flags & (MT_COH_BUF_COPY_HOST_PTR | MT_COH_BUF_TRACK_HOST)) &&
-               (rc = coh_root_host(c, r)) == 0 && o.host_ptr)
+               (rc = mti_coh_root_host(c, r)) == 0 && o.host_ptr)
         memcpy((void *)(uintptr_t)r->inst[0]->addr, o.host_ptr, size);
     if (!rc && (o.flags & MT_COH_BUF_TRACK_HOST)) {
         /* Pin first: pinning writes every page as far as the tracker can
          * tell, and those are not the host's writes. */
         attach_all(c, r);
-        rc = coh_track_create(c, r);
+        rc = mti_coh_track_create(c, r);
     }
     coh_view t = {.kind = COH_VIEW_ROOT, .root = r, .size = size, .flags = o.flags & ACCESS_FLAGS};
     if (!rc)
@@ -488,7 +488,7 @@ int mt_coh_subbuffer_create(mt_coh_client *cl, mt_coh_buf parent, uint64_t offse
     mt_coh *c = cl->ctx;
     pthread_mutex_lock(&c->lock);
     int rc = 0;
-    coh_view *p = coh_view_lookup(c, cl, parent);
+    coh_view *p = mti_coh_view_lookup(c, cl, parent);
     if (!p)
         rc = MT_ENOBUF;
     else if (offset > p->size || size > p->size - offset)
@@ -513,10 +513,10 @@ int mt_coh_buffer_free(mt_coh_client *cl, mt_coh_buf buf)
         return -EINVAL;
     mt_coh *c = cl->ctx;
     pthread_mutex_lock(&c->lock);
-    coh_fixups_run(c);
-    coh_view *v = coh_view_lookup(c, cl, buf);
+    mti_coh_fixups_run(c);
+    coh_view *v = mti_coh_view_lookup(c, cl, buf);
     if (v)
-        coh_view_free(c, v);
+        mti_coh_view_free(c, v);
     pthread_mutex_unlock(&c->lock);
     return v ? 0 : MT_ENOBUF;
 }
@@ -527,8 +527,8 @@ int mt_coh_buffer_info_get(mt_coh_client *cl, mt_coh_buf buf, mt_coh_buffer_info
         return -EINVAL;
     mt_coh *c = cl->ctx;
     pthread_mutex_lock(&c->lock);
-    coh_fixups_run(c);
-    coh_view *v = coh_view_lookup(c, cl, buf);
+    mti_coh_fixups_run(c);
+    coh_view *v = mti_coh_view_lookup(c, cl, buf);
     if (!v) {
         pthread_mutex_unlock(&c->lock);
         return MT_ENOBUF;
@@ -542,10 +542,10 @@ int mt_coh_buffer_info_get(mt_coh_client *cl, mt_coh_buf buf, mt_coh_buffer_info
     } else {
         coh_root *r = v->root;
         if (r->track) /* host writes not collected yet are part of the state */
-            coh_track_sync(c, r, 0, r->size, COH_NO_FETCH, NULL, NULL, 0);
+            mti_coh_track_sync(c, r, 0, r->size, COH_NO_FETCH, NULL, NULL, 0);
         out->version = r->version;
-        coh_runs_masks(&r->runs, v->offset, v->offset + v->size, &out->valid_mask, &out->any_mask);
-        out->lost_bytes = coh_runs_lost(&r->runs, v->offset, v->offset + v->size);
+        mti_coh_runs_masks(&r->runs, v->offset, v->offset + v->size, &out->valid_mask, &out->any_mask);
+        out->lost_bytes = mti_coh_runs_lost(&r->runs, v->offset, v->offset + v->size);
         out->ranges = r->runs.n;
         out->host = r->inst[0] ? (char *)(uintptr_t)r->inst[0]->addr + v->offset : NULL;
     }

@@ -14,7 +14,7 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
         o = *opts;
     if (!out)
         return -EINVAL;
-    long ps = (long)mt_page_size();
+    long ps = (long)mti_page_size();
     if (!o.granularity)
         o.granularity = 4096;
     if (!o.track_chunk)
@@ -36,15 +36,15 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
     c->hostmem_mask = COH_BIT(MT_COH_HOST);
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->fix_lock, NULL);
-    int rc = coh_pool_create(c);
+    int rc = mti_coh_pool_create(c);
     if (!rc)
-        rc = coh_loc_create(&c->loc[MT_COH_HOST]);
+        rc = mti_coh_loc_create(&c->loc[MT_COH_HOST]);
     if (!rc)
-        rc = coh_workers_start(c);
+        rc = mti_coh_workers_start(c);
     if (rc) {
-        coh_loc_destroy(c->loc[MT_COH_HOST]);
+        mti_coh_loc_destroy(c->loc[MT_COH_HOST]);
         if (c->pool)
-            coh_pool_close(c);
+            mti_coh_pool_close(c);
         pthread_mutex_destroy(&c->lock);
         pthread_mutex_destroy(&c->fix_lock);
         free(c);
@@ -70,17 +70,17 @@ static void client_release(mt_coh *c, mt_coh_client *cl)
     while (cl->queues) {
         mt_coh_queue *q = cl->queues;
         cl->queues = q->next;
-        coh_cmd_unref(q->last);
+        mti_coh_cmd_unref(q->last);
         free(q);
     }
     while (cl->views)
-        coh_view_free(c, cl->views);
+        mti_coh_view_free(c, cl->views);
     while (cl->svms) {
         coh_svm *s = cl->svms;
         cl->svms = s->next;
         s->freed = 1;
         if (s->kind == MT_COH_SVM_COARSE || s->views == 0)
-            coh_svm_release(c, s);
+            mti_coh_svm_release(c, s);
     }
     if (cl->prev)
         cl->prev->next = cl->next;
@@ -96,29 +96,29 @@ void mt_coh_destroy(mt_coh *c)
         return;
     pthread_mutex_lock(&c->lock);
     c->closing = 1;
-    coh_doorbell_all(c);
+    mti_coh_doorbell_all(c);
     pthread_mutex_unlock(&c->lock);
     /* Engines stop: what has not started fails with MT_ECANCELED (and so do
      * its dependents), what runs is waited for. After this every command is
      * complete. */
     for (uint32_t i = 1; i <= c->ndev; i++)
-        coh_device_destroy(c->dev[i]);
+        mti_coh_device_destroy(c->dev[i]);
     pthread_mutex_lock(&c->lock);
-    coh_fixups_run(c);
+    mti_coh_fixups_run(c);
     while (c->clients) {
         mt_coh_client *cl = c->clients;
         client_release(c, cl);
         free(cl);
     }
     pthread_mutex_unlock(&c->lock);
-    coh_workers_stop(c);
+    mti_coh_workers_stop(c);
     /* Timelines run the releases still deferred, then the devices go. */
     for (uint32_t i = 0; i <= c->ndev; i++)
-        coh_loc_destroy(c->loc[i]);
+        mti_coh_loc_destroy(c->loc[i]);
     for (uint32_t i = 1; i <= c->ndev; i++)
-        coh_device_free(c->dev[i]);
+        mti_coh_device_free(c->dev[i]);
     mt_tracker_destroy(c->tracker);
-    coh_pool_close(c);
+    mti_coh_pool_close(c);
     free(c->slots);
     free(c->roots);
     pthread_mutex_destroy(&c->lock);
@@ -155,7 +155,7 @@ void mt_coh_client_destroy(mt_coh_client *cl)
         return;
     mt_coh *c = cl->ctx;
     pthread_mutex_lock(&c->lock);
-    coh_fixups_run(c);
+    mti_coh_fixups_run(c);
     client_release(c, cl);
     pthread_mutex_unlock(&c->lock);
     free(cl);
@@ -199,7 +199,7 @@ void mt_coh_queue_destroy(mt_coh_queue *q)
             *p = q->next;
             break;
         }
-    coh_cmd_unref(q->last);
+    mti_coh_cmd_unref(q->last);
     pthread_mutex_unlock(&c->lock);
     free(q);
 }
@@ -210,7 +210,7 @@ int mt_coh_flush(mt_coh_queue *q)
         return -EINVAL;
     mt_coh *c = q->client->ctx;
     pthread_mutex_lock(&c->lock);
-    coh_doorbell_all(c);
+    mti_coh_doorbell_all(c);
     pthread_mutex_unlock(&c->lock);
     return 0;
 }
@@ -223,13 +223,13 @@ int mt_coh_finish(mt_coh_queue *q)
     pthread_mutex_lock(&c->lock);
     coh_cmd *last = q->last;
     if (last)
-        coh_cmd_ref(last);
-    coh_doorbell_all(c);
+        mti_coh_cmd_ref(last);
+    mti_coh_doorbell_all(c);
     pthread_mutex_unlock(&c->lock);
     if (!last)
         return 0;
     int rc = mt_coh_event_wait((mt_coh_event *)last, -1);
-    coh_cmd_unref(last);
+    mti_coh_cmd_unref(last);
     return rc;
 }
 

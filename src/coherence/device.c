@@ -43,7 +43,7 @@ static void dev_release(void *user, uint32_t region, uint64_t size, void *region
     d->mem_reserved -= size;
 }
 
-int coh_dev_alloc(coh_device *d, uint64_t size, mt_alloc_block *b, uint64_t *addr)
+int mti_coh_dev_alloc(coh_device *d, uint64_t size, mt_alloc_block *b, uint64_t *addr)
 {
     pthread_mutex_lock(&d->mem_lock);
     /* 256: CUDA's allocation alignment, and no instance shares a cache line. */
@@ -56,7 +56,7 @@ int coh_dev_alloc(coh_device *d, uint64_t size, mt_alloc_block *b, uint64_t *add
     return rc;
 }
 
-void coh_dev_free(coh_device *d, const mt_alloc_block *b)
+void mti_coh_dev_free(coh_device *d, const mt_alloc_block *b)
 {
     pthread_mutex_lock(&d->mem_lock);
     if (mt_alloc_free_block(d->alloc, b) == 0)
@@ -64,7 +64,7 @@ void coh_dev_free(coh_device *d, const mt_alloc_block *b)
     pthread_mutex_unlock(&d->mem_lock);
 }
 
-void coh_dev_mark_lost(coh_device *d, int code)
+void mti_coh_dev_mark_lost(coh_device *d, int code)
 {
     int zero = 0;
     if (!atomic_compare_exchange_strong_explicit(&d->lost, &zero, code ? code : MT_EDEVLOST,
@@ -113,19 +113,19 @@ int mt_coh_device_add(mt_coh *c, const mt_coh_backend *be, void *h, const mt_coh
     if (!rc && c->closing)
         rc = MT_ECANCELED;
     if (!rc)
-        rc = coh_loc_create(&loc);
+        rc = mti_coh_loc_create(&loc);
     if (!rc) {
         d->id = c->ndev + 1;
-        rc = coh_engine_start(&d->eng[MT_COH_ENGINE_COMPUTE], d, MT_COH_ENGINE_COMPUTE);
+        rc = mti_coh_engine_start(&d->eng[MT_COH_ENGINE_COMPUTE], d, MT_COH_ENGINE_COMPUTE);
         if (!rc) {
-            rc = coh_engine_start(&d->eng[MT_COH_ENGINE_COPY], d, MT_COH_ENGINE_COPY);
+            rc = mti_coh_engine_start(&d->eng[MT_COH_ENGINE_COPY], d, MT_COH_ENGINE_COPY);
             if (rc)
-                coh_engine_stop(&d->eng[MT_COH_ENGINE_COMPUTE]);
+                mti_coh_engine_stop(&d->eng[MT_COH_ENGINE_COMPUTE]);
         }
     }
     if (rc) {
         pthread_mutex_unlock(&c->lock);
-        coh_loc_destroy(loc);
+        mti_coh_loc_destroy(loc);
         if (d->alloc)
             mt_alloc_destroy(d->alloc);
         pthread_mutex_destroy(&d->mem_lock);
@@ -155,15 +155,15 @@ int mt_coh_device_add(mt_coh *c, const mt_coh_backend *be, void *h, const mt_coh
 }
 
 /* Stops the engines, releases every region and the backend (shutdown). */
-void coh_device_destroy(coh_device *d)
+void mti_coh_device_destroy(coh_device *d)
 {
     if (d->be->shutdown)
         d->be->shutdown(d->h);
-    coh_engine_stop(&d->eng[0]);
-    coh_engine_stop(&d->eng[1]);
+    mti_coh_engine_stop(&d->eng[0]);
+    mti_coh_engine_stop(&d->eng[1]);
 }
 
-void coh_device_free(coh_device *d)
+void mti_coh_device_free(coh_device *d)
 {
     const mt_coh_backend *be = d->be;
     void *h = d->h;
@@ -177,26 +177,26 @@ void coh_device_free(coh_device *d)
 int mt_coh_add_host_device(mt_coh *c, uint64_t mem_size, uint32_t *id)
 {
     void *h;
-    int rc = coh_host_dev_create(mem_size ? mem_size : 64u << 20, &h);
+    int rc = mti_coh_host_dev_create(mem_size ? mem_size : 64u << 20, &h);
     if (rc)
         return rc;
-    return mt_coh_device_add(c, &coh_host_backend, h, NULL, id);
+    return mt_coh_device_add(c, &mti_coh_host_backend, h, NULL, id);
 }
 
 int mt_coh_add_sim_device(mt_coh *c, const mt_sim_opts *opts, uint32_t *id)
 {
     void *h;
-    int rc = coh_sim_dev_create(opts, &h);
+    int rc = mti_coh_sim_dev_create(opts, &h);
     if (rc)
         return rc;
-    return mt_coh_device_add(c, &coh_sim_backend, h, NULL, id);
+    return mt_coh_device_add(c, &mti_coh_sim_backend, h, NULL, id);
 }
 
 mt_sim *mt_coh_device_sim(mt_coh *c, uint32_t id)
 {
-    if (!c || id == 0 || id > c->ndev || c->dev[id]->be != &coh_sim_backend)
+    if (!c || id == 0 || id > c->ndev || c->dev[id]->be != &mti_coh_sim_backend)
         return NULL;
-    return coh_sim_dev_sim(c->dev[id]->h);
+    return mti_coh_sim_dev_sim(c->dev[id]->h);
 }
 
 int mt_coh_add_cuda_devices(mt_coh *c, const mt_coh_cuda_opts *opts, uint32_t *first,
@@ -204,7 +204,7 @@ int mt_coh_add_cuda_devices(mt_coh *c, const mt_coh_cuda_opts *opts, uint32_t *f
 {
     if (!c || !first || !count)
         return -EINVAL;
-    return coh_cuda_add(c, opts, first, count);
+    return mti_coh_cuda_add(c, opts, first, count);
 }
 
 uint32_t mt_coh_device_count(mt_coh *c)

@@ -61,9 +61,9 @@ static int submit(coh_engine *e, coh_cmd *cmd)
 static void finish(coh_engine *e, coh_cmd *cmd, int rc)
 {
     if (rc == MT_EDEVLOST && cmd->op.kind != MT_COH_OP_PEER)
-        coh_dev_mark_lost(e->dev, rc);
+        mti_coh_dev_mark_lost(e->dev, rc);
     atomic_fetch_sub_explicit(&e->busy, 1, memory_order_relaxed);
-    coh_cmd_complete(cmd, rc);
+    mti_coh_cmd_complete(cmd, rc);
 }
 
 static void *submitter(void *arg)
@@ -134,7 +134,7 @@ static void *completer(void *arg)
     return NULL;
 }
 
-int coh_engine_start(coh_engine *e, coh_device *d, int kind)
+int mti_coh_engine_start(coh_engine *e, coh_device *d, int kind)
 {
     memset(e, 0, sizeof *e);
     e->dev = d;
@@ -150,7 +150,7 @@ int coh_engine_start(coh_engine *e, coh_device *d, int kind)
     if (d->be->caps & MT_COH_CAP_ASYNC) {
         rc = pthread_create(&e->comp, NULL, completer, e);
         if (rc) {
-            coh_engine_stop(e);
+            mti_coh_engine_stop(e);
             return -rc;
         }
         e->has_comp = 1;
@@ -158,7 +158,7 @@ int coh_engine_start(coh_engine *e, coh_device *d, int kind)
     return 0;
 }
 
-void coh_engine_stop(coh_engine *e)
+void mti_coh_engine_stop(coh_engine *e)
 {
     pthread_mutex_lock(&e->lock);
     e->stop = 1;
@@ -175,12 +175,12 @@ void coh_engine_stop(coh_engine *e)
     pthread_mutex_unlock(&e->lock);
 }
 
-void coh_engine_push(coh_engine *e, coh_cmd *cmd)
+void mti_coh_engine_push(coh_engine *e, coh_cmd *cmd)
 {
     pthread_mutex_lock(&e->lock);
     if (e->stopped) {
         pthread_mutex_unlock(&e->lock);
-        coh_cmd_complete(cmd, MT_ECANCELED);
+        mti_coh_cmd_complete(cmd, MT_ECANCELED);
         return;
     }
     atomic_fetch_add_explicit(&e->busy, 1, memory_order_relaxed);
@@ -195,7 +195,7 @@ void coh_engine_push(coh_engine *e, coh_cmd *cmd)
     pthread_mutex_unlock(&e->lock);
 }
 
-void coh_engine_doorbell(coh_engine *e)
+void mti_coh_engine_doorbell(coh_engine *e)
 {
     if (!e->bhead)
         return;
@@ -209,7 +209,7 @@ void coh_engine_doorbell(coh_engine *e)
         pthread_mutex_unlock(&e->lock);
         while (h) {
             coh_cmd *nx = h->next;
-            coh_cmd_complete(h, MT_ECANCELED);
+            mti_coh_cmd_complete(h, MT_ECANCELED);
             h = nx;
         }
         return;
@@ -225,11 +225,11 @@ void coh_engine_doorbell(coh_engine *e)
     pthread_mutex_unlock(&e->lock);
 }
 
-void coh_doorbell_all(mt_coh *c)
+void mti_coh_doorbell_all(mt_coh *c)
 {
     for (uint32_t i = 1; i <= c->ndev; i++)
         for (int k = 0; k < 2; k++)
-            coh_engine_doorbell(&c->dev[i]->eng[k]);
+            mti_coh_engine_doorbell(&c->dev[i]->eng[k]);
     c->batch_count = 0;
     c->batch_big = 0;
 }

@@ -17,9 +17,9 @@
 
 #include "internal.h"
 
-void coh_fixup_push(mt_coh *c, coh_cmd *cmd)
+void mti_coh_fixup_push(mt_coh *c, coh_cmd *cmd)
 {
-    coh_cmd_ref(cmd);
+    mti_coh_cmd_ref(cmd);
     pthread_mutex_lock(&c->fix_lock);
     cmd->next = c->fix_head;
     c->fix_head = cmd;
@@ -30,10 +30,10 @@ void coh_fixup_push(mt_coh *c, coh_cmd *cmd)
 
 static void clear(coh_root *r, uint32_t loc, uint64_t a, uint64_t b)
 {
-    if (coh_runs_reserve(&r->runs, 2) == 0)
-        coh_runs_update(&r->runs, a, b, ~COH_BIT(loc), 0);
+    if (mti_coh_runs_reserve(&r->runs, 2) == 0)
+        mti_coh_runs_update(&r->runs, a, b, ~COH_BIT(loc), 0);
     else /* no room to split: drop the bit over the whole buffer (safe: refetch) */
-        coh_runs_update(&r->runs, 0, r->size, ~COH_BIT(loc), 0);
+        mti_coh_runs_update(&r->runs, 0, r->size, ~COH_BIT(loc), 0);
 }
 
 static void apply_fix(coh_cmd *cmd)
@@ -58,18 +58,18 @@ static void handle_loss(mt_coh *c, coh_device *d)
     if (d->loss_handled)
         return;
     d->loss_handled = 1;
-    coh_loc *l = coh_loc_of(c, d->id);
+    coh_loc *l = mti_coh_loc_of(c, d->id);
     /* Deferred releases of this location run now, with the loss code. */
     mt_timeline_lose(l->tl, MT_EDEVLOST);
     for (uint32_t i = 0; i < c->nroots; i++) {
         coh_inst *in = c->roots[i]->inst[d->id];
         if (in)
-            coh_inst_drop(c, in);
+            mti_coh_inst_drop(c, in);
     }
     mt_timeline_poll(l->tl);
 }
 
-void coh_fixups_run(mt_coh *c)
+void mti_coh_fixups_run(mt_coh *c)
 {
     if (!atomic_load_explicit(&c->fix_pending, memory_order_acquire))
         return;
@@ -87,6 +87,6 @@ void coh_fixups_run(mt_coh *c)
         list = cmd->next;
         apply_fix(cmd);
         cmd->fix_applied = 1;
-        coh_cmd_unref(cmd); /* releases its roots once the last holder lets go */
+        mti_coh_cmd_unref(cmd); /* releases its roots once the last holder lets go */
     }
 }

@@ -244,7 +244,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-int coh_workers_start(mt_coh *c)
+int mti_coh_workers_start(mt_coh *c)
 {
     uint32_t n = c->o.collect_threads; /* the planner is one of them */
     if (!n) {
@@ -271,7 +271,7 @@ int coh_workers_start(mt_coh *c)
     return 0;
 }
 
-void coh_workers_stop(mt_coh *c)
+void mti_coh_workers_stop(mt_coh *c)
 {
     coh_workers *w = c->workers;
     if (!w)
@@ -310,7 +310,7 @@ static void await_chunk(mt_coh *c, coh_root *r, coh_job *job, uint32_t k)
 
 /* ---- create, destroy ------------------------------------------------------------------ */
 
-int coh_track_create(mt_coh *c, coh_root *r)
+int mti_coh_track_create(mt_coh *c, coh_root *r)
 {
     if (!c->tracker) {
         mt_tracker_opts to = {.backend = c->o.track_backend, .max_ranges = 16384};
@@ -321,7 +321,7 @@ int coh_track_create(mt_coh *c, coh_root *r)
     coh_track *tr = calloc(1, sizeof *tr);
     if (!tr)
         return -ENOMEM;
-    long ps = (long)mt_page_size();
+    long ps = (long)mti_page_size();
     tr->page = (uint64_t)ps;
     tr->chunk = c->o.track_chunk;
     tr->nchunks = (uint32_t)((r->size + tr->chunk - 1) / tr->chunk);
@@ -344,7 +344,7 @@ int coh_track_create(mt_coh *c, coh_root *r)
     return 0;
 }
 
-void coh_track_destroy(mt_coh *c, coh_root *r)
+void mti_coh_track_destroy(mt_coh *c, coh_root *r)
 {
     coh_track *tr = r->track;
     if (!tr)
@@ -382,11 +382,11 @@ static void apply(mt_coh *c, coh_root *r, const coh_range *v, size_t n, uint64_t
         bytes += v[i].b - v[i].a;
     c->st_dirty += bytes;
     r->version++;
-    if (coh_runs_set_many(&r->runs, v, n, COH_BIT(MT_COH_HOST)) == 0)
+    if (mti_coh_runs_set_many(&r->runs, v, n, COH_BIT(MT_COH_HOST)) == 0)
         return;
     /* No memory for the precise update: the whole span is host-only (room
      * for this was reserved before collecting). */
-    coh_runs_update(&r->runs, v[0].a > ca ? v[0].a : ca, v[n - 1].b < cb ? v[n - 1].b : cb, 0,
+    mti_coh_runs_update(&r->runs, v[0].a > ca ? v[0].a : ca, v[n - 1].b < cb ? v[n - 1].b : cb, 0,
                     COH_BIT(MT_COH_HOST));
 }
 
@@ -396,14 +396,14 @@ static int range_cmp(const void *x, const void *y)
     return p->a < q->a ? -1 : p->a > q->a;
 }
 
-int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
+int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
                    const coh_range *need, int nneed)
 {
     coh_track *tr = r->track;
     if (a >= b)
         return 0;
     uint32_t k0 = (uint32_t)(a / tr->chunk), k1 = (uint32_t)((b - 1) / tr->chunk);
-    int rc = coh_runs_reserve(&r->runs, 2 * (k1 - k0 + 1) + 8);
+    int rc = mti_coh_runs_reserve(&r->runs, 2 * (k1 - k0 + 1) + 8);
     if (rc)
         return rc;
     pthread_mutex_lock(&tr->lock);
@@ -437,7 +437,7 @@ int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, 
     coh_builder bstore, *bld = NULL;
     if (to != COH_NO_FETCH) {
         bld = &bstore;
-        coh_fetch_begin(bld, c, r, to, main);
+        mti_coh_fetch_begin(bld, c, r, to, main);
     }
     for (uint32_t k = k0; k <= k1; k++) {
         await_chunk(c, r, parallel ? &job : NULL, k);
@@ -461,17 +461,17 @@ int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, 
             uint64_t e = need[i].b < cb ? need[i].b : cb;
             if (s >= e)
                 continue;
-            rc = coh_fetch_add(bld, s, e);
-            if (!rc && coh_runs_reserve(&r->runs, 2) == 0)
-                coh_runs_update(&r->runs, s, e, ~0ull, COH_BIT(to));
+            rc = mti_coh_fetch_add(bld, s, e);
+            if (!rc && mti_coh_runs_reserve(&r->runs, 2) == 0)
+                mti_coh_runs_update(&r->runs, s, e, ~0ull, COH_BIT(to));
         }
         if (!rc)
-            rc = coh_fetch_flush(bld, 0);
+            rc = mti_coh_fetch_flush(bld, 0);
     }
     if (bld) {
         if (!rc)
-            rc = coh_fetch_flush(bld, 1);
-        coh_fetch_end(bld);
+            rc = mti_coh_fetch_flush(bld, 1);
+        mti_coh_fetch_end(bld);
     }
     if (parallel) {
         pthread_mutex_lock(&w->lock);
@@ -507,7 +507,7 @@ static void absorb_chunk(mt_coh *c, coh_root *r, uint32_t k)
     free(v);
 }
 
-void coh_track_inflight(coh_root *r, coh_cmd *cmd)
+void mti_coh_track_inflight(coh_root *r, coh_cmd *cmd)
 {
     coh_track *tr = r->track;
     pthread_mutex_lock(&tr->ilock);
@@ -535,7 +535,7 @@ static void inflight_remove(coh_track *tr, coh_cmd *cmd)
     pthread_mutex_unlock(&tr->ilock);
 }
 
-void coh_track_absorb(coh_root *r, coh_cmd *cmd)
+void mti_coh_track_absorb(coh_root *r, coh_cmd *cmd)
 {
     coh_track *tr = r->track;
     const mt_coh_seg *segs = cmd->segs;

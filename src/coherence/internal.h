@@ -68,14 +68,14 @@ typedef struct coh_range {
     uint64_t a, b;
 } coh_range;
 
-void coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask);
-void coh_runs_free(coh_runs *r);
-static inline uint64_t coh_run_end(const coh_runs *r, uint32_t i)
+void mti_coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask);
+void mti_coh_runs_free(coh_runs *r);
+static inline uint64_t mti_coh_run_end(const coh_runs *r, uint32_t i)
 {
     return i + 1 < r->n ? r->v[i + 1].start : r->size;
 }
 /* Index of the run containing off (< size). */
-static inline uint32_t coh_runs_find(const coh_runs *r, uint64_t off)
+static inline uint32_t mti_coh_runs_find(const coh_runs *r, uint64_t off)
 {
     uint32_t lo = 0, hi = r->n; /* the answer is in [lo, hi) */
     while (hi - lo > 1) {
@@ -89,22 +89,22 @@ static inline uint32_t coh_runs_find(const coh_runs *r, uint64_t off)
 }
 /* Room for `extra` more runs; 0 or -ENOMEM. Each single-range update below
  * needs 2. */
-int coh_runs_reserve(coh_runs *r, uint32_t extra);
+int mti_coh_runs_reserve(coh_runs *r, uint32_t extra);
 /* mask := (mask & and) | or over [a, b). */
-void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask);
+void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask);
 /* mask := `mask` over every range of `rg` (sorted, disjoint, non-empty), in
  * one pass. 0 or -ENOMEM (then nothing changed). */
-int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask);
+int mti_coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask);
 /* AND of the masks over [a, b), and OR. */
-void coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any);
+void mti_coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any);
 /* One walk over [a, b): the number of runs without `bit` (stale there),
  * the AND of their masks, and whether any run is lost (mask 0). */
-uint32_t coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
+uint32_t mti_coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
                         uint64_t *and_mask, int *lost);
 /* Bytes of [a, b) whose mask is 0. */
-uint64_t coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b);
+uint64_t mti_coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b);
 /* 1 when the runs are well formed (tests). */
-int coh_runs_check(const coh_runs *r);
+int mti_coh_runs_check(const coh_runs *r);
 
 /* ---- locations: sequence numbers and deferred reclamation (loc.c) -----------
  * Every command that uses an instance takes a sequence number on the
@@ -121,24 +121,24 @@ struct coh_loc {
     mt_timeline *tl;
 };
 
-int coh_loc_create(coh_loc **out);
-void coh_loc_destroy(coh_loc *l);
+int mti_coh_loc_create(coh_loc **out);
+void mti_coh_loc_destroy(coh_loc *l);
 /* Hands out the next number (planner). 0 on -ENOMEM (then nothing changed).
  * Only the planner hands out numbers (under the context's lock), so `next`
  * has one writer and needs no lock unless the ring must grow. */
-uint64_t coh_loc_take_slow(coh_loc *l);
-static inline uint64_t coh_loc_take(coh_loc *l)
+uint64_t mti_coh_loc_take_slow(coh_loc *l);
+static inline uint64_t mti_coh_loc_take(coh_loc *l)
 {
     uint64_t next = atomic_load_explicit(&l->next, memory_order_relaxed) + 1;
     if (next - atomic_load_explicit(&l->wm, memory_order_relaxed) > l->cap)
-        return coh_loc_take_slow(l);
+        return mti_coh_loc_take_slow(l);
     /* release: a completion that sees the number sees the ring it fits in. */
     atomic_store_explicit(&l->next, next, memory_order_release);
     return next;
 }
 /* Marks s complete; advances the timeline and runs what became ready. */
-void coh_loc_done(coh_loc *l, uint64_t s);
-static inline uint64_t coh_loc_completed(const coh_loc *l)
+void mti_coh_loc_done(coh_loc *l, uint64_t s);
+static inline uint64_t mti_coh_loc_completed(const coh_loc *l)
 {
     return mt_timeline_completed(l->tl);
 }
@@ -269,7 +269,7 @@ enum { COH_KIND_RUN = 0, COH_KIND_MIGRATION = 1, COH_KIND_MARKER = 2 };
 #define COH_INLINE_ROOTS 4
 
 struct coh_cmd {
-    /* Set at creation (coh_cmd_new): everything up to deps_inline. */
+    /* Set at creation (mti_coh_cmd_new): everything up to deps_inline. */
     _Atomic int refs;
     _Atomic int status;        /* COH_PENDING, 0 or an error */
     _Atomic uint32_t pending;  /* dependencies not complete, +1 while being built */
@@ -320,51 +320,51 @@ struct coh_cmd {
     mt_coh_op op;
 };
 
-int coh_pool_create(mt_coh *c);
-void coh_pool_close(mt_coh *c); /* the context is going; commands still out free themselves */
-coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng);
-static inline void coh_cmd_ref(coh_cmd *cmd)
+int mti_coh_pool_create(mt_coh *c);
+void mti_coh_pool_close(mt_coh *c); /* the context is going; commands still out free themselves */
+coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng);
+static inline void mti_coh_cmd_ref(coh_cmd *cmd)
 {
     atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
 }
-void coh_cmd_unref(coh_cmd *cmd);
-static inline int coh_cmd_status(const coh_cmd *cmd)
+void mti_coh_cmd_unref(coh_cmd *cmd);
+static inline int mti_coh_cmd_status(const coh_cmd *cmd)
 {
     return atomic_load_explicit(&cmd->status, memory_order_acquire);
 }
 enum { COH_DEP_DATA = 0, COH_DEP_ORDER = 1, COH_DEP_WAIT = 2 /* the application's wait list */ };
-/* The general link (coh_cmd_depend_ex with a pending or failed dep). */
-int coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
+/* The general link (mti_coh_cmd_depend_ex with a pending or failed dep). */
+int mti_coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
 /* cmd waits for dep (a NULL or completed dep adds nothing; a failed one
  * sets dep_error). 0 or -ENOMEM. A completed dependency stays completed: no
  * lock needed to see that (acquire pairs with the release store of the
  * status). */
-static inline int coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+static inline int mti_coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
 {
     if (!dep || dep == cmd || atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
         return 0;
-    return coh_cmd_link(c, cmd, dep, COH_DEP_DATA);
+    return mti_coh_cmd_link(c, cmd, dep, COH_DEP_DATA);
 }
 /* The same where dep is a command the planner is building and has not armed
  * yet (no other thread can reach it): no lock. */
-int coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep);
+int mti_coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep);
 /* cmd runs after dep, whatever its outcome (queue order). */
-int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
-int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
+int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
+int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
 /* The planner is done building cmd: it runs once its dependencies have
  * completed. Ready commands go to the batch (planner's lock held). */
-void coh_cmd_arm(mt_coh *c, coh_cmd *cmd);
+void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd);
 /* The same, the caller's reference becoming the execution's (one reference
  * and one release less). */
-void coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd);
+void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd);
 /* Records that cmd uses an instance at loc: takes a sequence number there
  * (one per location per command). 0 or -ENOMEM. */
-int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq);
-int coh_cmd_add_root(coh_cmd *cmd, coh_root *root);
-int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f);
-int coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len);
+int mti_coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq);
+int mti_coh_cmd_add_root(coh_cmd *cmd, coh_root *root);
+int mti_coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f);
+int mti_coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len);
 /* Appends a segment, extending the last one when they touch. 0 or -ENOMEM. */
-static inline int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
+static inline int mti_coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
 {
     if (cmd->nsegs) {
         mt_coh_seg *l = &cmd->segs[cmd->nsegs - 1];
@@ -377,10 +377,10 @@ static inline int coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint
         cmd->segs[cmd->nsegs++] = (mt_coh_seg){src, dst, len};
         return 0;
     }
-    return coh_cmd_add_seg_slow(cmd, src, dst, len);
+    return mti_coh_cmd_add_seg_slow(cmd, src, dst, len);
 }
 /* Completes cmd with status (engine threads, or the planner for markers). */
-void coh_cmd_complete(coh_cmd *cmd, int status);
+void mti_coh_cmd_complete(coh_cmd *cmd, int status);
 
 /* ---- engines (engine.c) --------------------------------------------------------
  * Each device has two: compute (RUN) and copy (the hidden migration queue).
@@ -402,16 +402,16 @@ struct coh_engine {
     coh_cmd *bhead, *btail;
 };
 
-int coh_engine_start(coh_engine *e, coh_device *d, int kind);
+int mti_coh_engine_start(coh_engine *e, coh_device *d, int kind);
 /* Stops an engine: queued commands fail with MT_ECANCELED, in-flight ones
  * are waited for (the backend's shutdown releases stuck waits). */
-void coh_engine_stop(coh_engine *e);
+void mti_coh_engine_stop(coh_engine *e);
 /* Hands one ready command to the engine now (any thread). */
-void coh_engine_push(coh_engine *e, coh_cmd *cmd);
+void mti_coh_engine_push(coh_engine *e, coh_cmd *cmd);
 /* Hands the engine's batch over (planner's lock held). */
-void coh_engine_doorbell(coh_engine *e);
+void mti_coh_engine_doorbell(coh_engine *e);
 /* Every engine's batch (planner's lock held). */
-void coh_doorbell_all(mt_coh *c);
+void mti_coh_doorbell_all(mt_coh *c);
 
 /* ---- devices (device.c, memory.c) --------------------------------------------------- */
 
@@ -438,12 +438,12 @@ struct coh_device {
 };
 
 /* Allocates `size` bytes of device memory (mem_lock). 0, -ENOSPC or -ENOMEM. */
-void coh_device_destroy(coh_device *d); /* stops its engines */
-void coh_device_free(coh_device *d);    /* then frees it */
-int coh_dev_alloc(coh_device *d, uint64_t size, mt_alloc_block *b, uint64_t *addr);
-void coh_dev_free(coh_device *d, const mt_alloc_block *b);
+void mti_coh_device_destroy(coh_device *d); /* stops its engines */
+void mti_coh_device_free(coh_device *d);    /* then frees it */
+int mti_coh_dev_alloc(coh_device *d, uint64_t size, mt_alloc_block *b, uint64_t *addr);
+void mti_coh_dev_free(coh_device *d, const mt_alloc_block *b);
 /* Lost? Records the loss for the planner (any thread). */
-void coh_dev_mark_lost(coh_device *d, int code);
+void mti_coh_dev_mark_lost(coh_device *d, int code);
 
 /* ---- the context ------------------------------------------------------------------ */
 
@@ -490,55 +490,55 @@ struct mt_coh {
     _Atomic uint64_t st_failed;
 };
 
-static inline coh_loc *coh_loc_of(mt_coh *c, uint32_t loc)
+static inline coh_loc *mti_coh_loc_of(mt_coh *c, uint32_t loc)
 {
     return c->loc[loc];
 }
 
 /* handles and views (buffer.c) */
-coh_view *coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h);
-coh_svm *coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size);
-void coh_view_free(mt_coh *c, coh_view *v);
-void coh_svm_release(mt_coh *c, coh_svm *s);
-void coh_root_unref(coh_root *r);
-static inline void coh_root_ref(coh_root *r)
+coh_view *mti_coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h);
+coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size);
+void mti_coh_view_free(mt_coh *c, coh_view *v);
+void mti_coh_svm_release(mt_coh *c, coh_svm *s);
+void mti_coh_root_unref(coh_root *r);
+static inline void mti_coh_root_ref(coh_root *r)
 {
     atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
 }
 /* Host memory for the root (maps, relays, host-less buffers). 0 or -ENOMEM. */
-int coh_root_host(mt_coh *c, coh_root *r);
+int mti_coh_root_host(mt_coh *c, coh_root *r);
 
 /* instances and eviction (memory.c) */
 /* Makes sure root has an instance at loc, evicting at that device if full.
  * *created = 1 when this call made it. 0, MT_EDEVMEM or -ENOMEM. `pinned`
  * lists roots the current enqueue needs (never evicted). */
-int coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinned,
+int mti_coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinned,
                     uint32_t npinned, int *created);
 /* Drops an instance: clears its location's bit and releases its memory once
  * its last user completed. */
-void coh_inst_drop(mt_coh *c, coh_inst *in);
+void mti_coh_inst_drop(mt_coh *c, coh_inst *in);
 /* Could `need` bytes of new instances fit at device loc, counting what
  * eviction may free? No means the enqueue must fail before evicting. */
-int coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
+int mti_coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
                       uint32_t npinned);
-static inline void coh_inst_touch(mt_coh *c, coh_inst *in)
+static inline void mti_coh_inst_touch(mt_coh *c, coh_inst *in)
 {
     in->stamp = ++c->clock;
 }
 
 /* planning (planner.c, transfer.c) */
 typedef struct coh_plan coh_plan;
-int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_t nargs,
+int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_t nargs,
                mt_coh_kernel_fn fn, void *user, mt_coh_event *const *wait, uint32_t nwait,
                int map, void **map_ptr, coh_cmd **out);
 /* Plans the copies that make [a, b) of root valid at `to` and adds them as
  * dependencies of `main`; `pref` (0: none) are the locations valid over
- * every stale piece (coh_runs_stale), preferred as sources. 0 or -ENOMEM. */
-int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
+ * every stale piece (mti_coh_runs_stale), preferred as sources. 0 or -ENOMEM. */
+int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
                    uint64_t pref);
 /* Where a piece valid at `m` is fetched from for `to`; *relay = 1 when it
  * goes through host memory. */
-uint32_t coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay);
+uint32_t mti_coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay);
 /* Migrations being built: one per source location, issued at a flush
  * (tracked pipelining flushes early). Lives on the planner's stack. */
 #define COH_MAX_SOURCES 8
@@ -556,40 +556,40 @@ typedef struct coh_builder {
     uint64_t bytes;     /* collected, not yet issued */
     uint64_t pref;      /* locations valid over every stale piece of the range */
 } coh_builder;
-void coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main);
-int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd);
-int coh_fetch_flush(coh_builder *b, int force);
-void coh_fetch_end(coh_builder *b);
+void mti_coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main);
+int mti_coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd);
+int mti_coh_fetch_flush(coh_builder *b, int force);
+void mti_coh_fetch_end(coh_builder *b);
 
 /* failures and device loss (fixup.c) */
-void coh_fixup_push(mt_coh *c, coh_cmd *cmd);
-void coh_fixups_run(mt_coh *c);
+void mti_coh_fixup_push(mt_coh *c, coh_cmd *cmd);
+void mti_coh_fixups_run(mt_coh *c);
 
 /* tracked host memory (hosttrack.c) */
-int coh_track_create(mt_coh *c, coh_root *r);
-void coh_track_destroy(mt_coh *c, coh_root *r);
+int mti_coh_track_create(mt_coh *c, coh_root *r);
+void mti_coh_track_destroy(mt_coh *c, coh_root *r);
 #define COH_NO_FETCH UINT32_MAX
 /* Collects host writes in [a, b) (whole chunks) and applies them; unless
  * `to` is COH_NO_FETCH, also plans the fetch of the `need` ranges to `to`
  * chunk by chunk (pipelined: copies start while later chunks are being
  * collected). 0 or -ENOMEM. */
-int coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
+int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
                    const coh_range *need, int nneed);
 /* A download into tracked host memory is issued (planner): until it
  * completes, collections drop the pages it writes. */
-void coh_track_inflight(coh_root *r, coh_cmd *cmd);
+void mti_coh_track_inflight(coh_root *r, coh_cmd *cmd);
 /* A download into tracked host memory completed (any status): its pages are
  * not host writes; it leaves the in-flight list. */
-void coh_track_absorb(coh_root *r, coh_cmd *cmd);
-int coh_workers_start(mt_coh *c);
-void coh_workers_stop(mt_coh *c);
+void mti_coh_track_absorb(coh_root *r, coh_cmd *cmd);
+int mti_coh_workers_start(mt_coh *c);
+void mti_coh_workers_stop(mt_coh *c);
 
 /* backends (backends/) */
-extern const mt_coh_backend coh_host_backend;
-extern const mt_coh_backend coh_sim_backend;
-int coh_host_dev_create(uint64_t mem_size, void **out);
-int coh_sim_dev_create(const mt_sim_opts *o, void **out);
-mt_sim *coh_sim_dev_sim(void *dev);
-int coh_cuda_add(mt_coh *c, const mt_coh_cuda_opts *o, uint32_t *first, uint32_t *count);
+extern const mt_coh_backend mti_coh_host_backend;
+extern const mt_coh_backend mti_coh_sim_backend;
+int mti_coh_host_dev_create(uint64_t mem_size, void **out);
+int mti_coh_sim_dev_create(const mt_sim_opts *o, void **out);
+mt_sim *mti_coh_sim_dev_sim(void *dev);
+int mti_coh_cuda_add(mt_coh *c, const mt_coh_cuda_opts *o, uint32_t *first, uint32_t *count);
 
 #endif

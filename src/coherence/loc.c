@@ -13,7 +13,7 @@
 
 #include "internal.h"
 
-int coh_loc_create(coh_loc **out)
+int mti_coh_loc_create(coh_loc **out)
 {
     coh_loc *l = calloc(1, sizeof *l);
     if (!l)
@@ -34,7 +34,7 @@ int coh_loc_create(coh_loc **out)
     return 0;
 }
 
-void coh_loc_destroy(coh_loc *l)
+void mti_coh_loc_destroy(coh_loc *l)
 {
     if (!l)
         return;
@@ -59,7 +59,7 @@ static int grow(coh_loc *l)
     return 0;
 }
 
-uint64_t coh_loc_take_slow(coh_loc *l)
+uint64_t mti_coh_loc_take_slow(coh_loc *l)
 {
     /* The ring is full: grow it (the planner's alone; completions read cap
      * and done under lock). A stale, smaller wm only makes it grow early. */
@@ -74,7 +74,7 @@ uint64_t coh_loc_take_slow(coh_loc *l)
     return next;
 }
 
-void coh_loc_done(coh_loc *l, uint64_t s)
+void mti_coh_loc_done(coh_loc *l, uint64_t s)
 {
     pthread_mutex_lock(&l->lock);
     l->done[s & (l->cap - 1)] = 1;

@@ -57,11 +57,11 @@ static void release_now(mt_coh *c, coh_inst *in)
         if (in->owned)
             munmap((void *)(uintptr_t)in->addr, in->len);
     } else
-        coh_dev_free(c->dev[in->loc], &in->block);
+        mti_coh_dev_free(c->dev[in->loc], &in->block);
     /* The root's memory is gone once its last release ran. */
     if (atomic_fetch_sub_explicit(&r->releases, 1, memory_order_acq_rel) == 1 && r->released)
         r->released(r->released_user);
-    coh_root_unref(r);
+    mti_coh_root_unref(r);
     free(in);
 }
 
@@ -73,19 +73,19 @@ static void release_deferred(void *ctx, uint64_t value, int status)
     release_now(in->root->ctx, in);
 }
 
-void coh_inst_drop(mt_coh *c, coh_inst *in)
+void mti_coh_inst_drop(mt_coh *c, coh_inst *in)
 {
     coh_root *r = in->root;
     r->inst[in->loc] = NULL;
-    coh_runs_update(&r->runs, 0, r->size, ~COH_BIT(in->loc), 0);
+    mti_coh_runs_update(&r->runs, 0, r->size, ~COH_BIT(in->loc), 0);
     if (in->loc != MT_COH_HOST)
         remove_from_device(c->dev[in->loc], in);
-    coh_cmd_unref(in->last_write);
+    mti_coh_cmd_unref(in->last_write);
     in->last_write = NULL;
-    coh_loc *l = coh_loc_of(c, in->loc);
+    coh_loc *l = mti_coh_loc_of(c, in->loc);
     atomic_fetch_add_explicit(&r->releases, 1, memory_order_relaxed);
-    coh_root_ref(r);
-    if (in->last_seq <= coh_loc_completed(l) ||
+    mti_coh_root_ref(r);
+    if (in->last_seq <= mti_coh_loc_completed(l) ||
         mt_timeline_defer(l->tl, in->last_seq, release_deferred, in) != 0)
         release_now(c, in); /* idle (or no memory to defer: wait instead) */
 }
@@ -112,7 +112,7 @@ static int evictable(coh_inst *in, uint64_t done, coh_root *const *pinned, uint3
 
 static coh_inst *pick_victim(mt_coh *c, coh_device *d, coh_root *const *pinned, uint32_t npinned)
 {
-    uint64_t done = coh_loc_completed(coh_loc_of(c, d->id));
+    uint64_t done = mti_coh_loc_completed(mti_coh_loc_of(c, d->id));
     coh_inst *best = NULL;
     for (uint32_t i = 0; i < d->ninsts; i++) {
         coh_inst *in = d->insts[i];
@@ -122,7 +122,7 @@ static coh_inst *pick_victim(mt_coh *c, coh_device *d, coh_root *const *pinned, 
     return best;
 }
 
-int coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
+int mti_coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
                       uint32_t npinned)
 {
     coh_device *d = c->dev[loc];
@@ -136,7 +136,7 @@ int coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *p
     uint64_t room = st.free_bytes;
     if (room >= need || !exhausted)
         return 1;
-    uint64_t done = coh_loc_completed(coh_loc_of(c, loc));
+    uint64_t done = mti_coh_loc_completed(mti_coh_loc_of(c, loc));
     for (uint32_t i = 0; i < d->ninsts && room < need; i++)
         if (evictable(d->insts[i], done, pinned, npinned))
             room += d->insts[i]->len;
@@ -173,17 +173,17 @@ static int host_memory(mt_coh *c, coh_root *r)
     return 0;
 }
 
-int coh_root_host(mt_coh *c, coh_root *r)
+int mti_coh_root_host(mt_coh *c, coh_root *r)
 {
     return host_memory(c, r);
 }
 
-int coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinned,
+int mti_coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinned,
                     uint32_t npinned, int *created)
 {
     *created = 0;
     if (r->inst[loc]) {
-        coh_inst_touch(c, r->inst[loc]);
+        mti_coh_inst_touch(c, r->inst[loc]);
         return 0;
     }
     if (loc == MT_COH_HOST) {
@@ -195,20 +195,20 @@ int coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinne
     mt_alloc_block b;
     uint64_t addr = 0;
     int rc;
-    while ((rc = coh_dev_alloc(d, r->size, &b, &addr)) == -ENOSPC) {
+    while ((rc = mti_coh_dev_alloc(d, r->size, &b, &addr)) == -ENOSPC) {
         coh_inst *v = pick_victim(c, d, pinned, npinned);
         if (!v)
             return MT_EDEVMEM;
         atomic_fetch_add_explicit(&d->evictions, 1, memory_order_relaxed);
         c->st_evictions += 1;
-        coh_inst_drop(c, v);
+        mti_coh_inst_drop(c, v);
     }
     if (rc)
         return rc;
     coh_inst *in = calloc(1, sizeof *in);
     if (!in || add_to_device(d, in)) {
         free(in);
-        coh_dev_free(d, &b);
+        mti_coh_dev_free(d, &b);
         return -ENOMEM;
     }
     in->addr = addr;
@@ -217,7 +217,7 @@ int coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinne
     in->loc = loc;
     in->root = r;
     in->uid = ++c->next_uid;
-    coh_inst_touch(c, in);
+    mti_coh_inst_touch(c, in);
     r->inst[loc] = in;
     *created = 1;
     return 0;

@@ -80,7 +80,7 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
     uint64_t limit, base;
     uint32_t flags = 0;
     if (arg->buf) {
-        coh_view *v = coh_view_lookup(c, cl, arg->buf);
+        coh_view *v = mti_coh_view_lookup(c, cl, arg->buf);
         if (!v)
             return MT_ENOBUF;
         x->root = v->kind == COH_VIEW_FINE ? NULL : v->root;
@@ -89,7 +89,7 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
         limit = v->size;
         flags = v->flags;
     } else if (arg->svm) {
-        coh_svm *s = coh_svm_find(cl, arg->svm, 1);
+        coh_svm *s = mti_coh_svm_find(cl, arg->svm, 1);
         if (!s)
             return MT_ENOBUF;
         base = (uint64_t)((uintptr_t)arg->svm - (uintptr_t)s->ptr);
@@ -133,7 +133,7 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
     needed(x, !!(c->o.flags & MT_COH_WHOLE_BUFFER));
     for (int i = 0; i < x->nneed; i++) {
         int lost;
-        x->nstale[i] = coh_runs_stale(&r->runs, x->need[i].a, x->need[i].b, COH_BIT(target),
+        x->nstale[i] = mti_coh_runs_stale(&r->runs, x->need[i].a, x->need[i].b, COH_BIT(target),
                                       &x->pref[i], &lost);
         if (lost)
             return MT_ELOSTDATA;
@@ -153,12 +153,12 @@ static int needs_host(mt_coh *c, const coh_res *x, uint32_t target)
         /* Nothing stale, or a peer valid over every stale run: no host. */
         if (!x->nstale[i] || (x->pref[i] & peers))
             continue;
-        for (uint32_t k = coh_runs_find(rs, x->need[i].a);
+        for (uint32_t k = mti_coh_runs_find(rs, x->need[i].a);
              k < rs->n && rs->v[k].start < x->need[i].b; k++) {
             uint64_t m = rs->v[k].mask;
             int relay;
             if (!(m & COH_BIT(target)) && m && !(m & peers) &&
-                (coh_choose_source(c, target, m, &relay) == MT_COH_HOST || relay))
+                (mti_coh_choose_source(c, target, m, &relay) == MT_COH_HOST || relay))
                 return 1;
         }
     }
@@ -184,18 +184,18 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
             need += (r->size + 255) & ~(uint64_t)255;
     }
     /* Refuse before evicting anything when even eviction cannot make room. */
-    if (need && !coh_room_possible(c, target, need, pinned, np))
+    if (need && !mti_coh_room_possible(c, target, need, pinned, np))
         return MT_EDEVMEM;
     for (uint32_t i = 0; i < n; i++) {
         coh_res *x = &res[i];
         if (!x->root)
             continue;
         int made = 0;
-        int rc = coh_inst_ensure(c, x->root, target, pinned, np, &made);
+        int rc = mti_coh_inst_ensure(c, x->root, target, pinned, np, &made);
         if (made)
             cr->v[cr->n++] = x->root->inst[target];
         if (!rc && needs_host(c, x, target)) {
-            rc = coh_inst_ensure(c, x->root, MT_COH_HOST, pinned, np, &made);
+            rc = mti_coh_inst_ensure(c, x->root, MT_COH_HOST, pinned, np, &made);
             if (made)
                 cr->v[cr->n++] = x->root->inst[MT_COH_HOST];
         }
@@ -203,7 +203,7 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
          * at most two runs per needed range (two) and two for its write;
          * relays and tracked collections reserve their own. */
         if (!rc && x->first)
-            rc = coh_runs_reserve(&x->root->runs, 6 * x->on_root + 2);
+            rc = mti_coh_runs_reserve(&x->root->runs, 6 * x->on_root + 2);
         if (rc)
             return rc;
     }
@@ -218,7 +218,7 @@ static void rollback(mt_coh *c, created *cr)
     while (cr->n) {
         coh_inst *in = cr->v[--cr->n];
         if (in->loc != MT_COH_HOST)
-            coh_inst_drop(c, in);
+            mti_coh_inst_drop(c, in);
     }
 }
 
@@ -253,7 +253,7 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
         return 0;
     if (r->track) {
         /* Host writes first: they are older than this command. */
-        rc = coh_track_sync(c, r, x->a, x->b, to == MT_COH_HOST ? COH_NO_FETCH : to, main, x->need,
+        rc = mti_coh_track_sync(c, r, x->a, x->b, to == MT_COH_HOST ? COH_NO_FETCH : to, main, x->need,
                             x->nneed);
         if (rc)
             return rc;
@@ -262,13 +262,13 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
         if (!r->track && !x->nstale[k])
             continue; /* valid at `to` already: nothing to fetch or mark */
         if (!r->track || to == MT_COH_HOST)
-            rc = coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main,
+            rc = mti_coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main,
                                 r->track ? 0 : x->pref[k]);
         /* Valid at `to` now, for the arguments after this one; a writing
          * argument alone on its root is made the only valid copy in step
          * 3b anyway (one update instead of two). */
         if (!(alone && (x->access & MT_COH_WRITE)))
-            coh_runs_update(&r->runs, x->need[k].a, x->need[k].b, ~0ull, COH_BIT(to));
+            mti_coh_runs_update(&r->runs, x->need[k].a, x->need[k].b, ~0ull, COH_BIT(to));
     }
     return rc;
 }
@@ -281,7 +281,7 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
     int rc = 0;
     if (!x->root) { /* fine-grained SVM: used in place, kept alive by host sequence */
         uint64_t seq = 0;
-        rc = coh_cmd_use_loc(c, main, MT_COH_HOST, &seq);
+        rc = mti_coh_cmd_use_loc(c, main, MT_COH_HOST, &seq);
         if (!rc)
             x->svm->last_seq = seq;
         if (map)
@@ -295,24 +295,24 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
     coh_root *r = x->root;
     coh_inst *in = r->inst[to];
     if (x->access & MT_COH_WRITE) {
-        coh_runs_update(&r->runs, x->a, x->b, 0, COH_BIT(to));
+        mti_coh_runs_update(&r->runs, x->a, x->b, 0, COH_BIT(to));
         r->version++;
         if (!map) {
             coh_fix f = {.root = r, .uid = in->uid, .loc = to, .a = x->a, .b = x->b};
-            rc = coh_cmd_add_fix(main, &f);
+            rc = mti_coh_cmd_add_fix(main, &f);
         }
     }
     if (!rc)
-        rc = coh_cmd_depend(c, main, in->last_write);
+        rc = mti_coh_cmd_depend(c, main, in->last_write);
     if (!rc)
-        rc = coh_cmd_add_root(main, r);
+        rc = mti_coh_cmd_add_root(main, r);
     if (!rc && !map) {
         uint64_t seq = 0;
-        rc = coh_cmd_use_loc(c, main, to, &seq);
+        rc = mti_coh_cmd_use_loc(c, main, to, &seq);
         if (!rc)
             in->last_seq = seq;
     }
-    coh_inst_touch(c, in);
+    mti_coh_inst_touch(c, in);
     if (map)
         *map_ptr = (char *)(uintptr_t)in->addr + x->off;
     else if (main->argv) {
@@ -322,7 +322,7 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
     return rc;
 }
 
-int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_t nargs,
+int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_t nargs,
                mt_coh_kernel_fn fn, void *user, mt_coh_event *const *wait, uint32_t nwait, int map,
                void **map_ptr, coh_cmd **out)
 {
@@ -340,7 +340,7 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
     }
     pthread_mutex_lock(&c->lock);
     if (atomic_load_explicit(&c->fix_pending, memory_order_acquire))
-        coh_fixups_run(c);
+        mti_coh_fixups_run(c);
     int rc = c->closing ? MT_ECANCELED : 0;
     if (!rc && target != MT_COH_HOST)
         rc = atomic_load_explicit(&q->dev->lost, memory_order_acquire);
@@ -364,7 +364,7 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
     coh_cmd *main = NULL;
     if (!rc) {
         coh_engine *e = fn ? &q->dev->eng[MT_COH_ENGINE_COMPUTE] : NULL;
-        main = coh_cmd_new(c, fn ? COH_KIND_RUN : COH_KIND_MARKER, e);
+        main = mti_coh_cmd_new(c, fn ? COH_KIND_RUN : COH_KIND_MARKER, e);
         if (!main)
             rc = -ENOMEM;
         else if (fn && nargs > 4 && !(main->argv = malloc(2 * nargs * sizeof *main->argv)))
@@ -374,7 +374,7 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
     }
     if (rc) {
         rollback(c, &cr);
-        coh_cmd_unref(main);
+        mti_coh_cmd_unref(main);
         c->st_rejected += 1;
         pthread_mutex_unlock(&c->lock);
         return rc;
@@ -405,29 +405,29 @@ int coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_
         if (x->root && (x->access & MT_COH_WRITE) && !map) {
             coh_inst *in = x->root->inst[target];
             if (in->last_write != main) {
-                coh_cmd_ref(main);
-                coh_cmd_unref(in->last_write);
+                mti_coh_cmd_ref(main);
+                mti_coh_cmd_unref(in->last_write);
                 in->last_write = main;
             }
         }
     }
     if (!rc) /* queue order: after it, even if it failed (as OpenCL queues) */
-        rc = coh_cmd_after(c, main, q->last);
+        rc = mti_coh_cmd_after(c, main, q->last);
     for (uint32_t i = 0; !rc && i < nwait; i++)
-        rc = coh_cmd_depend_ex(c, main, (coh_cmd *)wait[i], COH_DEP_WAIT);
+        rc = mti_coh_cmd_depend_ex(c, main, (coh_cmd *)wait[i], COH_DEP_WAIT);
     if (rc) /* it must not run half planned: it fails instead */
         atomic_store_explicit(&main->dep_error, rc, memory_order_relaxed);
-    coh_cmd_ref(main);
-    coh_cmd_unref(q->last);
+    mti_coh_cmd_ref(main);
+    mti_coh_cmd_unref(q->last);
     q->last = main;
-    coh_cmd_arm(c, main);
+    mti_coh_cmd_arm(c, main);
     c->st_enqueues += 1;
     /* Doorbell: batches of 32, or at once for big transfers and maps. */
     if (c->batch_count >= c->o.batch || c->batch_big || map)
-        coh_doorbell_all(c);
+        mti_coh_doorbell_all(c);
     pthread_mutex_unlock(&c->lock);
     if (rc) {
-        coh_cmd_unref(main);
+        mti_coh_cmd_unref(main);
         return rc;
     }
     *out = main;
@@ -439,14 +439,14 @@ int mt_coh_enqueue(mt_coh_queue *q, const mt_coh_command *cmd, mt_coh_event **ev
     if (!q || !cmd)
         return -EINVAL;
     coh_cmd *out;
-    int rc = coh_submit(q, q->dev->id, cmd->args, cmd->nargs, cmd->fn, cmd->user, cmd->wait,
+    int rc = mti_coh_submit(q, q->dev->id, cmd->args, cmd->nargs, cmd->fn, cmd->user, cmd->wait,
                         cmd->nwait, 0, NULL, &out);
     if (rc)
         return rc;
     if (ev)
         *ev = (mt_coh_event *)out;
     else
-        coh_cmd_unref(out);
+        mti_coh_cmd_unref(out);
     return 0;
 }
 
@@ -457,14 +457,14 @@ int mt_coh_map(mt_coh_queue *q, const mt_coh_arg *target, mt_coh_event *const *w
         return -EINVAL;
     coh_cmd *out;
     void *p = NULL;
-    int rc = coh_submit(q, MT_COH_HOST, target, 1, NULL, NULL, wait, nwait, 1, &p, &out);
+    int rc = mti_coh_submit(q, MT_COH_HOST, target, 1, NULL, NULL, wait, nwait, 1, &p, &out);
     if (rc)
         return rc;
     *ptr = p;
     if (ev)
         *ev = (mt_coh_event *)out;
     else
-        coh_cmd_unref(out);
+        mti_coh_cmd_unref(out);
     return 0;
 }
 
@@ -496,18 +496,18 @@ int mt_coh_unmap(mt_coh_queue *q, void *ptr, mt_coh_event **ev)
     /* The unmap is a point in the queue: later commands of the queue follow
      * it. Content needs nothing: a writing map made the host copy the only
      * valid one when it was planned. */
-    coh_cmd *u = coh_cmd_new(c, COH_KIND_MARKER, NULL);
-    int rc = u ? coh_cmd_after(c, u, q->last) : -ENOMEM;
+    coh_cmd *u = mti_coh_cmd_new(c, COH_KIND_MARKER, NULL);
+    int rc = u ? mti_coh_cmd_after(c, u, q->last) : -ENOMEM;
     if (u) {
-        coh_cmd_ref(u);
-        coh_cmd_unref(q->last);
+        mti_coh_cmd_ref(u);
+        mti_coh_cmd_unref(q->last);
         q->last = u;
-        coh_cmd_arm(c, u);
+        mti_coh_cmd_arm(c, u);
     }
     pthread_mutex_unlock(&c->lock);
     if (ev && u && !rc)
         *ev = (mt_coh_event *)u;
     else
-        coh_cmd_unref(u);
+        mti_coh_cmd_unref(u);
     return rc;
 }

@@ -16,7 +16,7 @@
 
 #include "internal.h"
 
-void coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask)
+void mti_coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask)
 {
     r->v = r->one;
     r->cap = 2;
@@ -25,7 +25,7 @@ void coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask)
     r->v[0] = (coh_run){0, mask};
 }
 
-void coh_runs_free(coh_runs *r)
+void mti_coh_runs_free(coh_runs *r)
 {
     if (r->v != r->one)
         free(r->v);
@@ -34,7 +34,7 @@ void coh_runs_free(coh_runs *r)
     r->cap = 2;
 }
 
-int coh_runs_reserve(coh_runs *r, uint32_t extra)
+int mti_coh_runs_reserve(coh_runs *r, uint32_t extra)
 {
     if (r->n + extra <= r->cap)
         return 0;
@@ -58,7 +58,7 @@ int coh_runs_reserve(coh_runs *r, uint32_t extra)
  * starting there. Needs one free entry. */
 static uint32_t split_at(coh_runs *r, uint64_t off)
 {
-    uint32_t k = coh_runs_find(r, off);
+    uint32_t k = mti_coh_runs_find(r, off);
     if (r->v[k].start == off)
         return k;
     memmove(&r->v[k + 2], &r->v[k + 1], (r->n - k - 1) * sizeof *r->v);
@@ -97,7 +97,7 @@ static void update_split(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
 
 #define UPDATE_WINDOW 32
 
-void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask)
+void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask)
 {
     if (a >= b)
         return;
@@ -110,7 +110,7 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
      * merged with each other and with the run before them, go to `out`,
      * then replace them (the run after them dropped when it merges too). A
      * window too large for `out` takes the split-and-merge path. */
-    uint32_t i0 = coh_runs_find(r, a), i1 = i0;
+    uint32_t i0 = mti_coh_runs_find(r, a), i1 = i0;
     coh_run out[UPDATE_WINDOW];
     uint32_t k = 0;
     int have_prev = i0 > 0, changed = 0;
@@ -137,7 +137,7 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
     }
     if (!changed) /* a read of a range valid there already: no split */
         return;
-    if (coh_run_end(r, i1) > b)
+    if (mti_coh_run_end(r, i1) > b)
         EMIT(b, r->v[i1].mask);
 #undef EMIT
     uint32_t old_end = i1 + 1; /* first run kept after the window */
@@ -154,20 +154,20 @@ void coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uin
     r->n = r->n - old + k;
 }
 
-int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)
+int mti_coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)
 {
     if (!n)
         return 0;
     if (n == 1) {
-        if (coh_runs_reserve(r, 2))
+        if (mti_coh_runs_reserve(r, 2))
             return -ENOMEM;
-        coh_runs_update(r, rg[0].a, rg[0].b, 0, mask);
+        mti_coh_runs_update(r, rg[0].a, rg[0].b, 0, mask);
         return 0;
     }
     /* Rebuild the window of runs the ranges touch into a scratch array, then
      * splice it in: O(window + n) however many ranges there are. */
-    uint32_t i0 = coh_runs_find(r, rg[0].a);
-    uint32_t i1 = coh_runs_find(r, rg[n - 1].b - 1);
+    uint32_t i0 = mti_coh_runs_find(r, rg[0].a);
+    uint32_t i1 = mti_coh_runs_find(r, rg[n - 1].b - 1);
     size_t cap = (size_t)(i1 - i0 + 1) + 2 * n + 1;
     coh_run *out = malloc(cap * sizeof *out);
     if (!out)
@@ -183,7 +183,7 @@ int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)
     uint64_t pos = r->v[i0].start;
     for (size_t q = 0; q < n; q++) {
         while (pos < rg[q].a) {
-            uint64_t end = coh_run_end(r, i);
+            uint64_t end = mti_coh_run_end(r, i);
             EMIT(pos, r->v[i].mask);
             if (end <= rg[q].a) {
                 pos = end;
@@ -193,11 +193,11 @@ int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)
         }
         EMIT(rg[q].a, mask);
         pos = rg[q].b;
-        while (i <= i1 && coh_run_end(r, i) <= pos)
+        while (i <= i1 && mti_coh_run_end(r, i) <= pos)
             i++;
     }
     while (i <= i1) {
-        uint64_t end = coh_run_end(r, i);
+        uint64_t end = mti_coh_run_end(r, i);
         if (pos < end)
             EMIT(pos, r->v[i].mask);
         pos = end;
@@ -205,7 +205,7 @@ int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)
     }
 #undef EMIT
     uint32_t old = i1 - i0 + 1;
-    if (k > old && coh_runs_reserve(r, (uint32_t)(k - old))) {
+    if (k > old && mti_coh_runs_reserve(r, (uint32_t)(k - old))) {
         free(out);
         return -ENOMEM;
     }
@@ -217,10 +217,10 @@ int coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)
     return 0;
 }
 
-void coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any)
+void mti_coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any)
 {
     uint64_t and_m = ~0ull, or_m = 0;
-    for (uint32_t k = coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
+    for (uint32_t k = mti_coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
         and_m &= r->v[k].mask;
         or_m |= r->v[k].mask;
     }
@@ -230,13 +230,13 @@ void coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, ui
         *any = or_m;
 }
 
-uint32_t coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
+uint32_t mti_coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
                         uint64_t *and_mask, int *lost)
 {
     uint32_t n = 0;
     uint64_t m_and = ~0ull;
     int l = 0;
-    for (uint32_t k = coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
+    for (uint32_t k = mti_coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
         uint64_t m = r->v[k].mask;
         l |= !m;
         if (!(m & bit)) {
@@ -249,20 +249,20 @@ uint32_t coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
     return n;
 }
 
-uint64_t coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b)
+uint64_t mti_coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b)
 {
     uint64_t lost = 0;
-    for (uint32_t k = coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
+    for (uint32_t k = mti_coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
         if (r->v[k].mask)
             continue;
         uint64_t s = r->v[k].start > a ? r->v[k].start : a;
-        uint64_t e = coh_run_end(r, k) < b ? coh_run_end(r, k) : b;
+        uint64_t e = mti_coh_run_end(r, k) < b ? mti_coh_run_end(r, k) : b;
         lost += e - s;
     }
     return lost;
 }
 
-int coh_runs_check(const coh_runs *r)
+int mti_coh_runs_check(const coh_runs *r)
 {
     if (r->n == 0 || r->n > r->cap || r->v[0].start != 0)
         return 0;

@@ -37,7 +37,7 @@ static void park_init(void)
 {
     for (int i = 0; i < NPARK; i++) {
         pthread_mutex_init(&park[i].m, NULL);
-        if (mt_cond_init_monotonic(&park[i].cv))
+        if (mti_cond_init_monotonic(&park[i].cv))
             pthread_cond_init(&park[i].cv, NULL);
     }
 }
@@ -81,7 +81,7 @@ struct coh_pool {
     int64_t credit;          /* references taken ahead for new commands (context lock) */
 };
 
-int coh_pool_create(mt_coh *c)
+int mti_coh_pool_create(mt_coh *c)
 {
     c->pool = calloc(1, sizeof *c->pool);
     if (!c->pool)
@@ -114,7 +114,7 @@ static void pool_put(coh_pool *p)
     pool_put_n(p, 1);
 }
 
-void coh_pool_close(mt_coh *c)
+void mti_coh_pool_close(mt_coh *c)
 {
     coh_pool *p = c->pool;
     atomic_store_explicit(&p->closed, 1, memory_order_release);
@@ -123,7 +123,7 @@ void coh_pool_close(mt_coh *c)
     pool_put_n(p, n);
 }
 
-coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
+coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
 {
     coh_pool *p = c->pool;
     coh_cmd *cmd = p->local;
@@ -187,11 +187,11 @@ coh_cmd *coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
 static void release_roots(coh_cmd *cmd)
 {
     for (uint32_t i = 0; i < cmd->nroots; i++)
-        coh_root_unref(cmd->roots[i]);
+        mti_coh_root_unref(cmd->roots[i]);
     cmd->nroots = 0;
 }
 
-void coh_cmd_unref(coh_cmd *cmd)
+void mti_coh_cmd_unref(coh_cmd *cmd)
 {
     if (!cmd)
         return;
@@ -200,7 +200,7 @@ void coh_cmd_unref(coh_cmd *cmd)
         return;
     release_roots(cmd);
     if (cmd->absorb)
-        coh_root_unref(cmd->absorb);
+        mti_coh_root_unref(cmd->absorb);
     if (cmd->deps != cmd->deps_inline)
         free(cmd->deps);
     if (cmd->roots != cmd->roots_inline)
@@ -243,7 +243,7 @@ static int grow_array(void **arr, uint32_t *cap, size_t elem, void *inline_stora
     return 0;
 }
 
-int coh_cmd_add_root(coh_cmd *cmd, coh_root *root)
+int mti_coh_cmd_add_root(coh_cmd *cmd, coh_root *root)
 {
     for (uint32_t i = 0; i < cmd->nroots; i++)
         if (cmd->roots[i] == root)
@@ -252,12 +252,12 @@ int coh_cmd_add_root(coh_cmd *cmd, coh_root *root)
         grow_array((void **)&cmd->roots, &cmd->caproots, sizeof *cmd->roots, cmd->roots_inline,
                    cmd->nroots))
         return -ENOMEM;
-    coh_root_ref(root);
+    mti_coh_root_ref(root);
     cmd->roots[cmd->nroots++] = root;
     return 0;
 }
 
-int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f)
+int mti_coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f)
 {
     if (cmd->nfix == cmd->capfix &&
         grow_array((void **)&cmd->fix, &cmd->capfix, sizeof *cmd->fix, cmd->fix_inline, cmd->nfix))
@@ -266,7 +266,7 @@ int coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f)
     return 0;
 }
 
-int coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
+int mti_coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
 {
     if (cmd->nsegs == cmd->capsegs &&
         grow_array((void **)&cmd->segs, &cmd->capsegs, sizeof *cmd->segs, cmd->segs_inline,
@@ -276,7 +276,7 @@ int coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)
     return 0;
 }
 
-int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
+int mti_coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
 {
     for (uint32_t i = 0; i < cmd->nloc; i++)
         if (cmd->loc[i] == loc) {
@@ -285,7 +285,7 @@ int coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
         }
     if (cmd->nloc == 2)
         return -EINVAL; /* a command touches at most two locations */
-    uint64_t s = coh_loc_take(coh_loc_of(c, loc));
+    uint64_t s = mti_coh_loc_take(mti_coh_loc_of(c, loc));
     if (!s)
         return -ENOMEM;
     cmd->loc[cmd->nloc] = loc;
@@ -324,7 +324,7 @@ static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
     return 0;
 }
 
-int coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
+int mti_coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
 {
     (void)c;
     cmd_lock(dep);
@@ -333,7 +333,7 @@ int coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
     return rc;
 }
 
-int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
+int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
 {
     if (!dep || dep == cmd)
         return 0;
@@ -341,17 +341,17 @@ int coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
      * (acquire pairs with the release store of the status). */
     if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
         return 0;
-    return coh_cmd_link(c, cmd, dep, kind);
+    return mti_coh_cmd_link(c, cmd, dep, kind);
 }
 
-int coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep)
+int mti_coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep)
 {
     return link_locked(cmd, dep, COH_DEP_DATA);
 }
 
-int coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
 {
-    return coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
+    return mti_coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
 }
 
 /* A worklist of commands to complete with a status. */
@@ -390,7 +390,7 @@ static void ready(coh_cmd *cmd, worklist *w)
     else if (!cmd->eng)
         wl_push(w, cmd, 0);
     else
-        coh_engine_push(cmd->eng, cmd);
+        mti_coh_engine_push(cmd->eng, cmd);
 }
 
 static void account(mt_coh *c, coh_cmd *cmd, int status)
@@ -415,9 +415,9 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
     /* A failed download's pages are not host writes either (the fixup
      * clears the host's bit there): absorbed whatever the status. */
     if (cmd->absorb)
-        coh_track_absorb(cmd->absorb, cmd);
+        mti_coh_track_absorb(cmd->absorb, cmd);
     if (status < 0 && cmd->nfix)
-        coh_fixup_push(c, cmd); /* keeps its roots for the planner */
+        mti_coh_fixup_push(c, cmd); /* keeps its roots for the planner */
     else
         release_roots(cmd);
     /* Publish the status and take the dependents in one step (see top). */
@@ -432,7 +432,7 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
     /* Sequence numbers after the status: a location whose watermark passes
      * this command releases memory only once the command is final. */
     for (uint32_t i = 0; i < cmd->nloc; i++)
-        coh_loc_done(coh_loc_of(c, cmd->loc[i]), cmd->seq[i]);
+        mti_coh_loc_done(mti_coh_loc_of(c, cmd->loc[i]), cmd->seq[i]);
     /* seq_cst pairs with the waiter's increment of `waiters` before its
      * re-check of the status (a Dekker pair, as in the timeline). */
     atomic_thread_fence(memory_order_seq_cst);
@@ -459,35 +459,35 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
         free(deps);
 }
 
-void coh_cmd_complete(coh_cmd *cmd, int status)
+void mti_coh_cmd_complete(coh_cmd *cmd, int status)
 {
     worklist w = {.v = NULL, .n = 0, .cap = 16};
     w.v = w.inl;
     complete_one(cmd, status, &w);
-    coh_cmd_unref(cmd); /* the execution's reference */
+    mti_coh_cmd_unref(cmd); /* the execution's reference */
     while (w.n) {
         work x = w.v[--w.n];
         complete_one(x.cmd, x.status, &w);
-        coh_cmd_unref(x.cmd);
+        mti_coh_cmd_unref(x.cmd);
     }
     if (w.v != w.inl)
         free(w.v);
 }
 
-void coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
+void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
 {
-    /* The execution's reference: dropped by coh_cmd_complete. */
-    coh_cmd_ref(cmd);
-    coh_cmd_arm_give(c, cmd);
+    /* The execution's reference: dropped by mti_coh_cmd_complete. */
+    mti_coh_cmd_ref(cmd);
+    mti_coh_cmd_arm_give(c, cmd);
 }
 
-void coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
+void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
 {
     if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) != 1)
         return;
     int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);
     if (err || !cmd->eng) {
-        coh_cmd_complete(cmd, err);
+        mti_coh_cmd_complete(cmd, err);
         return;
     }
     /* Ready now: into the engine's batch, handed over at the next doorbell. */
@@ -509,18 +509,18 @@ int mt_coh_event_status(const mt_coh_event *ev)
 {
     if (!ev)
         return -EINVAL;
-    return coh_cmd_status((const coh_cmd *)ev);
+    return mti_coh_cmd_status((const coh_cmd *)ev);
 }
 
 void mt_coh_event_retain(mt_coh_event *ev)
 {
     if (ev)
-        coh_cmd_ref((coh_cmd *)ev);
+        mti_coh_cmd_ref((coh_cmd *)ev);
 }
 
 void mt_coh_event_release(mt_coh_event *ev)
 {
-    coh_cmd_unref((coh_cmd *)ev);
+    mti_coh_cmd_unref((coh_cmd *)ev);
 }
 
 int mt_coh_event_info_get(const mt_coh_event *ev, mt_coh_event_info *out)
@@ -539,29 +539,29 @@ int mt_coh_event_wait(mt_coh_event *ev, int64_t timeout_ns)
     if (!ev)
         return -EINVAL;
     coh_cmd *cmd = (coh_cmd *)ev;
-    int st = coh_cmd_status(cmd);
+    int st = mti_coh_cmd_status(cmd);
     if (st != COH_PENDING)
         return st;
     /* The command may still sit in a batch: hand everything over first. */
     mt_coh *c = cmd->ctx;
     pthread_mutex_lock(&c->lock);
     if (c->batch_count)
-        coh_doorbell_all(c);
+        mti_coh_doorbell_all(c);
     pthread_mutex_unlock(&c->lock);
     if (timeout_ns == 0)
-        return coh_cmd_status(cmd) == COH_PENDING ? MT_ETIMEDOUT : coh_cmd_status(cmd);
+        return mti_coh_cmd_status(cmd) == COH_PENDING ? MT_ETIMEDOUT : mti_coh_cmd_status(cmd);
     struct timespec dl;
     if (timeout_ns > 0)
-        mt_deadline_after(&dl, timeout_ns);
+        mti_deadline_after(&dl, timeout_ns);
     pthread_once(&park_once, park_init);
     struct park *pk = park_of(cmd);
     pthread_mutex_lock(&pk->m);
     atomic_fetch_add_explicit(&cmd->waiters, 1, memory_order_seq_cst);
     while (atomic_load_explicit(&cmd->status, memory_order_seq_cst) == COH_PENDING)
-        if (mt_cond_wait_until(&pk->cv, &pk->m, timeout_ns > 0 ? &dl : NULL))
+        if (mti_cond_wait_until(&pk->cv, &pk->m, timeout_ns > 0 ? &dl : NULL))
             break;
     atomic_fetch_sub_explicit(&cmd->waiters, 1, memory_order_relaxed);
     pthread_mutex_unlock(&pk->m);
-    st = coh_cmd_status(cmd);
+    st = mti_coh_cmd_status(cmd);
     return st == COH_PENDING ? MT_ETIMEDOUT : st;
 }

@@ -50,7 +50,7 @@ static uint64_t source_candidates(mt_coh *c, uint32_t to, uint64_t m, int *relay
     return m;
 }
 
-uint32_t coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay)
+uint32_t mti_coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay)
 {
     return lowest(source_candidates(c, to, m, relay));
 }
@@ -74,10 +74,10 @@ static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
                : host_mem_to && from != MT_COH_HOST ? MT_COH_OP_DOWNLOAD
                                                     : MT_COH_OP_PEER;
     uint32_t eng_dev = kind == MT_COH_OP_DOWNLOAD ? from : to;
-    coh_cmd *cmd = coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[eng_dev]->eng[MT_COH_ENGINE_COPY]);
+    coh_cmd *cmd = mti_coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[eng_dev]->eng[MT_COH_ENGINE_COPY]);
     if (!cmd)
         return NULL;
-    /* The op's fields a copy uses, written once (coh_cmd_new leaves a
+    /* The op's fields a copy uses, written once (mti_coh_cmd_new leaves a
      * migration's op as it was; RUN's fields stay unused). */
     mt_coh_op *op = &cmd->op;
     op->kind = kind;
@@ -111,7 +111,7 @@ static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
         cmd->host_len = r->size;
     }
     if (to == MT_COH_HOST && r->track) {
-        coh_root_ref(r);
+        mti_coh_root_ref(r);
         cmd->absorb = r;
     }
     return cmd;
@@ -137,21 +137,21 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main, int unlink
     if (unlinked)
         atomic_store_explicit(&cmd->refs, 2, memory_order_relaxed);
     else
-        coh_cmd_ref(cmd);
-    coh_root_ref(r);
+        mti_coh_cmd_ref(cmd);
+    mti_coh_root_ref(r);
     cmd->roots[0] = r;
     cmd->nroots = 1;
     cmd->fix[0] = (coh_fix){.root = r, .uid = dst->uid, .loc = to, .use_segs = 1};
     cmd->nfix = 1;
     /* RAW on the source, writes into the target in order, and the command
      * that needs the data waits for this copy (not armed yet: no lock). */
-    int rc = coh_cmd_depend(c, cmd, src->last_write);
+    int rc = mti_coh_cmd_depend(c, cmd, src->last_write);
     if (!rc)
-        rc = coh_cmd_depend(c, cmd, dst->last_write);
+        rc = mti_coh_cmd_depend(c, cmd, dst->last_write);
     if (!rc && main)
-        rc = coh_cmd_depend_fresh(main, cmd);
+        rc = mti_coh_cmd_depend_fresh(main, cmd);
     /* Sequence numbers at both ends (from != to). */
-    uint64_t s1 = coh_loc_take(coh_loc_of(c, from)), s2 = coh_loc_take(coh_loc_of(c, to));
+    uint64_t s1 = mti_coh_loc_take(mti_coh_loc_of(c, from)), s2 = mti_coh_loc_take(mti_coh_loc_of(c, to));
     if (s1) {
         cmd->loc[cmd->nloc] = from;
         cmd->seq[cmd->nloc++] = s1;
@@ -168,11 +168,11 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main, int unlink
     /* Out of memory half way is reported to the caller; the command still
      * runs (it can only lack a dependency whose append failed, and then the
      * enqueue fails too). */
-    coh_cmd_unref(dst->last_write); /* the reference counted at the top */
+    mti_coh_cmd_unref(dst->last_write); /* the reference counted at the top */
     dst->last_write = cmd;
-    coh_inst_touch(c, src);
+    mti_coh_inst_touch(c, src);
     if (cmd->absorb) /* segments final: collections drop its pages from now on */
-        coh_track_inflight(cmd->absorb, cmd);
+        mti_coh_track_inflight(cmd->absorb, cmd);
     c->st_migrations += 1;
     uint64_t *ctr = cmd->op.kind == MT_COH_OP_UPLOAD     ? &c->st_h2d
                     : cmd->op.kind == MT_COH_OP_DOWNLOAD ? &c->st_d2h
@@ -185,11 +185,11 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main, int unlink
         else
             main->bytes_relay += bytes;
     }
-    coh_cmd_arm_give(c, cmd); /* the planner's reference becomes the execution's */
+    mti_coh_cmd_arm_give(c, cmd); /* the planner's reference becomes the execution's */
     return rc;
 }
 
-void coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main)
+void mti_coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main)
 {
     b->c = c;
     b->r = r;
@@ -218,23 +218,23 @@ static int flush_one(coh_builder *b, uint32_t which)
         rc = -ENOMEM;
     } else {
         for (uint32_t i = 0; i < down->nsegs && !rc; i++)
-            rc = coh_cmd_add_seg(up, down->segs[i].src, down->segs[i].dst, down->segs[i].len);
+            rc = mti_coh_cmd_add_seg(up, down->segs[i].src, down->segs[i].dst, down->segs[i].len);
     }
     for (uint32_t i = 0; i < down->nsegs; i++)
-        if (coh_runs_reserve(&r->runs, 2) == 0)
-            coh_runs_update(&r->runs, down->segs[i].dst, down->segs[i].dst + down->segs[i].len,
+        if (mti_coh_runs_reserve(&r->runs, 2) == 0)
+            mti_coh_runs_update(&r->runs, down->segs[i].dst, down->segs[i].dst + down->segs[i].len,
                             ~0ull, COH_BIT(MT_COH_HOST));
     int rc2 = issue(c, r, down, b->main, 1);
     if (up) {
         if (!rc)
-            rc = coh_cmd_depend(c, up, down);
+            rc = mti_coh_cmd_depend(c, up, down);
         int rc3 = issue(c, r, up, b->main, 0);
         rc = rc ? rc : rc3;
     }
     return rc ? rc : rc2;
 }
 
-int coh_fetch_flush(coh_builder *b, int force)
+int mti_coh_fetch_flush(coh_builder *b, int force)
 {
     if (!b->n)
         return 0;
@@ -255,7 +255,7 @@ int coh_fetch_flush(coh_builder *b, int force)
     b->n = 0;
     b->bytes = 0;
     if (!force && b->to != MT_COH_HOST) /* pipelining: hand it over now */
-        coh_engine_doorbell(&b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY]);
+        mti_coh_engine_doorbell(&b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY]);
     return rc;
 }
 
@@ -273,7 +273,7 @@ static int add_piece(coh_builder *b, uint64_t a, uint64_t e, uint64_t m)
     if (i == b->n) {
         uint32_t from = lowest(cand & b->pref ? cand & b->pref : cand);
         if (b->n == COH_MAX_SOURCES) {
-            int rc = coh_fetch_flush(b, 1);
+            int rc = mti_coh_fetch_flush(b, 1);
             if (rc)
                 return rc;
             i = 0;
@@ -287,7 +287,7 @@ static int add_piece(coh_builder *b, uint64_t a, uint64_t e, uint64_t m)
         b->n = i + 1;
     }
     b->bytes += e - a;
-    return coh_cmd_add_seg(b->m[i].cmd, a, a, e - a);
+    return mti_coh_cmd_add_seg(b->m[i].cmd, a, a, e - a);
 }
 
 /* The pieces of [a, bnd) stale at the target, with b->pref set. */
@@ -295,13 +295,13 @@ static int fetch_pieces(coh_builder *b, uint64_t a, uint64_t bnd)
 {
     const coh_runs *rs = &b->r->runs;
     uint64_t bit = COH_BIT(b->to);
-    uint32_t k0 = coh_runs_find(rs, a);
+    uint32_t k0 = mti_coh_runs_find(rs, a);
     for (uint32_t k = k0; k < rs->n && rs->v[k].start < bnd; k++) {
         uint64_t m = rs->v[k].mask;
         if ((m & bit) || !m)
             continue; /* valid there already, or lost (validation refused reads of it) */
         uint64_t s = rs->v[k].start > a ? rs->v[k].start : a;
-        uint64_t e = coh_run_end(rs, k) < bnd ? coh_run_end(rs, k) : bnd;
+        uint64_t e = mti_coh_run_end(rs, k) < bnd ? mti_coh_run_end(rs, k) : bnd;
         int rc = add_piece(b, s, e, m);
         if (rc)
             return rc;
@@ -309,21 +309,21 @@ static int fetch_pieces(coh_builder *b, uint64_t a, uint64_t bnd)
     return 0;
 }
 
-int coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd)
+int mti_coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd)
 {
     int lost;
-    coh_runs_stale(&b->r->runs, a, bnd, COH_BIT(b->to), &b->pref, &lost);
+    mti_coh_runs_stale(&b->r->runs, a, bnd, COH_BIT(b->to), &b->pref, &lost);
     return fetch_pieces(b, a, bnd);
 }
 
-void coh_fetch_end(coh_builder *b)
+void mti_coh_fetch_end(coh_builder *b)
 {
     for (uint32_t i = 0; i < b->n; i++)
-        coh_cmd_unref(b->m[i].cmd); /* never issued (error path) */
+        mti_coh_cmd_unref(b->m[i].cmd); /* never issued (error path) */
     b->n = 0;
 }
 
-int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
+int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
                    uint64_t pref)
 {
     /* Fast path: the whole range already valid at `to`. */
@@ -331,10 +331,10 @@ int coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, 
     if (rs->n == 1 && (rs->v[0].mask & COH_BIT(to)))
         return 0;
     coh_builder bld;
-    coh_fetch_begin(&bld, c, r, to, main);
+    mti_coh_fetch_begin(&bld, c, r, to, main);
     bld.pref = pref ? pref : ~0ull;
     int rc = fetch_pieces(&bld, a, b);
-    int rc2 = coh_fetch_flush(&bld, 1);
-    coh_fetch_end(&bld);
+    int rc2 = mti_coh_fetch_flush(&bld, 1);
+    mti_coh_fetch_end(&bld);
     return rc ? rc : rc2;
 }

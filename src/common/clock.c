@@ -3,20 +3,20 @@
 
 #include <errno.h>
 
-uint64_t mt_now_ns(void)
+uint64_t mti_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void mt_sleep_ns(uint64_t ns)
+void mti_sleep_ns(uint64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
     nanosleep(&ts, NULL);
 }
 
-int mt_cond_init_monotonic(pthread_cond_t *c)
+int mti_cond_init_monotonic(pthread_cond_t *c)
 {
     pthread_condattr_t attr;
     int rc = pthread_condattr_init(&attr);
@@ -29,7 +29,7 @@ int mt_cond_init_monotonic(pthread_cond_t *c)
     return -rc;
 }
 
-void mt_deadline_after(struct timespec *ts, int64_t timeout_ns)
+void mti_deadline_after(struct timespec *ts, int64_t timeout_ns)
 {
     clock_gettime(CLOCK_MONOTONIC, ts);
     int64_t sec = timeout_ns / 1000000000, nsec = timeout_ns % 1000000000;
@@ -44,7 +44,7 @@ void mt_deadline_after(struct timespec *ts, int64_t timeout_ns)
     }
 }
 
-int mt_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *deadline)
+int mti_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *deadline)
 {
     if (!deadline) {
         pthread_cond_wait(c, m);

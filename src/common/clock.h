@@ -11,16 +11,16 @@
 
 /* Monotonic clock in nanoseconds. Async-signal-safe (clock_gettime is on
  * POSIX's list): the emergency flush times itself with it. */
-uint64_t mt_now_ns(void);
+uint64_t mti_now_ns(void);
 
 /* Sleeps about `ns` nanoseconds (nanosleep; an interrupting signal ends it
  * early). Async-signal-safe. */
-void mt_sleep_ns(uint64_t ns);
+void mti_sleep_ns(uint64_t ns);
 
 /* A hint to the CPU inside a polling loop (lets the sibling hyperthread
  * run, saves power); a no-op where there is no such instruction. Inline:
  * signal-handler spin loops use it and must not depend on a call. */
-static inline void mt_cpu_relax(void)
+static inline void mti_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -31,14 +31,14 @@ static inline void mt_cpu_relax(void)
 
 /* Initialises a condition variable whose timed waits use CLOCK_MONOTONIC.
  * Returns 0 or a negated pthread error. */
-int mt_cond_init_monotonic(pthread_cond_t *c);
+int mti_cond_init_monotonic(pthread_cond_t *c);
 
 /* Sets *ts to now + timeout_ns on CLOCK_MONOTONIC (timeout_ns >= 0),
  * saturating instead of overflowing. */
-void mt_deadline_after(struct timespec *ts, int64_t timeout_ns);
+void mti_deadline_after(struct timespec *ts, int64_t timeout_ns);
 
 /* Waits on `c` (holding `m`) until signalled or `deadline` passes; NULL
  * deadline waits without limit. Returns 1 when the deadline passed, else 0. */
-int mt_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *deadline);
+int mti_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *deadline);
 
 #endif

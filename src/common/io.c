@@ -5,7 +5,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-int mt_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
+int mti_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
 {
     const uint8_t *q = p;
     while (n > 0) {

@@ -8,6 +8,6 @@
 /* Writes all n bytes of p at offset off of fd, retrying short writes and
  * EINTR. Returns 0, -errno, or -EIO when the file takes no more bytes.
  * Async-signal-safe (pwrite only): the emergency flush writes with it. */
-int mt_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
+int mti_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-size_t mt_page_size(void)
+size_t mti_page_size(void)
 {
     /* relaxed: every thread computes the same value; a race only repeats
      * the sysconf call. */

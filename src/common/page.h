@@ -9,6 +9,6 @@
  * once called outside a handler (the trackers call it when created, before
  * any handler can need it; glibc's sysconf(_SC_PAGESIZE) is a plain read
  * anyway). Any thread. */
-size_t mt_page_size(void);
+size_t mti_page_size(void);
 
 #endif

@@ -35,11 +35,11 @@ int mt_sim_create(const mt_sim_opts *opts, mt_sim **out)
     sim->posts = malloc(sim->cap_posts * sizeof *sim->posts);
     int rc = (sim->mem && sim->arena && sim->posts) ? 0 : -ENOMEM;
     if (!rc)
-        rc = mt_sim_heap_create(size, &sim->heap);
+        rc = mti_sim_heap_create(size, &sim->heap);
     if (!rc)
-        rc = mt_cond_init_monotonic(&sim->cond);
+        rc = mti_cond_init_monotonic(&sim->cond);
     if (rc) {
-        mt_sim_heap_destroy(sim->heap);
+        mti_sim_heap_destroy(sim->heap);
         free(sim->posts);
         free(sim->arena);
         free(sim->mem);
@@ -58,7 +58,7 @@ void mt_sim_destroy(mt_sim *sim)
     mt_sim_detach(sim);
     pthread_cond_destroy(&sim->cond);
     pthread_mutex_destroy(&sim->lock);
-    mt_sim_heap_destroy(sim->heap);
+    mti_sim_heap_destroy(sim->heap);
     free(sim->posts);
     free(sim->arena);
     free(sim->mem);
@@ -128,7 +128,7 @@ static int inject(mt_sim *sim, mt_stream *s, uint64_t n)
     if (f->stall_at == n && stall(sim))
         return 1;
     if (f->delay_every && n % f->delay_every == 0) {
-        mt_sleep_ns(f->delay_ns);
+        mti_sleep_ns(f->delay_ns);
     }
     return 0;
 }
@@ -144,7 +144,7 @@ static long run_batch(mt_sim *sim, mt_stream *s, const mt_cmd *cmds, long n, uin
                 return i;
             *next = next_fault(&sim->faults, k);
         }
-        if (cmds[i].op != MT_CMD_NOP && mt_sim_exec(sim, s, &cmds[i]) != 0) {
+        if (cmds[i].op != MT_CMD_NOP && mti_sim_exec(sim, s, &cmds[i]) != 0) {
             die(sim, s, *done); /* a device fault */
             return i;
         }
@@ -173,9 +173,9 @@ static void *device_main(void *arg)
             break;
     }
     if (atomic_load_explicit(&sim->lost, memory_order_relaxed))
-        mt_sim_discard(sim); /* a dead device's pending writes never land */
+        mti_sim_discard(sim); /* a dead device's pending writes never land */
     else
-        mt_sim_commit(sim);
+        mti_sim_commit(sim);
     return NULL;
 }
 
@@ -229,7 +229,7 @@ int mt_sim_reset(mt_sim *sim)
     if (!rc) {
         atomic_store_explicit(&sim->lost, 0, memory_order_relaxed);
         memset(sim->regs, 0, sizeof sim->regs);
-        mt_sim_discard(sim);
+        mti_sim_discard(sim);
     }
     pthread_mutex_unlock(&sim->lock);
     return rc;
@@ -283,7 +283,7 @@ size_t mt_sim_size(const mt_sim *sim) { return sim->size; }
 int mt_sim_alloc(mt_sim *sim, size_t size, size_t align, uint64_t *addr)
 {
     uint64_t off;
-    int rc = mt_sim_heap_alloc(sim->heap, size, align ? align : 64, &off);
+    int rc = mti_sim_heap_alloc(sim->heap, size, align ? align : 64, &off);
     if (rc)
         return rc;
     *addr = sim->base + off;
@@ -292,14 +292,14 @@ int mt_sim_alloc(mt_sim *sim, size_t size, size_t align, uint64_t *addr)
 
 int mt_sim_free(mt_sim *sim, uint64_t addr)
 {
-    if (mt_sim_offset(sim, addr, 0) < 0)
+    if (mti_sim_offset(sim, addr, 0) < 0)
         return -EINVAL;
-    return mt_sim_heap_free(sim->heap, addr - sim->base);
+    return mti_sim_heap_free(sim->heap, addr - sim->base);
 }
 
 int mt_sim_read(mt_sim *sim, uint64_t addr, void *dst, size_t len)
 {
-    int64_t off = mt_sim_offset(sim, addr, len);
+    int64_t off = mti_sim_offset(sim, addr, len);
     if (off < 0)
         return -EFAULT;
     memcpy(dst, sim->mem + off, len);
@@ -308,7 +308,7 @@ int mt_sim_read(mt_sim *sim, uint64_t addr, void *dst, size_t len)
 
 int mt_sim_write(mt_sim *sim, uint64_t addr, const void *src, size_t len)
 {
-    int64_t off = mt_sim_offset(sim, addr, len);
+    int64_t off = mti_sim_offset(sim, addr, len);
     if (off < 0)
         return -EFAULT;
     memcpy(sim->mem + off, src, len);

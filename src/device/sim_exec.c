@@ -11,7 +11,7 @@
 
 #include "sim_internal.h"
 
-void mt_sim_commit(mt_sim *sim)
+void mti_sim_commit(mt_sim *sim)
 {
     if (!sim->nposts)
         return;
@@ -19,7 +19,7 @@ void mt_sim_commit(mt_sim *sim)
         const mt_sim_post *p = &sim->posts[i];
         memcpy(sim->mem + p->off, sim->arena + p->data, p->len);
     }
-    mt_sim_discard(sim);
+    mti_sim_discard(sim);
     atomic_fetch_add_explicit(&sim->commits, 1, memory_order_relaxed);
 }
 
@@ -29,11 +29,11 @@ void mt_sim_commit(mt_sim *sim)
 static unsigned char *post(mt_sim *sim, uint64_t off, size_t len)
 {
     if (len > sim->arena_cap) {
-        mt_sim_commit(sim);
+        mti_sim_commit(sim);
         return sim->mem + off;
     }
     if (sim->arena_used + len > sim->arena_cap || sim->nposts == sim->cap_posts) {
-        mt_sim_commit(sim);
+        mti_sim_commit(sim);
         atomic_fetch_add_explicit(&sim->overflows, 1, memory_order_relaxed);
     }
     sim->posts[sim->nposts++] = (mt_sim_post){off, len, sim->arena_used};
@@ -45,7 +45,7 @@ static unsigned char *post(mt_sim *sim, uint64_t off, size_t len)
 static int exec_fill(mt_sim *sim)
 {
     uint64_t len = sim->regs[MT_SIM_REG_LEN], v = sim->regs[MT_SIM_REG_VALUE];
-    int64_t off = mt_sim_offset(sim, sim->regs[MT_SIM_REG_DST], len);
+    int64_t off = mti_sim_offset(sim, sim->regs[MT_SIM_REG_DST], len);
     if (off < 0)
         return -EFAULT;
     unsigned char *dst = post(sim, (uint64_t)off, len);
@@ -57,8 +57,8 @@ static int exec_fill(mt_sim *sim)
 static int exec_copy(mt_sim *sim)
 {
     uint64_t len = sim->regs[MT_SIM_REG_LEN];
-    int64_t src = mt_sim_offset(sim, sim->regs[MT_SIM_REG_SRC], len);
-    int64_t dst = mt_sim_offset(sim, sim->regs[MT_SIM_REG_DST], len);
+    int64_t src = mti_sim_offset(sim, sim->regs[MT_SIM_REG_SRC], len);
+    int64_t dst = mti_sim_offset(sim, sim->regs[MT_SIM_REG_DST], len);
     if (src < 0 || dst < 0)
         return -EFAULT;
     /* The source is read now, from memory as it is (posted writes excluded):
@@ -69,7 +69,7 @@ static int exec_copy(mt_sim *sim)
 
 static int exec_store(mt_sim *sim, const mt_cmd *c)
 {
-    int64_t off = mt_sim_offset(sim, c->b, 8);
+    int64_t off = mti_sim_offset(sim, c->b, 8);
     if (off < 0)
         return -EFAULT;
     unsigned char *dst = post(sim, (uint64_t)off, 8);
@@ -78,7 +78,7 @@ static int exec_store(mt_sim *sim, const mt_cmd *c)
     return 0;
 }
 
-int mt_sim_exec(mt_sim *sim, mt_stream *s, const mt_cmd *c)
+int mti_sim_exec(mt_sim *sim, mt_stream *s, const mt_cmd *c)
 {
     switch (c->op) {
     case MT_CMD_NOP:
@@ -91,16 +91,16 @@ int mt_sim_exec(mt_sim *sim, mt_stream *s, const mt_cmd *c)
     case MT_CMD_FENCE:
         /* Everything before the fence is visible before it is signalled; the
          * signal's release publishes these memory writes to the waiter. */
-        mt_sim_commit(sim);
+        mti_sim_commit(sim);
         atomic_fetch_add_explicit(&sim->fences, 1, memory_order_relaxed);
         mt_timeline_signal_raw(mt_stream_timeline(s), c->a);
         return 0;
     case MT_CMD_BARRIER:
-        mt_sim_commit(sim);
+        mti_sim_commit(sim);
         atomic_fetch_add_explicit(&sim->barriers, 1, memory_order_relaxed);
         return 0;
     case MT_CMD_RESET:
-        mt_sim_commit(sim);
+        mti_sim_commit(sim);
         memset(sim->regs, 0, sizeof sim->regs);
         return 0;
     case MT_SIM_FILL:

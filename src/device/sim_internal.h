@@ -18,10 +18,10 @@
 /* Allocator of the device address range: offsets into [0, size). All the
  * sim knows of it is these three calls (sim_mem.c). */
 typedef struct mt_sim_heap mt_sim_heap;
-int mt_sim_heap_create(size_t size, mt_sim_heap **out);
-void mt_sim_heap_destroy(mt_sim_heap *h);
-int mt_sim_heap_alloc(mt_sim_heap *h, size_t size, size_t align, uint64_t *off);
-int mt_sim_heap_free(mt_sim_heap *h, uint64_t off);
+int mti_sim_heap_create(size_t size, mt_sim_heap **out);
+void mti_sim_heap_destroy(mt_sim_heap *h);
+int mti_sim_heap_alloc(mt_sim_heap *h, size_t size, size_t align, uint64_t *off);
+int mti_sim_heap_free(mt_sim_heap *h, uint64_t off);
 
 typedef struct mt_sim_post {
     uint64_t off;  /* destination offset in device memory */
@@ -59,20 +59,20 @@ struct mt_sim {
 
 /* Executes one command (device thread). Returns 0, or a negative code for a
  * device fault (the caller loses the device). */
-int mt_sim_exec(mt_sim *sim, mt_stream *s, const mt_cmd *c);
+int mti_sim_exec(mt_sim *sim, mt_stream *s, const mt_cmd *c);
 
 /* Makes every posted write visible, in order. */
-void mt_sim_commit(mt_sim *sim);
+void mti_sim_commit(mt_sim *sim);
 
 /* Drops the posted writes (loss, reset). */
-static inline void mt_sim_discard(mt_sim *sim)
+static inline void mti_sim_discard(mt_sim *sim)
 {
     sim->nposts = 0;
     sim->arena_used = 0;
 }
 
 /* Offset of [addr, addr+len) in device memory, or -1 when outside it. */
-static inline int64_t mt_sim_offset(const mt_sim *sim, uint64_t addr, uint64_t len)
+static inline int64_t mti_sim_offset(const mt_sim *sim, uint64_t addr, uint64_t len)
 {
     if (addr < sim->base)
         return -1;

@@ -16,7 +16,7 @@ struct mt_sim_heap {
     uint32_t region;
 };
 
-int mt_sim_heap_create(size_t size, mt_sim_heap **out)
+int mti_sim_heap_create(size_t size, mt_sim_heap **out)
 {
     mt_sim_heap *h = calloc(1, sizeof *h);
     if (!h)
@@ -35,7 +35,7 @@ int mt_sim_heap_create(size_t size, mt_sim_heap **out)
     return 0;
 }
 
-void mt_sim_heap_destroy(mt_sim_heap *h)
+void mti_sim_heap_destroy(mt_sim_heap *h)
 {
     if (!h)
         return;
@@ -44,7 +44,7 @@ void mt_sim_heap_destroy(mt_sim_heap *h)
     free(h);
 }
 
-int mt_sim_heap_alloc(mt_sim_heap *h, size_t size, size_t align, uint64_t *off)
+int mti_sim_heap_alloc(mt_sim_heap *h, size_t size, size_t align, uint64_t *off)
 {
     mt_alloc_block b;
     pthread_mutex_lock(&h->lock);
@@ -55,7 +55,7 @@ int mt_sim_heap_alloc(mt_sim_heap *h, size_t size, size_t align, uint64_t *off)
     return rc;
 }
 
-int mt_sim_heap_free(mt_sim_heap *h, uint64_t off)
+int mti_sim_heap_free(mt_sim_heap *h, uint64_t off)
 {
     pthread_mutex_lock(&h->lock);
     int rc = mt_alloc_free(h->a, h->region, off);

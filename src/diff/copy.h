@@ -9,7 +9,7 @@
 
 /* Most runs are a few bytes: fixed-size (inlined) overlapping copies instead
  * of a libc call. */
-static inline void mt_copy_bytes(uint8_t *dst, const uint8_t *src, size_t n)
+static inline void mti_copy_bytes(uint8_t *dst, const uint8_t *src, size_t n)
 {
     if (n >= 8 && n <= 16) {
         memcpy(dst, src, 8);
@@ -27,13 +27,13 @@ static inline void mt_copy_bytes(uint8_t *dst, const uint8_t *src, size_t n)
 
 /* Copies exactly the bytes i < 64 whose bit i is set in m, run by run. The
  * write-back path relies on it never storing a byte whose bit is clear. */
-static inline void mt_copy_masked(uint8_t *dst, const uint8_t *src, uint64_t m)
+static inline void mti_copy_masked(uint8_t *dst, const uint8_t *src, uint64_t m)
 {
     while (m) {
         unsigned s = (unsigned)__builtin_ctzll(m);
         uint64_t rest = ~m & (~0ull << s); /* clear bits from s on */
         unsigned e = rest ? (unsigned)__builtin_ctzll(rest) : 64;
-        mt_copy_bytes(dst + s, src + s, e - s);
+        mti_copy_bytes(dst + s, src + s, e - s);
         m = e < 64 ? m & (~0ull << e) : 0;
     }
 }

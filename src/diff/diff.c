@@ -20,7 +20,7 @@ static size_t run_end(const mt_diff_region *r) { return r->offset + r->length; }
 
 long mt_diff(mt_diff_job *job, const mt_diff_opts *opts, mt_diff_region *out, size_t max)
 {
-    int rc = mt_diff_job_check(job);
+    int rc = mti_diff_job_check(job);
     if (rc < 0)
         return rc;
     if (!job->shadow || (!out && max > 0))
@@ -28,12 +28,12 @@ long mt_diff(mt_diff_job *job, const mt_diff_opts *opts, mt_diff_region *out, si
     mt_diff_scan sc = {job->live, job->shadow, job->writeback,
                        opts && opts->merge_gap ? opts->merge_gap : MT_DIFF_DEFAULT_MERGE_GAP,
                        out, 0, max};
-    mt_diff_scan_fn scan = mt_diff_kernel_get()->scan;
+    mt_diff_scan_fn scan = mti_diff_kernel_get()->scan;
     mt_diff_region whole;
     size_t nreg;
-    const mt_diff_region *reg = mt_diff_job_regions(job, &whole, &nreg);
+    const mt_diff_region *reg = mti_diff_job_regions(job, &whole, &nreg);
 
-    for (size_t i = mt_diff_job_first(reg, nreg, job->cursor); i < nreg; i++) {
+    for (size_t i = mti_diff_job_first(reg, nreg, job->cursor); i < nreg; i++) {
         size_t pos = reg[i].offset > job->cursor ? reg[i].offset : job->cursor;
         size_t end = reg[i].offset + reg[i].length;
         if (pos >= end)
@@ -43,7 +43,7 @@ long mt_diff(mt_diff_job *job, const mt_diff_opts *opts, mt_diff_region *out, si
         /* The open run grew into this region: the bytes between the regions
          * were not examined, so copy them as they are now. */
         if (open && run_end(&out[open - 1]) > before && before < pos)
-            mt_copy_bytes(sc.shadow + before, sc.live + before, pos - before);
+            mti_copy_bytes(sc.shadow + before, sc.live + before, pos - before);
         if (stop < end) {
             job->cursor = stop;
             return (long)sc.n;

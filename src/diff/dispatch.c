@@ -15,7 +15,7 @@ static _Atomic(const mt_diff_kernel *) g_kernel;
 static const mt_diff_kernel *find(const char *name)
 {
     const mt_diff_kernel *k[8];
-    size_t n = mt_diff_kernels_available(k, 8);
+    size_t n = mti_diff_kernels_available(k, 8);
     for (size_t i = 0; i < n; i++)
         if (strcmp(k[i]->name, name) == 0)
             return k[i];
@@ -29,11 +29,11 @@ static const mt_diff_kernel *choose(void)
     if (k)
         return k;
     const mt_diff_kernel *all[8];
-    size_t n = mt_diff_kernels_available(all, 8);
+    size_t n = mti_diff_kernels_available(all, 8);
     return all[n - 1]; /* best last; never empty */
 }
 
-const mt_diff_kernel *mt_diff_kernel_get(void)
+const mt_diff_kernel *mti_diff_kernel_get(void)
 {
     const mt_diff_kernel *k = atomic_load_explicit(&g_kernel, memory_order_acquire);
     if (!k) {
@@ -43,7 +43,7 @@ const mt_diff_kernel *mt_diff_kernel_get(void)
     return k;
 }
 
-int mt_diff_kernel_force(const char *name)
+int mti_diff_kernel_force(const char *name)
 {
     const mt_diff_kernel *k = find(name);
     if (!k)
@@ -52,4 +52,4 @@ int mt_diff_kernel_force(const char *name)
     return 0;
 }
 
-const char *mt_diff_isa(void) { return mt_diff_kernel_get()->name; }
+const char *mt_diff_isa(void) { return mti_diff_kernel_get()->name; }

@@ -44,17 +44,17 @@ int mt_diff_hashes_create(const void *live, size_t size, const mt_diff_hash_opts
 
 long mt_diff_hashed(mt_diff_hashes *h, mt_diff_job *job, mt_diff_region *out, size_t max)
 {
-    int rc = mt_diff_job_check(job);
+    int rc = mti_diff_job_check(job);
     if (rc < 0)
         return rc;
     if (!h || job->shadow || job->writeback || job->size != h->size || (!out && max > 0))
         return -EINVAL;
     mt_diff_region whole;
     size_t nreg, nout = 0;
-    const mt_diff_region *reg = mt_diff_job_regions(job, &whole, &nreg);
+    const mt_diff_region *reg = mti_diff_job_regions(job, &whole, &nreg);
     size_t next_chunk = job->cursor / h->chunk; /* chunks below were done */
 
-    for (size_t i = mt_diff_job_first(reg, nreg, job->cursor); i < nreg; i++) {
+    for (size_t i = mti_diff_job_first(reg, nreg, job->cursor); i < nreg; i++) {
         if (reg[i].length == 0)
             continue;
         size_t first = reg[i].offset / h->chunk, last = (reg[i].offset + reg[i].length - 1) / h->chunk;

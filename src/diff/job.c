@@ -4,7 +4,7 @@
 
 #include "job.h"
 
-int mt_diff_job_check(const mt_diff_job *job)
+int mti_diff_job_check(const mt_diff_job *job)
 {
     if (!job || !job->live || job->cursor > job->size)
         return -EINVAL;
@@ -20,7 +20,7 @@ int mt_diff_job_check(const mt_diff_job *job)
     return 0;
 }
 
-const mt_diff_region *mt_diff_job_regions(const mt_diff_job *job, mt_diff_region *whole, size_t *n)
+const mt_diff_region *mti_diff_job_regions(const mt_diff_job *job, mt_diff_region *whole, size_t *n)
 {
     if (job->candidates) {
         *n = job->ncandidates;
@@ -32,7 +32,7 @@ const mt_diff_region *mt_diff_job_regions(const mt_diff_job *job, mt_diff_region
     return whole;
 }
 
-size_t mt_diff_job_first(const mt_diff_region *r, size_t n, size_t cursor)
+size_t mti_diff_job_first(const mt_diff_region *r, size_t n, size_t cursor)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {

@@ -7,13 +7,13 @@
 
 /* 0 when the candidates are sorted, non-overlapping and inside [0, size) and
  * the cursor is <= size; -EINVAL otherwise. */
-int mt_diff_job_check(const mt_diff_job *job);
+int mti_diff_job_check(const mt_diff_job *job);
 
 /* The candidate list to walk: the job's, or the whole range as one region
  * (stored in *whole) when it has none. Sets *n. */
-const mt_diff_region *mt_diff_job_regions(const mt_diff_job *job, mt_diff_region *whole, size_t *n);
+const mt_diff_region *mti_diff_job_regions(const mt_diff_job *job, mt_diff_region *whole, size_t *n);
 
 /* Index of the first region that ends after `cursor` (binary search). */
-size_t mt_diff_job_first(const mt_diff_region *r, size_t n, size_t cursor);
+size_t mti_diff_job_first(const mt_diff_region *r, size_t n, size_t cursor);
 
 #endif

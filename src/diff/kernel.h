@@ -34,20 +34,20 @@ typedef struct mt_diff_kernel {
     mt_diff_scan_fn scan;
 } mt_diff_kernel;
 
-size_t mt_diff_scan_scalar(mt_diff_scan *sc, size_t pos, size_t end);
-size_t mt_diff_scan_sse2(mt_diff_scan *sc, size_t pos, size_t end);
-size_t mt_diff_scan_avx2(mt_diff_scan *sc, size_t pos, size_t end);
-size_t mt_diff_scan_avx512(mt_diff_scan *sc, size_t pos, size_t end);
+size_t mti_diff_scan_scalar(mt_diff_scan *sc, size_t pos, size_t end);
+size_t mti_diff_scan_sse2(mt_diff_scan *sc, size_t pos, size_t end);
+size_t mti_diff_scan_avx2(mt_diff_scan *sc, size_t pos, size_t end);
+size_t mti_diff_scan_avx512(mt_diff_scan *sc, size_t pos, size_t end);
 
 /* The kernel mt_diff() uses: chosen once from the CPU (or $MT_DIFF_ISA). */
-const mt_diff_kernel *mt_diff_kernel_get(void);
+const mt_diff_kernel *mti_diff_kernel_get(void);
 
 /* Kernels this CPU can run, best last; fills up to max, returns the count.
  * Tests run every one of them against the reference. */
-size_t mt_diff_kernels_available(const mt_diff_kernel **out, size_t max);
+size_t mti_diff_kernels_available(const mt_diff_kernel **out, size_t max);
 
 /* Makes mt_diff() use the named kernel ("scalar", "sse2", "avx2", "avx512"). Returns 0,
  * or -ENOTSUP when this CPU or build lacks it. For tests and benchmarks. */
-int mt_diff_kernel_force(const char *name);
+int mti_diff_kernel_force(const char *name);
 
 #endif

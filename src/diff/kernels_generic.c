@@ -1,9 +1,9 @@
 /* Kernels on CPUs without an x86 vector unit: the portable one only. */
 #include "kernel.h"
 
-static const mt_diff_kernel k_scalar = {"scalar", mt_diff_scan_scalar};
+static const mt_diff_kernel k_scalar = {"scalar", mti_diff_scan_scalar};
 
-size_t mt_diff_kernels_available(const mt_diff_kernel **out, size_t max)
+size_t mti_diff_kernels_available(const mt_diff_kernel **out, size_t max)
 {
     if (max == 0)
         return 0;

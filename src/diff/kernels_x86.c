@@ -5,10 +5,10 @@
 
 #include "kernel.h"
 
-static const mt_diff_kernel k_scalar = {"scalar", mt_diff_scan_scalar};
-static const mt_diff_kernel k_sse2 = {"sse2", mt_diff_scan_sse2};
-static const mt_diff_kernel k_avx2 = {"avx2", mt_diff_scan_avx2};
-static const mt_diff_kernel k_avx512 = {"avx512", mt_diff_scan_avx512};
+static const mt_diff_kernel k_scalar = {"scalar", mti_diff_scan_scalar};
+static const mt_diff_kernel k_sse2 = {"sse2", mti_diff_scan_sse2};
+static const mt_diff_kernel k_avx2 = {"avx2", mti_diff_scan_avx2};
+static const mt_diff_kernel k_avx512 = {"avx512", mti_diff_scan_avx512};
 
 /* LZCNT (CPUID 0x80000001 ECX bit 5): not every compiler's
  * __builtin_cpu_supports knows the name. */
@@ -18,7 +18,7 @@ static int has_lzcnt(void)
     return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 5));
 }
 
-size_t mt_diff_kernels_available(const mt_diff_kernel **out, size_t max)
+size_t mti_diff_kernels_available(const mt_diff_kernel **out, size_t max)
 {
     const mt_diff_kernel *all[4];
     size_t n = 0;

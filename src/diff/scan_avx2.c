@@ -42,6 +42,6 @@ MT_AVX2 static inline int block_equal128(const uint8_t *a, const uint8_t *b)
     return _mm256_movemask_epi8(all) == -1;
 }
 
-#define MT_SCAN_NAME mt_diff_scan_avx2
+#define MT_SCAN_NAME mti_diff_scan_avx2
 #define MT_SCAN_ATTR MT_AVX2
 #include "scan_impl.h"

@@ -47,6 +47,6 @@ MT_AVX512 static inline int block_equal128(const uint8_t *a, const uint8_t *b)
 }
 
 #define MT_SCAN_STORE_CHANGED 1
-#define MT_SCAN_NAME mt_diff_scan_avx512
+#define MT_SCAN_NAME mti_diff_scan_avx512
 #define MT_SCAN_ATTR MT_AVX512
 #include "scan_impl.h"

@@ -158,10 +158,10 @@ MT_SCAN_ATTR __attribute__((noinline)) static int scan_exact(const scan_cfg *c, 
         } else {
             blk_store(spill, &v);
             m &= scan_low(took);
-            mt_copy_masked(b + pos - 64, spill, m);
+            mti_copy_masked(b + pos - 64, spill, m);
         }
         if (wb)
-            mt_copy_masked(wb + pos - 64, b + pos - 64, m);
+            mti_copy_masked(wb + pos - 64, b + pos - 64, m);
         if (took < 64) {
             next = SCAN_STOPPED;
             break;
@@ -308,9 +308,9 @@ MT_SCAN_ATTR static int scan_bytes(const scan_cfg *c, scan_run *r, size_t pos, s
     uint64_t m = scan_tail_mask(c->live + pos, c->shadow + pos, len);
     unsigned took = scan_walk(c, r, m, pos, stop);
     m &= scan_low(took);
-    mt_copy_masked(c->shadow + pos, c->live + pos, m);
+    mti_copy_masked(c->shadow + pos, c->live + pos, m);
     if (c->wb)
-        mt_copy_masked(c->wb + pos, c->shadow + pos, m);
+        mti_copy_masked(c->wb + pos, c->shadow + pos, m);
     return took < 64;
 }
 

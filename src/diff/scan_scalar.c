@@ -50,6 +50,6 @@ static inline int block_equal128(const uint8_t *a, const uint8_t *b)
     return x == 0;
 }
 
-#define MT_SCAN_NAME mt_diff_scan_scalar
+#define MT_SCAN_NAME mti_diff_scan_scalar
 #define MT_SCAN_ATTR
 #include "scan_impl.h"

@@ -42,6 +42,6 @@ static inline int block_equal128(const uint8_t *a, const uint8_t *b)
     return _mm_movemask_epi8(acc) == 0xffff;
 }
 
-#define MT_SCAN_NAME mt_diff_scan_sse2
+#define MT_SCAN_NAME mti_diff_scan_sse2
 #define MT_SCAN_ATTR
 #include "scan_impl.h"

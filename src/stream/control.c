@@ -3,22 +3,22 @@
 
 long mt_stream_consume(mt_stream *s, const mt_cmd **cmds)
 {
-    return mt_ring_consume(&s->ring, cmds);
+    return mti_ring_consume(&s->ring, cmds);
 }
 
 void mt_stream_consumed(mt_stream *s, size_t n)
 {
-    mt_ring_consumed(&s->ring, n);
+    mti_ring_consumed(&s->ring, n);
 }
 
 void mt_stream_wake_consumer(mt_stream *s)
 {
-    mt_ring_wake_consumer(&s->ring);
+    mti_ring_wake_consumer(&s->ring);
 }
 
 void mt_stream_cancel(mt_stream *s)
 {
-    mt_ring_cancel(&s->ring);
+    mti_ring_cancel(&s->ring);
     mt_timeline_cancel(s->tl);
 }
 
@@ -30,7 +30,7 @@ void mt_stream_lose(mt_stream *s, int code)
      * the loss code) must then find every producer call failing too. A
      * producer woken from the ring that goes on to wait on the timeline is
      * released by the timeline's loss right after. */
-    mt_ring_lose(&s->ring, code);
+    mti_ring_lose(&s->ring, code);
     mt_timeline_lose(s->tl, code);
 }
 

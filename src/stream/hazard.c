@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-int mt_hazards_init(mt_hazards *h, uint32_t nresources)
+int mti_hazards_init(mt_hazards *h, uint32_t nresources)
 {
     h->written_in = calloc(nresources, sizeof *h->written_in);
     if (!h->written_in)
@@ -14,7 +14,7 @@ int mt_hazards_init(mt_hazards *h, uint32_t nresources)
     return 0;
 }
 
-void mt_hazards_fini(mt_hazards *h)
+void mti_hazards_fini(mt_hazards *h)
 {
     free(h->written_in);
     h->written_in = NULL;
@@ -30,7 +30,7 @@ static int ids_valid(const mt_hazards *h, const uint32_t *ids, uint32_t n)
     return 1;
 }
 
-int mt_hazards_check(const mt_hazards *h, const mt_stream_access *acc)
+int mti_hazards_check(const mt_hazards *h, const mt_stream_access *acc)
 {
     /* Validate everything before answering, so that a bad id writes nothing. */
     if (!ids_valid(h, acc->reads, acc->n_reads) || !ids_valid(h, acc->writes, acc->n_writes))
@@ -41,7 +41,7 @@ int mt_hazards_check(const mt_hazards *h, const mt_stream_access *acc)
     return 0;
 }
 
-void mt_hazards_note_writes(mt_hazards *h, const mt_stream_access *acc)
+void mti_hazards_note_writes(mt_hazards *h, const mt_stream_access *acc)
 {
     for (uint32_t i = 0; i < acc->n_writes; i++)
         h->written_in[acc->writes[i]] = h->epoch;

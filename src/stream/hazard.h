@@ -19,18 +19,18 @@ typedef struct mt_hazards {
     uint64_t epoch;
 } mt_hazards;
 
-int mt_hazards_init(mt_hazards *h, uint32_t nresources);
-void mt_hazards_fini(mt_hazards *h);
+int mti_hazards_init(mt_hazards *h, uint32_t nresources);
+void mti_hazards_fini(mt_hazards *h);
 
 /* -EINVAL when a resource id is out of range, 1 when one of the reads needs
  * a barrier first, 0 otherwise. Looks only: nothing changes. */
-int mt_hazards_check(const mt_hazards *h, const mt_stream_access *acc);
+int mti_hazards_check(const mt_hazards *h, const mt_stream_access *acc);
 
 /* Records the command's writes (after it was written to the ring). */
-void mt_hazards_note_writes(mt_hazards *h, const mt_stream_access *acc);
+void mti_hazards_note_writes(mt_hazards *h, const mt_stream_access *acc);
 
 /* A barrier went out: every pending hazard is gone. */
-static inline void mt_hazards_clear(mt_hazards *h)
+static inline void mti_hazards_clear(mt_hazards *h)
 {
     h->epoch++;
 }

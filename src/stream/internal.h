@@ -31,9 +31,9 @@ struct mt_stream {
 };
 
 /* Writes one command of any kind and does the producer bookkeeping. */
-static inline int mt_stream_put(mt_stream *s, const mt_cmd *cmd)
+static inline int mti_stream_put(mt_stream *s, const mt_cmd *cmd)
 {
-    int rc = mt_ring_put(&s->ring, cmd);
+    int rc = mti_ring_put(&s->ring, cmd);
     if (rc)
         return rc;
     s->st.commands++;

@@ -10,7 +10,7 @@
 
 #include "../common/clock.h"
 
-int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns)
+int mti_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns)
 {
     memset(r, 0, sizeof *r);
     r->slots = aligned_alloc(64, (size_t)cap * sizeof *r->slots);
@@ -32,8 +32,8 @@ int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns)
     atomic_init(&r->cons_interrupt, 0);
     atomic_init(&r->lost, 0);
     atomic_init(&r->cancel_gen, 0);
-    int rc = mt_cond_init_monotonic(&r->space);
-    if (!rc && (rc = mt_cond_init_monotonic(&r->work)) != 0)
+    int rc = mti_cond_init_monotonic(&r->space);
+    if (!rc && (rc = mti_cond_init_monotonic(&r->work)) != 0)
         pthread_cond_destroy(&r->space);
     if (rc) {
         free(r->slots);
@@ -43,7 +43,7 @@ int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns)
     return 0;
 }
 
-void mt_ring_fini(mt_ring *r)
+void mti_ring_fini(mt_ring *r)
 {
     pthread_cond_destroy(&r->space);
     pthread_cond_destroy(&r->work);
@@ -51,9 +51,9 @@ void mt_ring_fini(mt_ring *r)
     free(r->slots);
 }
 
-void mt_ring_kick(mt_ring *r)
+void mti_ring_kick(mt_ring *r)
 {
-    /* release: as in mt_ring_put (commands since the last batch). */
+    /* release: as in mti_ring_put (commands since the last batch). */
     atomic_store_explicit(&r->prod, r->head, memory_order_release);
     /* seq_cst fence: orders that store of `prod` before the load of
      * `cons_sleeping` (Dekker with sleep_for_work). */
@@ -95,11 +95,11 @@ static void poll_bounded(mt_ring *r, int (*ready)(mt_ring *r, uint64_t gen), uin
 {
     if (!r->spin_ns)
         return;
-    uint64_t t0 = mt_now_ns();
+    uint64_t t0 = mti_now_ns();
     for (unsigned i = 1; !ready(r, gen); i++) {
-        mt_cpu_relax();
+        mti_cpu_relax();
         if ((i & 15) == 0) {
-            if (mt_now_ns() - t0 >= r->spin_ns)
+            if (mti_now_ns() - t0 >= r->spin_ns)
                 return;
             sched_yield();
         }
@@ -116,7 +116,7 @@ static int space_ready(mt_ring *r, uint64_t gen)
            atomic_load_explicit(&r->cancel_gen, memory_order_relaxed) != gen;
 }
 
-int mt_ring_wait_space(mt_ring *r)
+int mti_ring_wait_space(mt_ring *r)
 {
     /* The consumer may have moved on without us reading it yet. */
     r->cons_seen = atomic_load_explicit(&r->cons, memory_order_acquire);
@@ -125,7 +125,7 @@ int mt_ring_wait_space(mt_ring *r)
     /* A cancel from here on releases this wait. */
     uint64_t gen = atomic_load_explicit(&r->cancel_gen, memory_order_relaxed);
     /* It may also be asleep on commands we never rang the doorbell for. */
-    mt_ring_kick(r);
+    mti_ring_kick(r);
     poll_bounded(r, space_ready, gen);
     if (r->head - r->cons_seen < r->cap)
         return 0;
@@ -165,7 +165,7 @@ static void sleep_for_work(mt_ring *r)
     pthread_mutex_lock(&r->lock);
     atomic_store_explicit(&r->cons_sleeping, 1, memory_order_relaxed);
     /* seq_cst fence: orders the flag before re-reading `prod` (Dekker with
-     * mt_ring_kick). acquire: pairs with the producer's release of `prod`. */
+     * mti_ring_kick). acquire: pairs with the producer's release of `prod`. */
     atomic_thread_fence(memory_order_seq_cst);
     r->prod_seen = atomic_load_explicit(&r->prod, memory_order_acquire);
     if (r->tail == r->prod_seen && !atomic_load_explicit(&r->lost, memory_order_relaxed) &&
@@ -178,7 +178,7 @@ static void sleep_for_work(mt_ring *r)
 }
 
 /* Consumer's poll: work, or a loss or interrupt for the consume loop to
- * look at. acquire on `prod`: as in mt_ring_consume. */
+ * look at. acquire on `prod`: as in mti_ring_consume. */
 static int work_ready(mt_ring *r, uint64_t unused)
 {
     (void)unused;
@@ -187,13 +187,13 @@ static int work_ready(mt_ring *r, uint64_t unused)
            atomic_load_explicit(&r->cons_interrupt, memory_order_relaxed);
 }
 
-long mt_ring_consume(mt_ring *r, const mt_cmd **cmds)
+long mti_ring_consume(mt_ring *r, const mt_cmd **cmds)
 {
     for (;;) {
         int lost = atomic_load_explicit(&r->lost, memory_order_acquire);
         if (lost)
             return lost;
-        if (r->tail == r->prod_seen) /* acquire: pairs with mt_ring_put's release */
+        if (r->tail == r->prod_seen) /* acquire: pairs with mti_ring_put's release */
             r->prod_seen = atomic_load_explicit(&r->prod, memory_order_acquire);
         if (r->tail != r->prod_seen)
             break;
@@ -210,7 +210,7 @@ long mt_ring_consume(mt_ring *r, const mt_cmd **cmds)
     }
     uint64_t n = r->prod_seen - r->tail;
     uint64_t to_wrap = r->cap - (r->tail & r->mask);
-    /* Never past the next ping boundary, so that mt_ring_consumed reports
+    /* Never past the next ping boundary, so that mti_ring_consumed reports
      * progress there even when the backend works in large batches. */
     uint64_t to_ping = r->ping - (r->tail & (r->ping - 1));
     if (n > to_wrap)
@@ -221,7 +221,7 @@ long mt_ring_consume(mt_ring *r, const mt_cmd **cmds)
     return (long)n;
 }
 
-void mt_ring_consumed(mt_ring *r, uint64_t n)
+void mti_ring_consumed(mt_ring *r, uint64_t n)
 {
     uint64_t old = r->tail;
     r->tail += n;
@@ -230,7 +230,7 @@ void mt_ring_consumed(mt_ring *r, uint64_t n)
         publish_progress(r);
 }
 
-void mt_ring_wake_consumer(mt_ring *r)
+void mti_ring_wake_consumer(mt_ring *r)
 {
     /* Stored before taking the lock the sleeper checks it under. */
     atomic_store_explicit(&r->cons_interrupt, 1, memory_order_release);
@@ -239,7 +239,7 @@ void mt_ring_wake_consumer(mt_ring *r)
     pthread_mutex_unlock(&r->lock);
 }
 
-void mt_ring_cancel(mt_ring *r)
+void mti_ring_cancel(mt_ring *r)
 {
     pthread_mutex_lock(&r->lock);
     /* Under the lock: a sleeper checks it between its check and its sleep. */
@@ -248,7 +248,7 @@ void mt_ring_cancel(mt_ring *r)
     pthread_mutex_unlock(&r->lock);
 }
 
-void mt_ring_lose(mt_ring *r, int code)
+void mti_ring_lose(mt_ring *r, int code)
 {
     int expected = 0;
     /* release: whoever sees the loss sees what the loser did before it. */

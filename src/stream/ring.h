@@ -78,24 +78,24 @@ typedef struct mt_ring {
     _Atomic uint64_t cancel_gen;
 } mt_ring;
 
-int mt_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns);
-void mt_ring_fini(mt_ring *r);
+int mti_ring_init(mt_ring *r, uint32_t cap, uint32_t ping, uint64_t spin_ns);
+void mti_ring_fini(mt_ring *r);
 
 /* Producer: sleeps until a slot is free. 0, MT_ECANCELED or the loss code. */
-int mt_ring_wait_space(mt_ring *r);
+int mti_ring_wait_space(mt_ring *r);
 /* Producer: publishes everything written and rings the doorbell if the
  * consumer sleeps. */
-void mt_ring_kick(mt_ring *r);
+void mti_ring_kick(mt_ring *r);
 
 /* Producer: writes one command. 0, MT_ECANCELED or the loss code. */
-static inline int mt_ring_put(mt_ring *r, const mt_cmd *cmd)
+static inline int mti_ring_put(mt_ring *r, const mt_cmd *cmd)
 {
     /* relaxed: an early-out only; the waits below re-check under the lock. */
     int lost = atomic_load_explicit(&r->lost, memory_order_relaxed);
     if (__builtin_expect(lost != 0, 0))
         return lost;
     if (__builtin_expect(r->head - r->cons_seen >= r->cap, 0)) {
-        int rc = mt_ring_wait_space(r);
+        int rc = mti_ring_wait_space(r);
         if (rc)
             return rc;
     }
@@ -107,16 +107,16 @@ static inline int mt_ring_put(mt_ring *r, const mt_cmd *cmd)
         atomic_store_explicit(&r->prod, r->head, memory_order_release);
         /* pub_mask + 1 divides ping, so every ping boundary lands here. */
         if ((r->head & (r->ping - 1)) == 0)
-            mt_ring_kick(r);
+            mti_ring_kick(r);
     }
     return 0;
 }
 
 /* Consumer side and any-thread controls, as in stream.h. */
-long mt_ring_consume(mt_ring *r, const mt_cmd **cmds);
-void mt_ring_consumed(mt_ring *r, uint64_t n);
-void mt_ring_wake_consumer(mt_ring *r);
-void mt_ring_cancel(mt_ring *r);
-void mt_ring_lose(mt_ring *r, int code);
+long mti_ring_consume(mt_ring *r, const mt_cmd **cmds);
+void mti_ring_consumed(mt_ring *r, uint64_t n);
+void mti_ring_wake_consumer(mt_ring *r);
+void mti_ring_cancel(mt_ring *r);
+void mti_ring_lose(mt_ring *r, int code);
 
 #endif

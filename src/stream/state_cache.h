@@ -17,18 +17,18 @@ typedef struct mt_state_cache {
 } mt_state_cache;
 
 /* 1 when the device is known to hold `v` in `slot` (slot < 64). */
-static inline int mt_state_cache_hit(const mt_state_cache *c, uint32_t slot, uint64_t v)
+static inline int mti_state_cache_hit(const mt_state_cache *c, uint32_t slot, uint64_t v)
 {
     return (c->valid >> slot & 1) && c->value[slot] == v;
 }
 
-static inline void mt_state_cache_note(mt_state_cache *c, uint32_t slot, uint64_t v)
+static inline void mti_state_cache_note(mt_state_cache *c, uint32_t slot, uint64_t v)
 {
     c->value[slot] = v;
     c->valid |= 1ull << slot;
 }
 
-static inline void mt_state_cache_forget(mt_state_cache *c)
+static inline void mti_state_cache_forget(mt_state_cache *c)
 {
     c->valid = 0;
 }

@@ -54,15 +54,15 @@ int mt_stream_create(const mt_stream_opts *opts, mt_stream **out)
     int rc = mt_timeline_create(&to, &s->tl);
     if (rc)
         goto fail;
-    if ((rc = mt_hazards_init(&s->hazards, o.resources)) != 0)
+    if ((rc = mti_hazards_init(&s->hazards, o.resources)) != 0)
         goto fail_tl;
     uint64_t spin = (o.flags & MT_STREAM_NO_SPIN) ? 0 : o.spin_ns ? o.spin_ns : 50000;
-    if ((rc = mt_ring_init(&s->ring, o.slots, o.ping_interval, spin)) != 0)
+    if ((rc = mti_ring_init(&s->ring, o.slots, o.ping_interval, spin)) != 0)
         goto fail_hz;
     *out = s;
     return 0;
 fail_hz:
-    mt_hazards_fini(&s->hazards);
+    mti_hazards_fini(&s->hazards);
 fail_tl:
     mt_timeline_destroy(s->tl);
 fail:
@@ -75,18 +75,18 @@ void mt_stream_destroy(mt_stream *s)
     if (!s)
         return;
     mt_timeline_destroy(s->tl);
-    mt_ring_fini(&s->ring);
-    mt_hazards_fini(&s->hazards);
+    mti_ring_fini(&s->ring);
+    mti_hazards_fini(&s->hazards);
     free(s);
 }
 
 static int write_barrier(mt_stream *s)
 {
     mt_cmd c = {.op = MT_CMD_BARRIER};
-    int rc = mt_stream_put(s, &c);
+    int rc = mti_stream_put(s, &c);
     if (rc)
         return rc;
-    mt_hazards_clear(&s->hazards);
+    mti_hazards_clear(&s->hazards);
     s->st.barriers++;
     return 0;
 }
@@ -96,7 +96,7 @@ int mt_stream_emit(mt_stream *s, const mt_cmd *cmd, const mt_stream_access *acc)
     if (!cmd || (cmd->op != MT_CMD_NOP && cmd->op < MT_CMD_USER))
         return -EINVAL; /* the stream's own ops go through their functions */
     if (acc) {
-        int need = mt_hazards_check(&s->hazards, acc);
+        int need = mti_hazards_check(&s->hazards, acc);
         if (need < 0)
             return need;
         if (need) {
@@ -105,11 +105,11 @@ int mt_stream_emit(mt_stream *s, const mt_cmd *cmd, const mt_stream_access *acc)
                 return rc;
         }
     }
-    int rc = mt_stream_put(s, cmd);
+    int rc = mti_stream_put(s, cmd);
     if (rc)
         return rc;
     if (acc)
-        mt_hazards_note_writes(&s->hazards, acc);
+        mti_hazards_note_writes(&s->hazards, acc);
     s->st.emitted++;
     return 0;
 }
@@ -118,15 +118,15 @@ int mt_stream_set_state(mt_stream *s, uint32_t slot, uint64_t value)
 {
     if (slot >= s->state_slots)
         return -EINVAL;
-    if (!(s->flags & MT_STREAM_NO_ELISION) && mt_state_cache_hit(&s->cache, slot, value)) {
+    if (!(s->flags & MT_STREAM_NO_ELISION) && mti_state_cache_hit(&s->cache, slot, value)) {
         s->st.state_elided++;
         return 0;
     }
     mt_cmd c = {.op = MT_CMD_STATE, .arg = slot, .a = value};
-    int rc = mt_stream_put(s, &c);
+    int rc = mti_stream_put(s, &c);
     if (rc)
         return rc;
-    mt_state_cache_note(&s->cache, slot, value);
+    mti_state_cache_note(&s->cache, slot, value);
     s->st.state_written++;
     return 1;
 }
@@ -140,12 +140,12 @@ int mt_stream_reset(mt_stream *s)
 {
     /* Forget first: if the RESET fails to go out the cache is only
      * conservative, never stale (state_cache.h). */
-    mt_state_cache_forget(&s->cache);
+    mti_state_cache_forget(&s->cache);
     mt_cmd c = {.op = MT_CMD_RESET};
-    int rc = mt_stream_put(s, &c);
+    int rc = mti_stream_put(s, &c);
     if (rc)
         return rc;
-    mt_hazards_clear(&s->hazards); /* a reset drains the device's writes */
+    mti_hazards_clear(&s->hazards); /* a reset drains the device's writes */
     s->st.resets++;
     return 0;
 }
@@ -155,7 +155,7 @@ int mt_stream_flush(mt_stream *s)
     int lost = mt_stream_status(s);
     if (lost)
         return lost;
-    mt_ring_kick(&s->ring);
+    mti_ring_kick(&s->ring);
     return 0;
 }
 

@@ -8,14 +8,14 @@ int mt_stream_fence(mt_stream *s, uint64_t *value)
     /* The device sees only the low fence_bits bits, as hardware counters do;
      * the timeline extends them back (mt_timeline_signal_raw). */
     mt_cmd c = {.op = MT_CMD_FENCE, .a = v & s->fence_mask};
-    int rc = mt_stream_put(s, &c);
+    int rc = mti_stream_put(s, &c);
     if (rc)
         return rc;
     s->next_fence = v + 1;
     s->last_fence = v;
     s->since_fence = 0;
     s->st.fences++;
-    mt_ring_kick(&s->ring);
+    mti_ring_kick(&s->ring);
     if (value)
         *value = v;
     return 0;

@@ -85,7 +85,7 @@ int mt_timeline_defer(mt_timeline *tl, uint64_t value, mt_timeline_fn fn, void *
     pthread_mutex_unlock(&tl->lock);
     /* In signal mode nobody else would run a callback whose value already
      * completed until the next signal: run it now. */
-    if ((tl->flags & MT_TIMELINE_CALLBACKS_ON_SIGNAL) && value <= mt_tl_completed(tl))
+    if ((tl->flags & MT_TIMELINE_CALLBACKS_ON_SIGNAL) && value <= mti_tl_completed(tl))
         mt_timeline_poll(tl);
     return 0;
 }
@@ -93,8 +93,8 @@ int mt_timeline_defer(mt_timeline *tl, uint64_t value, mt_timeline_fn fn, void *
 long mt_timeline_poll(mt_timeline *tl)
 {
     /* Lock-free fast path: nothing queued is ready and the device is alive. */
-    if (atomic_load_explicit(&tl->next_deferred, memory_order_acquire) > mt_tl_completed(tl) &&
-        !mt_tl_lost(tl))
+    if (atomic_load_explicit(&tl->next_deferred, memory_order_acquire) > mti_tl_completed(tl) &&
+        !mti_tl_lost(tl))
         return 0;
     pthread_mutex_lock(&tl->lock);
     if (tl->draining) {
@@ -105,8 +105,8 @@ long mt_timeline_poll(mt_timeline *tl)
     long ran = 0;
     for (;;) {
         mt_deferred batch[BATCH];
-        uint64_t done = mt_tl_completed(tl);
-        int lost = mt_tl_lost(tl);
+        uint64_t done = mti_tl_completed(tl);
+        int lost = mti_tl_lost(tl);
         int k = 0;
         while (k < BATCH && tl->nheap && (tl->heap[0].value <= done || lost))
             batch[k++] = pop(tl);
@@ -132,10 +132,10 @@ size_t mt_timeline_pending(mt_timeline *tl)
     return n;
 }
 
-void mt_timeline_drain_all(mt_timeline *tl)
+void mti_timeline_drain_all(mt_timeline *tl)
 {
-    uint64_t done = mt_tl_completed(tl);
-    int lost = mt_tl_lost(tl);
+    uint64_t done = mti_tl_completed(tl);
+    int lost = mti_tl_lost(tl);
     int status_late = lost ? lost : MT_ECANCELED;
     /* One at a time, re-reading the heap: a callback that (wrongly) queues
      * another one during destroy still gets it run, not leaked. */

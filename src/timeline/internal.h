@@ -53,19 +53,19 @@ struct mt_timeline {
 /* The completed value and the loss code, for both files: defer.c reads them
  * here rather than through timeline.c's API, so that timeline.c (which
  * drains and polls callbacks) and defer.c do not call each other. */
-static inline uint64_t mt_tl_completed(const mt_timeline *tl)
+static inline uint64_t mti_tl_completed(const mt_timeline *tl)
 {
     /* acquire: pairs with the signaller's seq_cst (release) CAS, so the
      * device's writes before the signal are visible to the caller. */
     return atomic_load_explicit(&((mt_timeline *)tl)->completed, memory_order_acquire);
 }
 
-static inline int mt_tl_lost(const mt_timeline *tl)
+static inline int mti_tl_lost(const mt_timeline *tl)
 {
     return atomic_load_explicit(&((mt_timeline *)tl)->lost, memory_order_acquire);
 }
 
 /* Runs every queued callback regardless of its value (destroy). */
-void mt_timeline_drain_all(mt_timeline *tl);
+void mti_timeline_drain_all(mt_timeline *tl);
 
 #endif

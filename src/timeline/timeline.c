@@ -23,7 +23,7 @@ int mt_timeline_create(const mt_timeline_opts *opts, mt_timeline **out)
     atomic_init(&tl->next_deferred, UINT64_MAX);
     tl->bits = o.counter_bits ? o.counter_bits : 64;
     tl->flags = o.flags;
-    int rc = mt_cond_init_monotonic(&tl->cond);
+    int rc = mti_cond_init_monotonic(&tl->cond);
     if (rc) {
         free(tl);
         return rc;
@@ -37,21 +37,21 @@ void mt_timeline_destroy(mt_timeline *tl)
 {
     if (!tl)
         return;
-    mt_timeline_drain_all(tl);
+    mti_timeline_drain_all(tl);
     pthread_cond_destroy(&tl->cond);
     pthread_mutex_destroy(&tl->lock);
     free(tl->heap);
     free(tl);
 }
 
-uint64_t mt_timeline_completed(const mt_timeline *tl) { return mt_tl_completed(tl); }
+uint64_t mt_timeline_completed(const mt_timeline *tl) { return mti_tl_completed(tl); }
 
 uint64_t mt_timeline_completed_cb(void *tl)
 {
     return mt_timeline_completed(tl);
 }
 
-int mt_timeline_status(const mt_timeline *tl) { return mt_tl_lost(tl); }
+int mt_timeline_status(const mt_timeline *tl) { return mti_tl_lost(tl); }
 
 static void wake_waiters(mt_timeline *tl)
 {
@@ -113,7 +113,7 @@ static int wait_locked(mt_timeline *tl, uint64_t value, const struct timespec *d
             return MT_ECANCELED;
         if (timed_out)
             return MT_ETIMEDOUT;
-        timed_out = mt_cond_wait_until(&tl->cond, &tl->lock, deadline);
+        timed_out = mti_cond_wait_until(&tl->cond, &tl->lock, deadline);
     }
 }
 
@@ -128,7 +128,7 @@ int mt_timeline_wait(mt_timeline *tl, uint64_t value, int64_t timeout_ns)
         return MT_ETIMEDOUT;
     struct timespec deadline;
     if (timeout_ns > 0)
-        mt_deadline_after(&deadline, timeout_ns);
+        mti_deadline_after(&deadline, timeout_ns);
     pthread_mutex_lock(&tl->lock);
     atomic_fetch_add_explicit(&tl->waiters, 1, memory_order_seq_cst);
     int rc = wait_locked(tl, value, timeout_ns > 0 ? &deadline : NULL);

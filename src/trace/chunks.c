@@ -21,7 +21,7 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
     return 0;
 }
 
-int mt_chunk_payload(mt_trace_reader *r, uint64_t off, const mt_chunk_header *h)
+int mti_chunk_payload(mt_trace_reader *r, uint64_t off, const mt_chunk_header *h)
 {
     uint64_t start = off + MT_CHUNK_HEADER_SIZE;
     if (start > r->src.size || h->stored_size > r->src.size - start)
@@ -35,7 +35,7 @@ int mt_chunk_payload(mt_trace_reader *r, uint64_t off, const mt_chunk_header *h)
             return rc;
         dst = r->stored;
     }
-    if ((rc = mt_src_read(&r->src, start, dst, h->stored_size)))
+    if ((rc = mti_src_read(&r->src, start, dst, h->stored_size)))
         return rc;
     if (XXH3_64bits(dst, h->stored_size) != h->payload_hash)
         return MT_ECHECKSUM;
@@ -49,20 +49,20 @@ int mt_chunk_payload(mt_trace_reader *r, uint64_t off, const mt_chunk_header *h)
     return 0;
 }
 
-int mt_chunk_read(mt_trace_reader *r, size_t i, mt_chunk_header *h)
+int mti_chunk_read(mt_trace_reader *r, size_t i, mt_chunk_header *h)
 {
     const mt_index_entry *e = &r->chunks[i];
     uint8_t b[MT_CHUNK_HEADER_SIZE];
-    int rc = mt_src_read(&r->src, e->offset, b, sizeof b);
+    int rc = mti_src_read(&r->src, e->offset, b, sizeof b);
     if (rc == 0)
-        rc = mt_chunk_header_parse(b, r->max_chunk_raw, h);
+        rc = mti_chunk_header_parse(b, r->max_chunk_raw, h);
     if (rc)
         return rc;
     if (h->kind != MT_CHUNK_RECORDS || h->seq != i || h->submits_before != e->submits_before ||
         h->nsubmits != e->nsubmits || h->nrecords != e->nrecords || h->raw_size != e->raw_size ||
         h->stored_size != e->stored_size)
         return MT_ECORRUPT;
-    return mt_chunk_payload(r, e->offset, h);
+    return mti_chunk_payload(r, e->offset, h);
 }
 
 static int table_add(mt_trace_reader *r, size_t *cap, const mt_index_entry *e)
@@ -92,9 +92,9 @@ static int scan(mt_trace_reader *r)
             break;
         uint8_t b[MT_CHUNK_HEADER_SIZE];
         mt_chunk_header h;
-        int rc = left < sizeof b ? MT_ETRUNCATED : mt_src_read(&r->src, off, b, sizeof b);
+        int rc = left < sizeof b ? MT_ETRUNCATED : mti_src_read(&r->src, off, b, sizeof b);
         if (rc == 0)
-            rc = mt_chunk_header_parse(b, r->max_chunk_raw, &h);
+            rc = mti_chunk_header_parse(b, r->max_chunk_raw, &h);
         if (rc == 0 && h.stored_size > left - MT_CHUNK_HEADER_SIZE)
             rc = MT_ETRUNCATED;
         if (rc == 0 && h.kind == MT_CHUNK_INDEX) {
@@ -132,7 +132,7 @@ static int index_entries(mt_trace_reader *r, uint64_t index_off, const mt_chunk_
         return -ENOMEM;
     uint64_t off = MT_FILE_HEADER_SIZE, submits = 0;
     for (size_t i = 0; i < n; i++) {
-        mt_index_entry_get(r->raw + i * MT_INDEX_ENTRY_SIZE, &t[i]);
+        mti_index_entry_get(r->raw + i * MT_INDEX_ENTRY_SIZE, &t[i]);
         const mt_index_entry *e = &t[i];
         int bad = e->offset != off || e->submits_before != submits || e->nsubmits > e->nrecords ||
                   e->raw_size > r->max_chunk_raw || e->stored_size > index_off - off - MT_CHUNK_HEADER_SIZE;
@@ -162,16 +162,16 @@ static int from_index(mt_trace_reader *r)
     mt_chunk_header h;
     if (size < MT_FILE_HEADER_SIZE + MT_CHUNK_HEADER_SIZE + MT_TRAILER_SIZE)
         return MT_ETRUNCATED;
-    int rc = mt_src_read(&r->src, size - MT_TRAILER_SIZE, tr, sizeof tr);
+    int rc = mti_src_read(&r->src, size - MT_TRAILER_SIZE, tr, sizeof tr);
     if (rc)
         return rc;
-    rc = mt_trailer_parse(tr, &index_off, &nchunks, &nsubmits);
+    rc = mti_trailer_parse(tr, &index_off, &nchunks, &nsubmits);
     if (rc)
         return rc == MT_ECORRUPT ? MT_ETRUNCATED : rc; /* no trailer: never closed */
     if (index_off < MT_FILE_HEADER_SIZE || index_off > size - MT_TRAILER_SIZE - MT_CHUNK_HEADER_SIZE)
         return MT_ECORRUPT;
-    if ((rc = mt_src_read(&r->src, index_off, b, sizeof b)) ||
-        (rc = mt_chunk_header_parse(b, r->max_chunk_raw, &h)))
+    if ((rc = mti_src_read(&r->src, index_off, b, sizeof b)) ||
+        (rc = mti_chunk_header_parse(b, r->max_chunk_raw, &h)))
         return rc;
     if (h.kind != MT_CHUNK_INDEX || h.seq != nchunks || h.submits_before != nsubmits ||
         index_off + MT_CHUNK_HEADER_SIZE + h.stored_size != size - MT_TRAILER_SIZE)
@@ -181,7 +181,7 @@ static int from_index(mt_trace_reader *r)
     if (h.nrecords > (index_off - MT_FILE_HEADER_SIZE) / MT_CHUNK_HEADER_SIZE ||
         (uint64_t)h.nrecords * MT_INDEX_ENTRY_SIZE != h.raw_size)
         return MT_ECORRUPT;
-    if ((rc = mt_chunk_payload(r, index_off, &h)))
+    if ((rc = mti_chunk_payload(r, index_off, &h)))
         return rc;
     if ((rc = index_entries(r, index_off, &h)))
         return rc;
@@ -193,7 +193,7 @@ static int from_index(mt_trace_reader *r)
     return 0;
 }
 
-int mt_chunks_load(mt_trace_reader *r)
+int mti_chunks_load(mt_trace_reader *r)
 {
     int rc = from_index(r);
     if (rc == -ENOMEM || (rc < 0 && rc > -4096 && rc != MT_ETRUNCATED))
@@ -220,7 +220,7 @@ int mt_chunks_load(mt_trace_reader *r)
  * holding a SUBMIT, plus those after its last SUBMIT record, found by
  * decoding that one chunk. When it does not decode, all its records count
  * (an upper bound; reading the chunk reports the error). */
-void mt_chunks_tail(mt_trace_reader *r)
+void mti_chunks_tail(mt_trace_reader *r)
 {
     size_t last = r->nchunks;
     uint64_t tail = 0;
@@ -233,13 +233,13 @@ void mt_chunks_tail(mt_trace_reader *r)
     const mt_index_entry *e = &r->chunks[last - 1];
     uint64_t after = e->nrecords;
     mt_chunk_header h;
-    if (mt_chunk_read(r, last - 1, &h) == 0) {
+    if (mti_chunk_read(r, last - 1, &h) == 0) {
         const uint8_t *p = r->raw, *end = r->raw + h.raw_size;
         mt_trace_record rec;
         uint64_t n = 0;
         int rc = 1;
         while (p < end && n < h.nrecords && rc >= 0) {
-            rc = mt_record_get(&p, end, &rec);
+            rc = mti_record_get(&p, end, &rec);
             n++;
             if (rc == 1 && rec.type == MT_TRACE_SUBMIT)
                 after = h.nrecords - n;

@@ -48,26 +48,26 @@ typedef struct mt_index_entry {
     uint32_t nsubmits, nrecords, raw_size, stored_size;
 } mt_index_entry;
 
-static inline void mt_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void mt_put32(uint8_t *p, uint32_t v)
+static inline void mti_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void mti_put32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
-static inline void mt_put64(uint8_t *p, uint64_t v)
+static inline void mti_put64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
-static inline uint16_t mt_get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t mt_get32(const uint8_t *p)
+static inline uint16_t mti_get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t mti_get32(const uint8_t *p)
 {
     uint32_t v = 0;
     for (int i = 3; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
 }
-static inline uint64_t mt_get64(const uint8_t *p)
+static inline uint64_t mti_get64(const uint8_t *p)
 {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--)
@@ -76,7 +76,7 @@ static inline uint64_t mt_get64(const uint8_t *p)
 }
 
 /* Bytes a varint of v takes. */
-static inline size_t mt_varint_len(uint64_t v)
+static inline size_t mti_varint_len(uint64_t v)
 {
     size_t n = 1;
     while (v >= 0x80) {
@@ -87,7 +87,7 @@ static inline size_t mt_varint_len(uint64_t v)
 }
 
 /* Writes v at p (room for MT_VARINT_MAX); returns the bytes written. */
-static inline size_t mt_varint_put(uint8_t *p, uint64_t v)
+static inline size_t mti_varint_put(uint8_t *p, uint64_t v)
 {
     size_t n = 0;
     while (v >= 0x80) {
@@ -100,7 +100,7 @@ static inline size_t mt_varint_put(uint8_t *p, uint64_t v)
 
 /* Reads a varint from [*p, end). Returns 0 and advances *p, or -1 when the
  * bytes run out or the encoding exceeds 64 bits. */
-static inline int mt_varint_get(const uint8_t **p, const uint8_t *end, uint64_t *out)
+static inline int mti_varint_get(const uint8_t **p, const uint8_t *end, uint64_t *out)
 {
     uint64_t v = 0;
     const uint8_t *q = *p;
@@ -121,32 +121,32 @@ static inline int mt_varint_get(const uint8_t **p, const uint8_t *end, uint64_t 
 }
 
 /* File header, chunk header and trailer (de)serialisation: format.c. */
-void mt_file_header_put(uint8_t out[MT_FILE_HEADER_SIZE], uint32_t max_chunk_raw);
+void mti_file_header_put(uint8_t out[MT_FILE_HEADER_SIZE], uint32_t max_chunk_raw);
 /* Returns 0 and the max_chunk_raw, or MT_ECORRUPT / MT_EVERSION. */
-int mt_file_header_parse(const uint8_t in[MT_FILE_HEADER_SIZE], uint32_t *max_chunk_raw,
+int mti_file_header_parse(const uint8_t in[MT_FILE_HEADER_SIZE], uint32_t *max_chunk_raw,
                          unsigned *minor);
-void mt_chunk_header_put(uint8_t out[MT_CHUNK_HEADER_SIZE], const mt_chunk_header *h);
+void mti_chunk_header_put(uint8_t out[MT_CHUNK_HEADER_SIZE], const mt_chunk_header *h);
 /* Checks magic, header hash, kind, codec and size bounds. Returns 0,
  * MT_ECORRUPT or MT_ECHECKSUM. */
-int mt_chunk_header_parse(const uint8_t in[MT_CHUNK_HEADER_SIZE], uint32_t max_chunk_raw,
+int mti_chunk_header_parse(const uint8_t in[MT_CHUNK_HEADER_SIZE], uint32_t max_chunk_raw,
                           mt_chunk_header *h);
-void mt_trailer_put(uint8_t out[MT_TRAILER_SIZE], uint64_t index_offset, uint64_t nchunks,
+void mti_trailer_put(uint8_t out[MT_TRAILER_SIZE], uint64_t index_offset, uint64_t nchunks,
                     uint64_t nsubmits);
 /* Returns 0, MT_ECORRUPT (no trailer magic) or MT_ECHECKSUM. */
-int mt_trailer_parse(const uint8_t in[MT_TRAILER_SIZE], uint64_t *index_offset, uint64_t *nchunks,
+int mti_trailer_parse(const uint8_t in[MT_TRAILER_SIZE], uint64_t *index_offset, uint64_t *nchunks,
                      uint64_t *nsubmits);
-void mt_index_entry_put(uint8_t out[MT_INDEX_ENTRY_SIZE], const mt_index_entry *e);
-void mt_index_entry_get(const uint8_t in[MT_INDEX_ENTRY_SIZE], mt_index_entry *e);
+void mti_index_entry_put(uint8_t out[MT_INDEX_ENTRY_SIZE], const mt_index_entry *e);
+void mti_index_entry_get(const uint8_t in[MT_INDEX_ENTRY_SIZE], mt_index_entry *e);
 
 /* Record encoding (record_enc.c). Bytes the record takes, or 0 when it is
  * invalid (NULL data with a length, text over the limit, unknown type). */
-size_t mt_record_size(const mt_trace_record *rec);
-/* Encodes into out (room for mt_record_size bytes); returns bytes written. */
-size_t mt_record_put(uint8_t *out, const mt_trace_record *rec);
+size_t mti_record_size(const mt_trace_record *rec);
+/* Encodes into out (room for mti_record_size bytes); returns bytes written. */
+size_t mti_record_put(uint8_t *out, const mt_trace_record *rec);
 
 /* Record decoding (record_dec.c). Decodes the record at [*p, end): returns 1
  * and advances *p, 0 when the record's type is unknown but skippable (*p
  * advanced past it), MT_ECORRUPT, or MT_EVERSION for a critical unknown type. */
-int mt_record_get(const uint8_t **p, const uint8_t *end, mt_trace_record *rec);
+int mti_record_get(const uint8_t **p, const uint8_t *end, mt_trace_record *rec);
 
 #endif

@@ -12,7 +12,7 @@ static size_t slot_of(uint64_t id, size_t cap)
     return (size_t)id & (cap - 1);
 }
 
-long mt_idmap_get(const mt_idmap *m, uint64_t id)
+long mti_idmap_get(const mt_idmap *m, uint64_t id)
 {
     if (m->cap == 0)
         return -1;
@@ -33,7 +33,7 @@ static void insert(uint64_t *keys, uint32_t *vals, size_t cap, uint64_t id, uint
     vals[s] = v;
 }
 
-int mt_idmap_put(mt_idmap *m, uint64_t id, uint32_t index)
+int mti_idmap_put(mt_idmap *m, uint64_t id, uint32_t index)
 {
     if (index == UINT32_MAX)
         return -ENOMEM;
@@ -60,7 +60,7 @@ int mt_idmap_put(mt_idmap *m, uint64_t id, uint32_t index)
     return 0;
 }
 
-void mt_idmap_free(mt_idmap *m)
+void mti_idmap_free(mt_idmap *m)
 {
     free(m->keys);
     free(m->vals);

@@ -15,9 +15,9 @@ typedef struct mt_idmap {
 } mt_idmap;
 
 /* Index stored for id, or -1. */
-long mt_idmap_get(const mt_idmap *m, uint64_t id);
+long mti_idmap_get(const mt_idmap *m, uint64_t id);
 /* Stores id -> index (id not present). Returns 0 or -ENOMEM. */
-int mt_idmap_put(mt_idmap *m, uint64_t id, uint32_t index);
-void mt_idmap_free(mt_idmap *m);
+int mti_idmap_put(mt_idmap *m, uint64_t id, uint32_t index);
+void mti_idmap_free(mt_idmap *m);
 
 #endif

@@ -26,7 +26,7 @@ static int advance(mt_trace_reader *r)
     r->loaded = 0;
     if (r->next_chunk >= r->nchunks)
         return 0;
-    int rc = mt_chunk_read(r, r->next_chunk, &r->hdr);
+    int rc = mti_chunk_read(r, r->next_chunk, &r->hdr);
     if (rc)
         return rc;
     r->next_chunk++;
@@ -54,7 +54,7 @@ int mt_trace_next(mt_trace_reader *r, mt_trace_record *rec)
             r->err = MT_ECORRUPT; /* more records than the header says */
             break;
         }
-        int rc = mt_record_get(&r->pos, r->end, rec);
+        int rc = mti_record_get(&r->pos, r->end, rec);
         r->seen_records++;
         if (rc < 0) {
             r->err = rc;
@@ -189,16 +189,16 @@ static int open_src(mt_src src, mt_trace_reader **out)
     r->src = src;
     r->info.file_size = src.size;
     uint8_t h[MT_FILE_HEADER_SIZE];
-    int rc = src.size < sizeof h ? MT_ETRUNCATED : mt_src_read(&src, 0, h, sizeof h);
+    int rc = src.size < sizeof h ? MT_ETRUNCATED : mti_src_read(&src, 0, h, sizeof h);
     if (rc == 0)
-        rc = mt_file_header_parse(h, &r->max_chunk_raw, &r->info.version_minor);
+        rc = mti_file_header_parse(h, &r->max_chunk_raw, &r->info.version_minor);
     if (rc == 0) {
         r->info.version_major = MT_TRACE_VERSION_MAJOR;
         r->info.end = MT_TRACE_END_SCANNED; /* until the index says otherwise */
-        rc = mt_chunks_load(r);
+        rc = mti_chunks_load(r);
     }
     if (rc == 0)
-        mt_chunks_tail(r);
+        mti_chunks_tail(r);
     if (rc == 0)
         rc = load_meta(r);
     if (rc) {

@@ -15,7 +15,7 @@ typedef struct mt_src {
 
 /* Copies n bytes at off. Returns 0, MT_ETRUNCATED (past the end, e.g. the
  * file shrank) or -errno. */
-int mt_src_read(const mt_src *s, uint64_t off, void *buf, size_t n);
+int mti_src_read(const mt_src *s, uint64_t off, void *buf, size_t n);
 
 struct mt_trace_reader {
     mt_src src;
@@ -46,18 +46,18 @@ struct mt_trace_reader {
 /* Builds r->chunks from the index (or by scanning headers) and fills
  * r->info. Returns 0 or -ENOMEM / -errno; format problems only set
  * info.index_error / info.tail_error. */
-int mt_chunks_load(mt_trace_reader *r);
+int mti_chunks_load(mt_trace_reader *r);
 
 /* Sets info.tail_records (decodes at most one chunk). */
-void mt_chunks_tail(mt_trace_reader *r);
+void mti_chunks_tail(mt_trace_reader *r);
 
 /* Reads, checks and decompresses record chunk i into r->raw. Returns 0 or
  * MT_ECORRUPT / MT_ECHECKSUM / MT_ETRUNCATED / -errno / -ENOMEM. */
-int mt_chunk_read(mt_trace_reader *r, size_t i, mt_chunk_header *h);
+int mti_chunk_read(mt_trace_reader *r, size_t i, mt_chunk_header *h);
 
 /* Reads, checks and decompresses a chunk of any kind at `off` whose header
  * was parsed into *h, into *raw (grown as needed, bounded by the header's
  * raw_size). */
-int mt_chunk_payload(mt_trace_reader *r, uint64_t off, const mt_chunk_header *h);
+int mti_chunk_payload(mt_trace_reader *r, uint64_t off, const mt_chunk_header *h);
 
 #endif

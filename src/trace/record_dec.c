@@ -8,12 +8,12 @@ typedef struct body {
     const uint8_t *p, *end;
 } body;
 
-static int f64(body *b, uint64_t *v) { return mt_varint_get(&b->p, b->end, v); }
+static int f64(body *b, uint64_t *v) { return mti_varint_get(&b->p, b->end, v); }
 
 static int f32(body *b, uint32_t *v)
 {
     uint64_t x;
-    if (mt_varint_get(&b->p, b->end, &x) < 0 || x > UINT32_MAX)
+    if (mti_varint_get(&b->p, b->end, &x) < 0 || x > UINT32_MAX)
         return -1;
     *v = (uint32_t)x;
     return 0;
@@ -76,7 +76,7 @@ static int decode_body(uint8_t type, body *b, mt_trace_record *r)
         if (f64(b, &r->u.content_hash.memory) || f64(b, &r->u.content_hash.offset) ||
             f64(b, &r->u.content_hash.size) || b->end - b->p < 8)
             return -1;
-        r->u.content_hash.hash = mt_get64(b->p);
+        r->u.content_hash.hash = mti_get64(b->p);
         b->p += 8;
         return 0;
     case MT_TRACE_MODE:
@@ -98,14 +98,14 @@ static int decode_body(uint8_t type, body *b, mt_trace_record *r)
     return -1;
 }
 
-int mt_record_get(const uint8_t **p, const uint8_t *end, mt_trace_record *rec)
+int mti_record_get(const uint8_t **p, const uint8_t *end, mt_trace_record *rec)
 {
     const uint8_t *q = *p;
     uint64_t len;
     if (q >= end)
         return MT_ECORRUPT;
     uint8_t type = *q++;
-    if (type == 0 || mt_varint_get(&q, end, &len) < 0 || len > (uint64_t)(end - q))
+    if (type == 0 || mti_varint_get(&q, end, &len) < 0 || len > (uint64_t)(end - q))
         return MT_ECORRUPT;
     body b = {q, q + len};
     *p = q + len;

@@ -83,33 +83,33 @@ static size_t body_size(const rec_layout *L)
 {
     size_t n = L->mid_len + L->tail_len + (L->has_fixed ? 8 : 0);
     for (unsigned i = 0; i < L->nf; i++)
-        n += mt_varint_len(L->f[i]);
+        n += mti_varint_len(L->f[i]);
     return n;
 }
 
-size_t mt_record_size(const mt_trace_record *rec)
+size_t mti_record_size(const mt_trace_record *rec)
 {
     rec_layout L;
     if (!rec || layout(rec, &L) < 0)
         return 0;
     size_t body = body_size(&L);
-    return 1 + mt_varint_len(body) + body;
+    return 1 + mti_varint_len(body) + body;
 }
 
-size_t mt_record_put(uint8_t *out, const mt_trace_record *rec)
+size_t mti_record_put(uint8_t *out, const mt_trace_record *rec)
 {
     rec_layout L;
     if (layout(rec, &L) < 0)
         return 0;
     uint8_t *p = out;
     *p++ = L.type;
-    p += mt_varint_put(p, body_size(&L));
+    p += mti_varint_put(p, body_size(&L));
     for (unsigned i = 0; i < L.nf; i++)
-        p += mt_varint_put(p, L.f[i]);
+        p += mti_varint_put(p, L.f[i]);
     if (L.mid_len)
         memcpy(p, L.mid, L.mid_len), p += L.mid_len;
     if (L.has_fixed)
-        mt_put64(p, L.fixed), p += 8;
+        mti_put64(p, L.fixed), p += 8;
     if (L.tail_len)
         memcpy(p, L.tail, L.tail_len), p += L.tail_len;
     return (size_t)(p - out);

@@ -47,13 +47,13 @@ static void *grow_array(void *p, size_t *cap, size_t n, size_t elem)
 
 static rmem *find_mem(mt_trace_replay *rp, uint64_t id)
 {
-    long i = mt_idmap_get(&rp->mem_ids, id);
+    long i = mti_idmap_get(&rp->mem_ids, id);
     return i >= 0 && rp->mems[i].alive ? &rp->mems[i] : NULL;
 }
 
 static robj *find_obj(mt_trace_replay *rp, uint64_t id)
 {
-    long i = mt_idmap_get(&rp->obj_ids, id);
+    long i = mti_idmap_get(&rp->obj_ids, id);
     return i >= 0 && rp->objs[i].alive ? &rp->objs[i] : NULL;
 }
 
@@ -89,7 +89,7 @@ static void drop_image(mt_trace_replay *rp, rmem *m)
 static int on_memory(mt_trace_replay *rp, const mt_trace_record *rec)
 {
     uint64_t id = rec->u.memory.id;
-    long i = mt_idmap_get(&rp->mem_ids, id);
+    long i = mti_idmap_get(&rp->mem_ids, id);
     if (i >= 0) {
         if (rp->mems[i].alive)
             return MT_ECORRUPT;
@@ -100,7 +100,7 @@ static int on_memory(mt_trace_replay *rp, const mt_trace_record *rec)
     if (!n)
         return -ENOMEM;
     rp->mems = n;
-    if (mt_idmap_put(&rp->mem_ids, id, (uint32_t)rp->nmems) < 0)
+    if (mti_idmap_put(&rp->mem_ids, id, (uint32_t)rp->nmems) < 0)
         return -ENOMEM;
     rp->mems[rp->nmems++] = (rmem){id, rec->u.memory.size, NULL, 1};
     return 0;
@@ -110,7 +110,7 @@ static int on_object(mt_trace_replay *rp, const mt_trace_record *rec)
 {
     uint64_t id = rec->u.object.id;
     robj o = {id, 0, 0, rec->u.object.used_size, 1, 0};
-    long i = mt_idmap_get(&rp->obj_ids, id);
+    long i = mti_idmap_get(&rp->obj_ids, id);
     if (i >= 0) {
         if (rp->objs[i].alive)
             return MT_ECORRUPT;
@@ -121,7 +121,7 @@ static int on_object(mt_trace_replay *rp, const mt_trace_record *rec)
     if (!n)
         return -ENOMEM;
     rp->objs = n;
-    if (mt_idmap_put(&rp->obj_ids, id, (uint32_t)rp->nobjs) < 0)
+    if (mti_idmap_put(&rp->obj_ids, id, (uint32_t)rp->nobjs) < 0)
         return -ENOMEM;
     rp->objs[rp->nobjs++] = o;
     return 0;
@@ -299,7 +299,7 @@ void mt_trace_replay_destroy(mt_trace_replay *rp)
         free(rp->mems[i].img);
     free(rp->mems);
     free(rp->objs);
-    mt_idmap_free(&rp->mem_ids);
-    mt_idmap_free(&rp->obj_ids);
+    mti_idmap_free(&rp->mem_ids);
+    mti_idmap_free(&rp->obj_ids);
     free(rp);
 }

@@ -6,7 +6,7 @@
 
 #include "reader.h"
 
-int mt_src_read(const mt_src *s, uint64_t off, void *buf, size_t n)
+int mti_src_read(const mt_src *s, uint64_t off, void *buf, size_t n)
 {
     if (off > s->size || n > s->size - off)
         return MT_ETRUNCATED;

@@ -54,8 +54,8 @@ static void start_fill(mt_trace_writer *w, uint8_t *buf)
 static void wait_space(mt_trace_writer *w)
 {
     struct timespec t;
-    mt_deadline_after(&t, 10000000);
-    mt_cond_wait_until(&w->space, &w->qlock, &t);
+    mti_deadline_after(&t, 10000000);
+    mti_cond_wait_until(&w->space, &w->qlock, &t);
 }
 
 /* In a forked child the compressor threads do not exist, and the writer's
@@ -84,7 +84,7 @@ static int forked(const mt_trace_writer *w)
 }
 
 /* For the emergency flush (async-signal-safe: an atomic load and getpid). */
-int mt_writer_in_forked_child(const mt_trace_writer *w) { return in_forked_child(w); }
+int mti_writer_in_forked_child(const mt_trace_writer *w) { return in_forked_child(w); }
 
 /* A buffer for the next chunk: a free one, a new one while fewer than
  * nslots exist, else wait for the compressors. Called with qlock held. */
@@ -135,7 +135,7 @@ static int seal(mt_trace_writer *w)
         return -ECANCELED; /* frozen: the emergency flush writes it */
     w->submits_sealed += w->cur_nsubmits;
     if (w->seal_interval_ns)
-        w->last_seal_ns = mt_now_ns();
+        w->last_seal_ns = mti_now_ns();
     w->cur = NULL;
     pthread_mutex_lock(&w->qlock);
     w->sealed_seq++;
@@ -148,13 +148,13 @@ static int seal(mt_trace_writer *w)
     return rc;
 }
 
-void mt_writer_seal_idle(mt_trace_writer *w)
+void mti_writer_seal_idle(mt_trace_writer *w)
 {
     /* A caller holding the lock will seal by itself at its next submit if
      * it is due: never wait for it here. */
     if (pthread_mutex_trylock(&w->lock) != 0)
         return;
-    if (w->cur && w->cur_nrecords && mt_now_ns() - w->last_seal_ns >= w->seal_interval_ns)
+    if (w->cur && w->cur_nrecords && mti_now_ns() - w->last_seal_ns >= w->seal_interval_ns)
         seal(w);
     pthread_mutex_unlock(&w->lock);
 }
@@ -167,7 +167,7 @@ static int append(mt_trace_writer *w, const mt_trace_record *rec, size_t size)
         if (rc || !w->cur)
             return rc ? rc : -ENOMEM;
     }
-    mt_record_put(w->cur->buf + MT_CHUNK_HEADER_SIZE + w->cur_len, rec);
+    mti_record_put(w->cur->buf + MT_CHUNK_HEADER_SIZE + w->cur_len, rec);
     w->cur_len += (uint32_t)size;
     w->cur_nrecords++;
     int submit = rec->type == MT_TRACE_SUBMIT;
@@ -178,7 +178,7 @@ static int append(mt_trace_writer *w, const mt_trace_record *rec, size_t size)
     w->raw_bytes += size;
     if (w->cur_len >= w->chunk_size)
         return seal(w);
-    if (submit && w->seal_interval_ns && mt_now_ns() - w->last_seal_ns >= w->seal_interval_ns)
+    if (submit && w->seal_interval_ns && mti_now_ns() - w->last_seal_ns >= w->seal_interval_ns)
         return seal(w);
     return 0;
 }
@@ -202,7 +202,7 @@ static int append_update(mt_trace_writer *w, const mt_trace_record *rec)
         size_t n = left + MT_UPDATE_OVERHEAD <= room ? left : room - MT_UPDATE_OVERHEAD;
         piece.u.update.data = data;
         piece.u.update.length = n;
-        int rc = append(w, &piece, mt_record_size(&piece));
+        int rc = append(w, &piece, mti_record_size(&piece));
         if (rc)
             return rc;
         data += n;
@@ -227,7 +227,7 @@ static int write_locked(mt_trace_writer *w, mt_trace_record *r, uint64_t *index)
                         : r->type == MT_TRACE_FRAME ? &r->u.frame.index : NULL;
         if (num)
             *num = r->type == MT_TRACE_SUBMIT ? w->next_submit++ : w->next_frame++;
-        rc = r->type == MT_TRACE_UPDATE ? append_update(w, r) : append(w, r, mt_record_size(r));
+        rc = r->type == MT_TRACE_UPDATE ? append_update(w, r) : append(w, r, mti_record_size(r));
         if (rc == 0 && num && index)
             *index = *num;
     }
@@ -237,7 +237,7 @@ static int write_locked(mt_trace_writer *w, mt_trace_record *r, uint64_t *index)
 
 int mt_trace_write(mt_trace_writer *w, const mt_trace_record *rec)
 {
-    if (!w || !rec || mt_record_size(rec) == 0)
+    if (!w || !rec || mti_record_size(rec) == 0)
         return -EINVAL;
     if (rec->type == MT_TRACE_UPDATE && rec->u.update.offset > UINT64_MAX - rec->u.update.length)
         return -EINVAL;
@@ -301,12 +301,12 @@ static int write_end(mt_trace_writer *w, uint32_t end_reason)
     pthread_mutex_lock(&w->lock);
     int rc = drain(w);
     if (rc == 0)
-        rc = mt_wfile_enter(w);
+        rc = mti_wfile_enter(w);
     if (rc == 0) {
-        rc = mt_wfile_write_index(w, end_reason);
+        rc = mti_wfile_write_index(w, end_reason);
         if (rc == 0 && (w->flags & MT_TRACE_SYNC) && fdatasync(w->fd) < 0)
             rc = -errno;
-        mt_wfile_leave(w);
+        mti_wfile_leave(w);
     }
     pthread_mutex_unlock(&w->lock);
     return rc;
@@ -375,7 +375,7 @@ int mt_trace_writer_close(mt_trace_writer *w)
             sched_yield();
         rc = atomic_load_explicit(&w->emergency_rc, memory_order_relaxed);
     }
-    mt_wpool_stop(w);
+    mti_wpool_stop(w);
     if (close(w->fd) < 0 && rc == 0)
         rc = -errno;
     w->fd = -1;
@@ -442,11 +442,11 @@ static int writer_alloc(mt_trace_writer *w)
         return -ENOMEM;
     w->nbufs = 1;
     start_fill(w, first);
-    size_t cap = mt_wfile_index_want(w); /* no thread yet: no token needed */
-    uint8_t *index = mt_wfile_index_alloc(cap);
+    size_t cap = mti_wfile_index_want(w); /* no thread yet: no token needed */
+    uint8_t *index = mti_wfile_index_alloc(cap);
     if (!index)
         return -ENOMEM;
-    free(mt_wfile_index_adopt(w, index, cap));
+    free(mti_wfile_index_adopt(w, index, cap));
     return 0;
 }
 
@@ -472,18 +472,18 @@ int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts, mt_trace_w
     pthread_mutex_init(&w->lock, NULL);
     pthread_mutex_init(&w->qlock, NULL);
     pthread_cond_init(&w->work, NULL);
-    mt_cond_init_monotonic(&w->space); /* wait_space() times out on the monotonic clock */
+    mti_cond_init_monotonic(&w->space); /* wait_space() times out on the monotonic clock */
     rc = writer_alloc(w);
     uint8_t hdr[MT_FILE_HEADER_SIZE];
-    mt_file_header_put(hdr, (uint32_t)w->buf_cap);
+    mti_file_header_put(hdr, (uint32_t)w->buf_cap);
     if (rc == 0)
-        rc = mt_pwrite_all(fd, hdr, sizeof hdr, 0);
+        rc = mti_pwrite_all(fd, hdr, sizeof hdr, 0);
     w->file_off = w->file_bytes = MT_FILE_HEADER_SIZE;
-    w->last_seal_ns = mt_now_ns(); /* the interval counts from the start */
+    w->last_seal_ns = mti_now_ns(); /* the interval counts from the start */
     if (rc == 0)
-        rc = mt_wpool_start(w);
+        rc = mti_wpool_start(w);
     if (rc) {
-        mt_wpool_stop(w);
+        mti_wpool_stop(w);
         writer_free(w);
         return rc;
     }
@@ -513,7 +513,7 @@ int mt_trace_writer_open(const char *path, const mt_trace_writer_opts *opts, mt_
         if (rc)
             return rc; /* before the file is touched */
     }
-    int fd = mt_wfile_open(path);
+    int fd = mti_wfile_open(path);
     if (fd < 0)
         return fd;
     return mt_trace_writer_open_fd(fd, opts, out);

@@ -142,24 +142,24 @@ struct mt_trace_writer {
 /* ---- writer.c ---- */
 
 /* 1 in a forked child of the process that opened w. Async-signal-safe. */
-int mt_writer_in_forked_child(const mt_trace_writer *w);
+int mti_writer_in_forked_child(const mt_trace_writer *w);
 
 /* ---- writer_pool.c ---- */
 
 /* Starts the compressor threads with every signal blocked (so that
  * asynchronous signals, and the handlers that may call the emergency flush,
  * never run on them). Returns 0 or -errno. */
-int mt_wpool_start(mt_trace_writer *w);
+int mti_wpool_start(mt_trace_writer *w);
 
 /* Sets stop, wakes and joins the threads. */
-void mt_wpool_stop(mt_trace_writer *w);
+void mti_wpool_stop(mt_trace_writer *w);
 
 /* Seals the chunk being filled if it holds records and the seal interval has
  * passed since the last seal, so that the last submits before a quiet
  * period (or a kill -9) reach the file without waiting for another submit.
  * Called by the first compressor thread when its wait times out, holding no
  * lock; gives up at once if a caller holds `lock`. */
-void mt_writer_seal_idle(mt_trace_writer *w);
+void mti_writer_seal_idle(mt_trace_writer *w);
 
 /* ---- writer_file.c ---- */
 
@@ -167,38 +167,38 @@ void mt_writer_seal_idle(mt_trace_writer *w);
  * exclusively locked (flock) before it is truncated. Returns the fd, or
  * -EBUSY (another open file holds the lock), -ESPIPE (not a regular file),
  * or -errno. */
-int mt_wfile_open(const char *path);
+int mti_wfile_open(const char *path);
 
 /* Takes the file token for the calling thread. Returns 0, or -ECANCELED
  * when the emergency flush holds it for good. */
-int mt_wfile_enter(mt_trace_writer *w);
-void mt_wfile_leave(mt_trace_writer *w);
+int mti_wfile_enter(mt_trace_writer *w);
+void mti_wfile_leave(mt_trace_writer *w);
 
 /* Token held: appends a chunk (a[0, na) then b[0, nb), a starting with the
  * chunk header `h`), truncating a checkpoint's index first, and records it
  * in the index. No allocation: async-signal-safe. Returns 0 or -errno. */
-int mt_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a, size_t na,
+int mti_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a, size_t na,
                     const void *b, size_t nb);
 
 /* Token held: the capacity (entries) the index should grow to so that it
  * keeps 2 * (nslots + 1) spare entries, or 0 when it has them. */
-size_t mt_wfile_index_want(const mt_trace_writer *w);
+size_t mti_wfile_index_want(const mt_trace_writer *w);
 
 /* Without the token (it allocates): a buffer for `cap` entries, or NULL. */
-uint8_t *mt_wfile_index_alloc(size_t cap);
+uint8_t *mti_wfile_index_alloc(size_t cap);
 
-/* Token held: moves the index into buf (from mt_wfile_index_alloc(cap)),
+/* Token held: moves the index into buf (from mti_wfile_index_alloc(cap)),
  * unless it has grown to cap meanwhile. Returns the buffer to free, after
  * leaving the token. */
-uint8_t *mt_wfile_index_adopt(mt_trace_writer *w, uint8_t *buf, size_t cap);
+uint8_t *mti_wfile_index_adopt(mt_trace_writer *w, uint8_t *buf, size_t cap);
 
 /* Token held: writes the index chunk (stored raw) and the trailer after the
  * last chunk, `end_reason` MT_END_*. The next append overwrites them. No
  * allocation: async-signal-safe. Returns 0 or -errno. */
-int mt_wfile_write_index(mt_trace_writer *w, uint32_t end_reason);
+int mti_wfile_write_index(mt_trace_writer *w, uint32_t end_reason);
 
 
 /* The calling thread's id (gettid). Async-signal-safe. */
-long mt_wfile_tid(void);
+long mti_wfile_tid(void);
 
 #endif

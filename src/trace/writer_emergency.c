@@ -22,7 +22,7 @@
 #include "../common/clock.h"
 #include "writer.h"
 
-static void pause_briefly(void) { mt_sleep_ns(50000); /* 50 us */ }
+static void pause_briefly(void) { mti_sleep_ns(50000); /* 50 us */ }
 
 /* Records and SUBMIT records in p[0, len): complete records this writer
  * encoded, so only the type byte and the body length are read. */
@@ -33,7 +33,7 @@ static void count_records(const uint8_t *p, size_t len, uint32_t *nrec, uint32_t
     while (p < end) {
         uint8_t type = *p++;
         uint64_t body = 0;
-        if (mt_varint_get(&p, end, &body) < 0 || body > (uint64_t)(end - p))
+        if (mti_varint_get(&p, end, &body) < 0 || body > (uint64_t)(end - p))
             break; /* cannot happen for committed bytes; stop rather than overrun */
         p += body;
         n++;
@@ -54,11 +54,11 @@ static int flush_one(mt_trace_writer *w, uint32_t seq, uint64_t deadline)
             atomic_load_explicit(&s->seq, memory_order_relaxed) != seq)
             return 0;
         if (st == MT_SLOT_READY) { /* published by the compressor's release */
-            int rc = mt_wfile_append(w, &s->hdr, s->buf, s->out_len, NULL, 0);
+            int rc = mti_wfile_append(w, &s->hdr, s->buf, s->out_len, NULL, 0);
             return rc ? rc : 1;
         }
         if (st == MT_SLOT_COPYBACK) { /* a compressor is copying: moments */
-            if (mt_now_ns() > deadline)
+            if (mti_now_ns() > deadline)
                 return -ETIMEDOUT;
             pause_briefly();
             continue;
@@ -80,8 +80,8 @@ static int flush_one(mt_trace_writer *w, uint32_t seq, uint64_t deadline)
                              .submits_before = s->submits_before, .nsubmits = nsub};
         h.payload_hash = XXH3_64bits(s->buf + MT_CHUNK_HEADER_SIZE, len);
         uint8_t hb[MT_CHUNK_HEADER_SIZE];
-        mt_chunk_header_put(hb, &h);
-        int rc = mt_wfile_append(w, &h, hb, sizeof hb, s->buf + MT_CHUNK_HEADER_SIZE, len);
+        mti_chunk_header_put(hb, &h);
+        int rc = mti_wfile_append(w, &h, hb, sizeof hb, s->buf + MT_CHUNK_HEADER_SIZE, len);
         if (rc)
             return rc;
         return st == MT_SLOT_FILLING ? 0 : 1; /* the chunk being filled is the last */
@@ -92,7 +92,7 @@ static int flush_one(mt_trace_writer *w, uint32_t seq, uint64_t deadline)
  * thread holds it (we interrupted it), or -ETIMEDOUT. */
 static int take_token(mt_trace_writer *w, uint64_t deadline)
 {
-    long me = mt_wfile_tid();
+    long me = mti_wfile_tid();
     for (;;) {
         long expect = 0;
         /* Acquire: pairs with the last holder's release (file_off, index). */
@@ -101,7 +101,7 @@ static int take_token(mt_trace_writer *w, uint64_t deadline)
             return 0;
         if (expect == me)
             return -EDEADLK;
-        if (mt_now_ns() > deadline)
+        if (mti_now_ns() > deadline)
             return -ETIMEDOUT;
         pause_briefly();
     }
@@ -130,7 +130,7 @@ static int flush_all(mt_trace_writer *w, uint64_t deadline)
     /* What was written is complete chunks: index them even after a
      * timeout, unless the file itself failed. */
     if (rc == 0 || rc == -ETIMEDOUT) {
-        int r = mt_wfile_write_index(w, MT_END_EMERGENCY);
+        int r = mti_wfile_write_index(w, MT_END_EMERGENCY);
         if (r)
             rc = r;
     }
@@ -145,9 +145,9 @@ int mt_trace_writer_emergency_flush(mt_trace_writer *w, unsigned timeout_ms)
         return -EINVAL;
     /* A forked child's copy of the parent's writer: writing would land in
      * the parent's file, in the middle of what the parent writes. */
-    if (mt_writer_in_forked_child(w))
+    if (mti_writer_in_forked_child(w))
         return -ECHILD;
-    uint64_t deadline = mt_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = mti_now_ns() + (uint64_t)timeout_ms * 1000000u;
     int state = MT_EMERG_NONE;
     if (!atomic_compare_exchange_strong_explicit(&w->emergency, &state, MT_EMERG_RUNNING,
                                                  memory_order_acq_rel, memory_order_acquire)) {
@@ -157,7 +157,7 @@ int mt_trace_writer_emergency_flush(mt_trace_writer *w, unsigned timeout_ms)
          * it, since returning lets our signal's default action kill the
          * process before it is done. */
         while (atomic_load_explicit(&w->emergency, memory_order_acquire) == MT_EMERG_RUNNING) {
-            if (mt_now_ns() > deadline)
+            if (mti_now_ns() > deadline)
                 return -ETIMEDOUT;
             pause_briefly();
         }

@@ -23,13 +23,13 @@
 
 #include "writer.h"
 
-long mt_wfile_tid(void) { return (long)syscall(SYS_gettid); }
+long mti_wfile_tid(void) { return (long)syscall(SYS_gettid); }
 
 /* Open without O_TRUNC, lock, and only then truncate: a second process that
  * opens the same path (an exec'd child inheriting the output path, or an
  * unrelated one) must find it locked and leave the first one's trace alone.
  * O_NONBLOCK: opening a FIFO must not wait for a reader. */
-int mt_wfile_open(const char *path)
+int mti_wfile_open(const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0644);
     if (fd < 0) {
@@ -63,14 +63,14 @@ int mt_wfile_open(const char *path)
     return fd;
 }
 
-/* Acquire pairs with the release in mt_wfile_leave(): the new holder sees
+/* Acquire pairs with the release in mti_wfile_leave(): the new holder sees
  * file_off, the index and everything the previous holder wrote. Normal
  * holders do not contend (compressors write one at a time under `writing`,
  * checkpoints run when every chunk is written); should one find another
  * there anyway, it waits its turn. Only the emergency flush makes it fail. */
-int mt_wfile_enter(mt_trace_writer *w)
+int mti_wfile_enter(mt_trace_writer *w)
 {
-    long tid = mt_wfile_tid();
+    long tid = mti_wfile_tid();
     for (;;) {
         long expect = 0;
         if (atomic_compare_exchange_weak_explicit(&w->token, &expect, tid, memory_order_acquire,
@@ -83,19 +83,19 @@ int mt_wfile_enter(mt_trace_writer *w)
     }
 }
 
-void mt_wfile_leave(mt_trace_writer *w) { atomic_store_explicit(&w->token, 0, memory_order_release); }
+void mti_wfile_leave(mt_trace_writer *w) { atomic_store_explicit(&w->token, 0, memory_order_release); }
 
 static void index_entry(mt_trace_writer *w, uint64_t offset, const mt_chunk_header *h)
 {
     mt_index_entry e = {offset, h->submits_before, h->nsubmits, h->nrecords, h->raw_size,
                         h->stored_size};
-    mt_index_entry_put(w->index_buf + MT_CHUNK_HEADER_SIZE + (size_t)w->nindex * MT_INDEX_ENTRY_SIZE,
+    mti_index_entry_put(w->index_buf + MT_CHUNK_HEADER_SIZE + (size_t)w->nindex * MT_INDEX_ENTRY_SIZE,
                        &e);
     w->nindex++;
     w->submits_written += h->nsubmits;
 }
 
-int mt_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a, size_t na,
+int mti_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a, size_t na,
                     const void *b, size_t nb)
 {
     if (w->nindex >= w->index_cap)
@@ -108,9 +108,9 @@ int mt_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a,
             return -errno;
         w->index_end = 0;
     }
-    int rc = mt_pwrite_all(w->fd, a, na, w->file_off);
+    int rc = mti_pwrite_all(w->fd, a, na, w->file_off);
     if (rc == 0 && nb)
-        rc = mt_pwrite_all(w->fd, b, nb, w->file_off + na);
+        rc = mti_pwrite_all(w->fd, b, nb, w->file_off + na);
     if (rc)
         return rc;
     index_entry(w, w->file_off, h);
@@ -123,7 +123,7 @@ int mt_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a,
  * outside the token. */
 static size_t index_spare(const mt_trace_writer *w) { return 2 * ((size_t)w->nslots + 1); }
 
-size_t mt_wfile_index_want(const mt_trace_writer *w)
+size_t mti_wfile_index_want(const mt_trace_writer *w)
 {
     size_t need = (size_t)w->nindex + index_spare(w);
     if (need <= w->index_cap)
@@ -134,9 +134,9 @@ size_t mt_wfile_index_want(const mt_trace_writer *w)
     return cap;
 }
 
-uint8_t *mt_wfile_index_alloc(size_t cap) { return malloc(MT_CHUNK_HEADER_SIZE + cap * MT_INDEX_ENTRY_SIZE); }
+uint8_t *mti_wfile_index_alloc(size_t cap) { return malloc(MT_CHUNK_HEADER_SIZE + cap * MT_INDEX_ENTRY_SIZE); }
 
-uint8_t *mt_wfile_index_adopt(mt_trace_writer *w, uint8_t *buf, size_t cap)
+uint8_t *mti_wfile_index_adopt(mt_trace_writer *w, uint8_t *buf, size_t cap)
 {
     if (cap <= w->index_cap)
         return buf; /* grown meanwhile */
@@ -149,7 +149,7 @@ uint8_t *mt_wfile_index_adopt(mt_trace_writer *w, uint8_t *buf, size_t cap)
     return old;
 }
 
-int mt_wfile_write_index(mt_trace_writer *w, uint32_t end_reason)
+int mti_wfile_write_index(mt_trace_writer *w, uint32_t end_reason)
 {
     size_t len = (size_t)w->nindex * MT_INDEX_ENTRY_SIZE;
     if (len > MT_TRACE_MAX_CHUNK_RAW)
@@ -159,15 +159,15 @@ int mt_wfile_write_index(mt_trace_writer *w, uint32_t end_reason)
                          .raw_size = (uint32_t)len, .submits_before = w->submits_written,
                          .end_reason = end_reason};
     h.payload_hash = XXH3_64bits(w->index_buf + MT_CHUNK_HEADER_SIZE, len);
-    mt_chunk_header_put(w->index_buf, &h);
+    mti_chunk_header_put(w->index_buf, &h);
     uint8_t tr[MT_TRAILER_SIZE];
-    mt_trailer_put(tr, w->file_off, w->nindex, w->submits_written);
+    mti_trailer_put(tr, w->file_off, w->nindex, w->submits_written);
     uint64_t at = w->file_off + MT_CHUNK_HEADER_SIZE + len;
     /* The old index, if any, is overwritten in place: same start, and this
      * one is at least as long. */
-    int rc = mt_pwrite_all(w->fd, w->index_buf, MT_CHUNK_HEADER_SIZE + len, w->file_off);
+    int rc = mti_pwrite_all(w->fd, w->index_buf, MT_CHUNK_HEADER_SIZE + len, w->file_off);
     if (rc == 0)
-        rc = mt_pwrite_all(w->fd, tr, sizeof tr, at);
+        rc = mti_pwrite_all(w->fd, tr, sizeof tr, at);
     if (rc == 0)
         w->index_end = at + sizeof tr;
     return rc;

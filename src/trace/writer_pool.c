@@ -45,7 +45,7 @@ static void compress_slot(mt_wworker *wk, mt_wslot *s, uint32_t seq)
         h.codec = MT_CODEC_ZSTD;
         h.stored_size = (uint32_t)z;
         h.payload_hash = XXH3_64bits(wk->zbuf + MT_CHUNK_HEADER_SIZE, z);
-        mt_chunk_header_put(wk->zbuf, &h);
+        mti_chunk_header_put(wk->zbuf, &h);
         /* acq_rel: on success nobody else reads the records any more; the
          * emergency flush waits for READY before it reads the copy. */
         if (!atomic_compare_exchange_strong_explicit(&s->state, &expect, MT_SLOT_COPYBACK,
@@ -61,7 +61,7 @@ static void compress_slot(mt_wworker *wk, mt_wslot *s, uint32_t seq)
     /* Raw: the header goes into the room before the records; the emergency
      * flush never reads that room of a slot it froze. */
     h.payload_hash = XXH3_64bits(payload, s->len);
-    mt_chunk_header_put(s->buf, &h);
+    mti_chunk_header_put(s->buf, &h);
     s->hdr = h;
     s->out_len = MT_CHUNK_HEADER_SIZE + s->len;
     atomic_compare_exchange_strong_explicit(&s->state, &expect, MT_SLOT_READY, memory_order_acq_rel,
@@ -83,14 +83,14 @@ static void halt(mt_trace_writer *w)
  * next chunk tries again) or -ECANCELED (the emergency flush took the file). */
 static int grow_index(mt_trace_writer *w, size_t cap)
 {
-    uint8_t *buf = mt_wfile_index_alloc(cap);
+    uint8_t *buf = mti_wfile_index_alloc(cap);
     if (!buf)
         return 0;
-    int rc = mt_wfile_enter(w);
+    int rc = mti_wfile_enter(w);
     uint8_t *old = buf;
     if (rc == 0) {
-        old = mt_wfile_index_adopt(w, buf, cap);
-        mt_wfile_leave(w);
+        old = mti_wfile_index_adopt(w, buf, cap);
+        mti_wfile_leave(w);
     }
     free(old);
     return rc;
@@ -110,10 +110,10 @@ static void write_ready(mt_trace_writer *w)
         if (atomic_load_explicit(&s->state, memory_order_acquire) != MT_SLOT_READY)
             break;
         pthread_mutex_unlock(&w->qlock);
-        int rc = mt_wfile_enter(w);
+        int rc = mti_wfile_enter(w);
         int err = atomic_load_explicit(&w->error, memory_order_acquire);
         if (rc == 0 && err == -ECANCELED)
-            rc = -ECANCELED, mt_wfile_leave(w);
+            rc = -ECANCELED, mti_wfile_leave(w);
         if (rc) {
             pthread_mutex_lock(&w->qlock);
             halt(w);
@@ -122,15 +122,15 @@ static void write_ready(mt_trace_writer *w)
         uint64_t off = 0;
         size_t grow = 0;
         if (!err) { /* after an error, later chunks are dropped */
-            rc = mt_wfile_append(w, &s->hdr, s->buf, s->out_len, NULL, 0);
+            rc = mti_wfile_append(w, &s->hdr, s->buf, s->out_len, NULL, 0);
             int zero = 0;
             if (rc) /* set under the token: the emergency flush sees it */
                 atomic_compare_exchange_strong_explicit(&w->error, &zero, rc, memory_order_release,
                                                         memory_order_relaxed);
             off = w->file_off;
-            grow = mt_wfile_index_want(w);
+            grow = mti_wfile_index_want(w);
         }
-        mt_wfile_leave(w);
+        mti_wfile_leave(w);
         if (grow && (rc = grow_index(w, grow)) != 0) {
             pthread_mutex_lock(&w->qlock);
             halt(w);
@@ -158,7 +158,7 @@ static void *worker_main(void *arg)
     mt_wworker *wk = arg;
     mt_trace_writer *w = wk->w;
     /* The first thread also seals an idle chunk once the seal interval has
-     * passed (see mt_writer_seal_idle): it wakes up that often. */
+     * passed (see mti_writer_seal_idle): it wakes up that often. */
     int sealer = wk == &w->workers[0] && w->seal_interval_ns;
     pthread_mutex_lock(&w->qlock);
     for (;;) {
@@ -175,7 +175,7 @@ static void *worker_main(void *arg)
             if (pthread_cond_timedwait(&w->work, &w->qlock, &t) == ETIMEDOUT) {
                 /* Lock order is `lock` before `qlock`: let go of qlock. */
                 pthread_mutex_unlock(&w->qlock);
-                mt_writer_seal_idle(w);
+                mti_writer_seal_idle(w);
                 pthread_mutex_lock(&w->qlock);
             }
         }
@@ -200,7 +200,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int mt_wpool_start(mt_trace_writer *w)
+int mti_wpool_start(mt_trace_writer *w)
 {
     sigset_t all, old;
     sigfillset(&all);
@@ -215,7 +215,7 @@ int mt_wpool_start(mt_trace_writer *w)
     return rc;
 }
 
-void mt_wpool_stop(mt_trace_writer *w)
+void mti_wpool_stop(mt_trace_writer *w)
 {
     pthread_mutex_lock(&w->qlock);
     w->stop = 1;

@@ -38,21 +38,21 @@ static unsigned char *g_bump[MT_ARENA_CLASSES], *g_bump_end[MT_ARENA_CLASSES];
 static void lock(void)
 {
     sigset_t saved;
-    mt_sys_block_all(&saved);
-    mt_spin_lock(&g_lock);
+    mti_sys_block_all(&saved);
+    mti_spin_lock(&g_lock);
     g_saved = saved;
 }
 
 static void unlock(void)
 {
     sigset_t saved = g_saved;
-    mt_spin_unlock(&g_lock);
-    mt_sys_restore_mask(&saved);
+    mti_spin_unlock(&g_lock);
+    mti_sys_restore_mask(&saved);
 }
 
 static size_t page_round(size_t n)
 {
-    size_t ps = mt_page_size();
+    size_t ps = mti_page_size();
     return (n + ps - 1) & ~(ps - 1);
 }
 
@@ -64,12 +64,12 @@ static int size_class(size_t size)
     return c;
 }
 
-void *mt_arena_alloc(size_t size)
+void *mti_arena_alloc(size_t size)
 {
     if (size == 0)
         size = 1;
     if (size > MT_ARENA_MAX_SMALL) {
-        void *p = mt_sys_mmap(NULL, page_round(size), PROT_READ | PROT_WRITE,
+        void *p = mti_sys_mmap(NULL, page_round(size), PROT_READ | PROT_WRITE,
                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         return p == MAP_FAILED ? NULL : p; /* fresh mappings are zero */
     }
@@ -82,7 +82,7 @@ void *mt_arena_alloc(size_t size)
         g_free[c] = g_free[c]->next;
     } else {
         if (g_bump[c] == NULL || g_bump[c] + bsize > g_bump_end[c]) {
-            void *chunk = mt_sys_mmap(NULL, MT_ARENA_CHUNK, PROT_READ | PROT_WRITE,
+            void *chunk = mti_sys_mmap(NULL, MT_ARENA_CHUNK, PROT_READ | PROT_WRITE,
                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (chunk != MAP_FAILED) {
                 g_bump[c] = chunk;
@@ -100,14 +100,14 @@ void *mt_arena_alloc(size_t size)
     return p;
 }
 
-void mt_arena_free(void *p, size_t size)
+void mti_arena_free(void *p, size_t size)
 {
     if (!p)
         return;
     if (size == 0)
         size = 1;
     if (size > MT_ARENA_MAX_SMALL) {
-        mt_sys_munmap(p, page_round(size));
+        mti_sys_munmap(p, page_round(size));
         return;
     }
     int c = size_class(size);
@@ -120,6 +120,6 @@ void mt_arena_free(void *p, size_t size)
 
 /* fork(): the lock is taken before and released on both sides, so the
  * child never inherits it held by a thread that does not exist there. */
-void mt_arena_fork_prepare(void) { lock(); }
-void mt_arena_fork_parent(void) { unlock(); }
-void mt_arena_fork_child(void) { unlock(); }
+void mti_arena_fork_prepare(void) { lock(); }
+void mti_arena_fork_parent(void) { unlock(); }
+void mti_arena_fork_child(void) { unlock(); }

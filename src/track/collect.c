@@ -87,9 +87,9 @@ static void rearm_flush(mt_range *r, rearm *ra)
 {
     if (ra->n) {
         mt_pins pins;
-        mt_kw_rearm_begin(&pins);
-        mt_sig_rearm(r, ra->first, ra->n, &pins);
-        mt_kw_rearm_end();
+        mti_kw_rearm_begin(&pins);
+        mti_sig_rearm(r, ra->first, ra->n, &pins);
+        mti_kw_rearm_end();
     }
     ra->n = 0;
 }
@@ -109,7 +109,7 @@ static void rearm_add(mt_range *r, rearm *ra, size_t first, size_t n)
 static void drop_gone(const mt_range *r, size_t p0, uint64_t *w, size_t nbits)
 {
     for (size_t p = 0; p < nbits; p++)
-        if ((w[p / 64] >> (p % 64) & 1) && (mt_pstate(r, p0 + p) & MT_PS_GONE))
+        if ((w[p / 64] >> (p % 64) & 1) && (mti_pstate(r, p0 + p) & MT_PS_GONE))
             w[p / 64] &= ~(1ull << (p % 64));
 }
 
@@ -120,20 +120,20 @@ static int scan_window(mt_tracker *t, const mt_range *r, size_t p0, size_t nbits
 {
     if (atomic_load_explicit(&r->gone_pages, memory_order_relaxed) == 0) {
         uintptr_t s = r->span_start + ((uintptr_t)p0 << r->page_shift);
-        return mt_uffd_scan(t, s, s + ((uintptr_t)nbits << r->page_shift), r->page_shift, out);
+        return mti_uffd_scan(t, s, s + ((uintptr_t)nbits << r->page_shift), r->page_shift, out);
     }
     for (size_t a = 0; a < nbits;) {
-        while (a < nbits && (mt_pstate(r, p0 + a) & MT_PS_GONE))
+        while (a < nbits && (mti_pstate(r, p0 + a) & MT_PS_GONE))
             a++;
         size_t b = a;
-        while (b < nbits && !(mt_pstate(r, p0 + b) & MT_PS_GONE))
+        while (b < nbits && !(mti_pstate(r, p0 + b) & MT_PS_GONE))
             b++;
         if (b > a) {
             uint64_t part[MT_WINDOW_WORDS];
             size_t nw = (b - a + 63) / 64;
             memset(part, 0, nw * sizeof *part);
             uintptr_t s = r->span_start + ((uintptr_t)(p0 + a) << r->page_shift);
-            int rc = mt_uffd_scan(t, s, s + ((uintptr_t)(b - a) << r->page_shift), r->page_shift, part);
+            int rc = mti_uffd_scan(t, s, s + ((uintptr_t)(b - a) << r->page_shift), r->page_shift, part);
             if (rc)
                 return rc;
             for (size_t p = 0; p < b - a; p++)
@@ -169,7 +169,7 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
             /* Cheap read first: most words of a mostly clean range are zero,
              * and an exchange would dirty the cache line for nothing. */
             uint64_t x = atomic_load_explicit(&r->bits[w0 + i], memory_order_relaxed);
-            /* acquire: pairs with the release in mt_bits_set. */
+            /* acquire: pairs with the release in mti_bits_set. */
             local[i] = x ? atomic_exchange_explicit(&r->bits[w0 + i], 0, memory_order_acquire) : 0;
             any |= local[i];
         }
@@ -188,10 +188,10 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
              * uffd ranges: they were written for them too. */
             size_t last = r->npages - 1;
             if (p0 == 0 && (scanned[0] & 1))
-                mt_track_share_page(t, r, r->span_start);
+                mti_track_share_page(t, r, r->span_start);
             if (last >= p0 && last < p0 + nbits && last != 0 &&
                 (scanned[(last - p0) / 64] >> ((last - p0) % 64) & 1))
-                mt_track_share_page(t, r, r->span_end - ((uintptr_t)1 << r->page_shift));
+                mti_track_share_page(t, r, r->span_end - ((uintptr_t)1 << r->page_shift));
             for (size_t i = 0; i < nw; i++) {
                 local[i] |= scanned[i];
                 any |= scanned[i];
@@ -219,11 +219,11 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
      * registration stays with the parent): every page may change at any
      * time, so each complete pass ends with every page dirty again. */
     if (whole)
-        mt_bits_set_range(r->bits, 0, r->npages);
+        mti_bits_set_range(r->bits, 0, r->npages);
     return (long)n;
 }
 
-long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max)
+long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max)
 {
     atomic_fetch_add_explicit(&r->collects, 1, memory_order_relaxed);
     int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
@@ -235,13 +235,13 @@ long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max
      * states this collect acts on are consistent with what it did, and no
      * signal handler on this thread can run one in the middle (sigtable.c). */
     sigset_t saved;
-    mt_sys_block_async(&saved);
+    mti_sys_block_async(&saved);
     const mt_sig_entry *e;
     uint32_t cnt;
-    unsigned tok = mt_sigtable_enter(&e, &cnt);
+    unsigned tok = mti_sigtable_enter(&e, &cnt);
     long n = collect_windows(t, r, runs, max);
     gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
-    mt_sigtable_leave(tok);
-    mt_sys_restore_mask(&saved);
+    mti_sigtable_leave(tok);
+    mti_sys_restore_mask(&saved);
     return n == 0 && gone ? MT_EUNMAPPED : n;
 }

@@ -34,32 +34,32 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void reg_lock(void)
 {
     sigset_t saved;
-    mt_sys_block_all(&saved);
-    mt_spin_lock(&g_reg_lock);
+    mti_sys_block_all(&saved);
+    mti_spin_lock(&g_reg_lock);
     g_reg_saved = saved;
 }
 
 static void reg_unlock(void)
 {
     sigset_t saved = g_reg_saved;
-    mt_spin_unlock(&g_reg_lock);
-    mt_sys_restore_mask(&saved);
+    mti_spin_unlock(&g_reg_lock);
+    mti_sys_restore_mask(&saved);
 }
 
 /* Lock order, the same as everywhere else: registry, table, chain, arena. */
 static void prepare(void)
 {
     reg_lock();
-    mt_sigtable_lock();
-    mt_chain_fork_prepare();
-    mt_arena_fork_prepare();
+    mti_sigtable_lock();
+    mti_chain_fork_prepare();
+    mti_arena_fork_prepare();
 }
 
 static void parent(void)
 {
-    mt_arena_fork_parent();
-    mt_chain_fork_parent();
-    mt_sigtable_unlock();
+    mti_arena_fork_parent();
+    mti_chain_fork_parent();
+    mti_sigtable_unlock();
     reg_unlock();
 }
 
@@ -74,7 +74,7 @@ static void child_tracker(mt_tracker *t)
             mt_range *r = t->sorted[i];
             if (r->backend == MT_TRACK_UFFD) {
                 atomic_store_explicit(&r->whole, 1, memory_order_relaxed);
-                mt_bits_set_range(r->bits, 0, r->npages);
+                mti_bits_set_range(r->bits, 0, r->npages);
             }
         }
         pthread_rwlock_unlock(&t->lock);
@@ -88,11 +88,11 @@ static void child_tracker(mt_tracker *t)
 
 static void child(void)
 {
-    mt_arena_fork_child();
-    mt_chain_fork_child();
-    mt_kw_fork_child();
-    mt_sigtable_fork_child();
-    mt_sigtable_unlock();
+    mti_arena_fork_child();
+    mti_chain_fork_child();
+    mti_kw_fork_child();
+    mti_sigtable_fork_child();
+    mti_sigtable_unlock();
     for (mt_tracker *t = g_trackers; t; t = t->next_registered)
         child_tracker(t);
     reg_unlock();
@@ -100,7 +100,7 @@ static void child(void)
 
 static void install_atfork(void) { pthread_atfork(prepare, parent, child); }
 
-void mt_fork_register(mt_tracker *t)
+void mti_fork_register(mt_tracker *t)
 {
     pthread_once(&g_once, install_atfork);
     reg_lock();
@@ -109,7 +109,7 @@ void mt_fork_register(mt_tracker *t)
     reg_unlock();
 }
 
-void mt_fork_unregister(mt_tracker *t)
+void mti_fork_unregister(mt_tracker *t)
 {
     reg_lock();
     for (mt_tracker **p = &g_trackers; *p; p = &(*p)->next_registered)

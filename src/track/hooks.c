@@ -33,7 +33,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-static size_t page_size(void) { return mt_page_size(); }
+static size_t page_size(void) { return mti_page_size(); }
 
 static uintptr_t floor_page(uintptr_t a) { return a & ~(uintptr_t)(page_size() - 1); }
 
@@ -54,26 +54,26 @@ typedef void (*pages_fn)(mt_range *r, size_t first, size_t n, void *ctx);
 static void for_each_range(const mt_sig_entry *e, uint32_t n, uintptr_t pa, uintptr_t pb, pages_fn fn,
                            void *ctx)
 {
-    for (uint32_t i = mt_sigtable_first_ending_after(e, n, pa); i < n && e[i].start < pb; i++) {
+    for (uint32_t i = mti_sigtable_first_ending_after(e, n, pa); i < n && e[i].start < pb; i++) {
         mt_range *r = e[i].range;
         uintptr_t lo = pa > r->span_start ? pa : r->span_start;
         uintptr_t hi = pb < r->span_end ? pb : r->span_end;
         if (lo < hi)
-            fn(r, mt_page_index(r, lo), (hi - lo) >> r->page_shift, ctx);
+            fn(r, mti_page_index(r, lo), (hi - lo) >> r->page_shift, ctx);
     }
 }
 
 /* Async-signal-safe look-up: does any range have pages in [pa, pb)? */
 static int tracked(uintptr_t pa, uintptr_t pb)
 {
-    if (pb <= pa || mt_sigtable_count() == 0)
+    if (pb <= pa || mti_sigtable_count() == 0)
         return 0;
     const mt_sig_entry *e;
     uint32_t n;
-    unsigned tok = mt_sigtable_enter_light(&e, &n);
-    uint32_t i = mt_sigtable_first_ending_after(e, n, pa);
+    unsigned tok = mti_sigtable_enter_light(&e, &n);
+    uint32_t i = mti_sigtable_first_ending_after(e, n, pa);
     int hit = i < n && e[i].start < pb;
-    mt_sigtable_leave_light(tok);
+    mti_sigtable_leave_light(tok);
     return hit;
 }
 
@@ -81,8 +81,8 @@ static void mark_dirty(mt_range *r, size_t first, size_t n, void *ctx)
 {
     (void)ctx;
     for (size_t p = first; p < first + n; p++)
-        if (!(mt_pstate(r, p) & MT_PS_GONE))
-            mt_bits_set(r->bits, p);
+        if (!(mti_pstate(r, p) & MT_PS_GONE))
+            mti_bits_set(r->bits, p);
     atomic_fetch_add_explicit(&r->app_calls, 1, memory_order_relaxed);
 }
 
@@ -93,23 +93,23 @@ static void dirty_pages(uintptr_t pa, uintptr_t pb)
 {
     const mt_sig_entry *e;
     uint32_t n;
-    unsigned tok = mt_sigtable_enter_light(&e, &n);
+    unsigned tok = mti_sigtable_enter_light(&e, &n);
     for_each_range(e, n, pa, pb, mark_dirty, NULL);
-    mt_sigtable_leave_light(tok);
+    mti_sigtable_leave_light(tok);
 }
 
 static void set_prot(mt_range *r, size_t first, size_t n, void *ctx)
 {
     unsigned prot = *(const int *)ctx & MT_PS_PROT;
     for (size_t p = first; p < first + n; p++) {
-        unsigned st = mt_pstate(r, p);
+        unsigned st = mti_pstate(r, p);
         if (st & MT_PS_GONE)
             continue;
         atomic_store_explicit(&r->pstate[p], (uint8_t)((st & ~MT_PS_PROT) | prot), memory_order_relaxed);
         /* The real mprotect just made it writable: written from now on
          * without a fault, so dirty until the next collect re-arms it. */
         if (r->backend == MT_TRACK_SIGNAL && (prot & PROT_WRITE))
-            mt_bits_set(r->bits, p);
+            mti_bits_set(r->bits, p);
     }
     atomic_fetch_add_explicit(&r->app_calls, 1, memory_order_relaxed);
 }
@@ -119,7 +119,7 @@ static void set_gone(mt_range *r, size_t first, size_t n, void *ctx)
     (void)ctx;
     size_t newly = 0;
     for (size_t p = first; p < first + n; p++) {
-        unsigned st = mt_pstate(r, p);
+        unsigned st = mti_pstate(r, p);
         if (st & MT_PS_GONE)
             continue;
         atomic_store_explicit(&r->pstate[p], (uint8_t)(st | MT_PS_GONE), memory_order_relaxed);
@@ -141,37 +141,37 @@ static void fix_moved(mt_range *r, size_t first, size_t n, void *ctx)
     if (r->backend != MT_TRACK_SIGNAL)
         return;
     uintptr_t base = r->span_start - c->old + c->dst;
-    mt_protect_pages(r, first, n, MT_PROT_APP, base, NULL);
+    mti_protect_pages(r, first, n, MT_PROT_APP, base, NULL);
 }
 
 static void gone_locked(uintptr_t pa, uintptr_t pb)
 {
     uint32_t n;
-    const mt_sig_entry *e = mt_sigtable_locked_view(&n);
+    const mt_sig_entry *e = mti_sigtable_locked_view(&n);
     for_each_range(e, n, pa, pb, set_gone, NULL);
     /* A handler that trapped there before the change retries once. */
-    mt_sigtable_note_removed(pa, pb);
+    mti_sigtable_note_removed(pa, pb);
 }
 
 static int hook_mprotect(void *addr, size_t len, int prot)
 {
     uintptr_t pa = (uintptr_t)addr, pb = ceil_page(end_of(pa, len));
     if (!tracked(floor_page(pa), pb)) {
-        int rc = mt_sys_mprotect(pa, len, prot);
+        int rc = mti_sys_mprotect(pa, len, prot);
         if (rc)
             errno = -rc;
         return rc ? -1 : 0;
     }
-    mt_sigtable_lock();
-    mt_sigtable_hook_begin();
-    int rc = mt_sys_mprotect(pa, len, prot);
+    mti_sigtable_lock();
+    mti_sigtable_hook_begin();
+    int rc = mti_sys_mprotect(pa, len, prot);
     if (rc == 0) {
         uint32_t n;
-        const mt_sig_entry *e = mt_sigtable_locked_view(&n);
+        const mt_sig_entry *e = mti_sigtable_locked_view(&n);
         for_each_range(e, n, pa, pb, set_prot, &prot);
     }
-    mt_sigtable_hook_end();
-    mt_sigtable_unlock();
+    mti_sigtable_hook_end();
+    mti_sigtable_unlock();
     if (rc)
         errno = -rc;
     return rc ? -1 : 0;
@@ -181,18 +181,18 @@ static int hook_munmap(void *addr, size_t len)
 {
     uintptr_t pa = (uintptr_t)addr, pb = ceil_page(end_of(pa, len));
     if (!tracked(floor_page(pa), pb)) {
-        int rc = mt_sys_munmap(addr, len);
+        int rc = mti_sys_munmap(addr, len);
         if (rc)
             errno = -rc;
         return rc ? -1 : 0;
     }
-    mt_sigtable_lock();
-    mt_sigtable_hook_begin();
-    int rc = mt_sys_munmap(addr, len);
+    mti_sigtable_lock();
+    mti_sigtable_hook_begin();
+    int rc = mti_sys_munmap(addr, len);
     if (rc == 0)
         gone_locked(pa, pb);
-    mt_sigtable_hook_end();
-    mt_sigtable_unlock();
+    mti_sigtable_hook_end();
+    mti_sigtable_unlock();
     if (rc)
         errno = -rc;
     return rc ? -1 : 0;
@@ -202,15 +202,15 @@ static void *hook_mmap_fixed(void *addr, size_t len, int prot, int flags, int fd
 {
     uintptr_t pa = (uintptr_t)addr, pb = ceil_page(end_of(pa, len));
     if (!tracked(floor_page(pa), pb))
-        return mt_sys_mmap(addr, len, prot, flags, fd, off);
-    mt_sigtable_lock();
-    mt_sigtable_hook_begin();
-    void *p = mt_sys_mmap(addr, len, prot, flags, fd, off);
+        return mti_sys_mmap(addr, len, prot, flags, fd, off);
+    mti_sigtable_lock();
+    mti_sigtable_hook_begin();
+    void *p = mti_sys_mmap(addr, len, prot, flags, fd, off);
     int err = errno;
     if (p != MAP_FAILED)
         gone_locked(pa, pb); /* the old pages were replaced */
-    mt_sigtable_hook_end();
-    mt_sigtable_unlock();
+    mti_sigtable_hook_end();
+    mti_sigtable_unlock();
     errno = err;
     return p;
 }
@@ -223,10 +223,10 @@ static void *hook_mremap(void *old_addr, size_t old_len, size_t new_len, int fla
     uintptr_t na = (uintptr_t)new_addr, nb = ceil_page(end_of(na, new_len));
     int fixed = (flags & MREMAP_FIXED) != 0;
     if (!tracked(floor_page(old), ob) && !(fixed && tracked(floor_page(na), nb)))
-        return mt_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
-    mt_sigtable_lock();
-    mt_sigtable_hook_begin();
-    void *p = mt_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
+        return mti_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
+    mti_sigtable_lock();
+    mti_sigtable_hook_begin();
+    void *p = mti_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
     int err = errno;
     if (p != MAP_FAILED) {
         uintptr_t dst = (uintptr_t)p;
@@ -234,13 +234,13 @@ static void *hook_mremap(void *old_addr, size_t old_len, size_t new_len, int fla
         size_t nlen = (size_t)(ceil_page(end_of(old, new_len)) - old);
         size_t moved = old_len == 0 ? nlen : (olen < nlen ? olen : nlen);
         uint32_t n;
-        const mt_sig_entry *e = mt_sigtable_locked_view(&n);
+        const mt_sig_entry *e = mti_sigtable_locked_view(&n);
         if (fixed) /* whatever was at the destination was unmapped */
             gone_locked(dst, ceil_page(dst + new_len));
         if (dst != old || old_len == 0 || (flags & MREMAP_DONTUNMAP)) {
             move_ctx mc = {old, dst};
             for_each_range(e, n, old, old + moved, fix_moved, &mc);
-            mt_sigtable_note_removed(dst, dst + moved); /* a fault there during the move retries */
+            mti_sigtable_note_removed(dst, dst + moved); /* a fault there during the move retries */
         }
         if (old_len == 0) {
             /* a second view of shared pages; the first stays as it was */
@@ -253,8 +253,8 @@ static void *hook_mremap(void *old_addr, size_t old_len, size_t new_len, int fla
                 gone_locked(old + keep, old + olen);
         }
     }
-    mt_sigtable_hook_end();
-    mt_sigtable_unlock();
+    mti_sigtable_hook_end();
+    mti_sigtable_unlock();
     errno = err;
     return p;
 }
@@ -266,7 +266,7 @@ static int hook_madvise(void *addr, size_t len, int advice)
                   advice == MADV_FREE;
     int populate = advice == MADV_POPULATE_WRITE;
     if ((!content && !populate) || !tracked(floor_page(pa), pb)) {
-        int rc = mt_sys_madvise(addr, len, advice);
+        int rc = mti_sys_madvise(addr, len, advice);
         if (rc)
             errno = -rc;
         return rc ? -1 : 0;
@@ -277,14 +277,14 @@ static int hook_madvise(void *addr, size_t len, int advice)
          * refuse (EFAULT): a kernel write like read(2). */
         struct iovec seg = {addr, len};
         mt_kw_segs segs = {.iov = &seg, .niov = 1};
-        int tok = mt_kw_begin(&segs);
-        rc = mt_sys_madvise(addr, len, advice);
+        int tok = mti_kw_begin(&segs);
+        rc = mti_sys_madvise(addr, len, advice);
         if (tok >= 0)
-            mt_kw_end(tok, &segs);
+            mti_kw_end(tok, &segs);
     } else {
-        rc = mt_sys_madvise(addr, len, advice);
+        rc = mti_sys_madvise(addr, len, advice);
         if (rc == 0 && advice == MADV_FREE)
-            mt_sys_madvise(addr, len, MADV_DONTNEED);
+            mti_sys_madvise(addr, len, MADV_DONTNEED);
         if (rc == 0)
             dirty_pages(pa, pb);
     }
@@ -302,17 +302,17 @@ static void hook_written(uintptr_t addr, size_t len)
 _Static_assert(MT_PRELOAD_LAST_EXEC == MT_TRACK_LAST_EXEC && MT_PRELOAD_LAST_EXIT == MT_TRACK_LAST_EXIT,
               "the interposer and track agree on last_words' codes");
 
-const mt_preload_hooks mt_hooks = {
+const mt_preload_hooks mti_hooks = {
     .abi = MT_PRELOAD_ABI_VERSION,
     .size = sizeof(mt_preload_hooks),
-    .sigaction = mt_chain_app_sigaction,
-    .kw_begin = mt_kw_begin,
-    .kw_end = mt_kw_end,
+    .sigaction = mti_chain_app_sigaction,
+    .kw_begin = mti_kw_begin,
+    .kw_end = mti_kw_end,
     .written = hook_written,
     .mprotect = hook_mprotect,
     .munmap = hook_munmap,
     .mremap = hook_mremap,
     .madvise = hook_madvise,
     .mmap_fixed = hook_mmap_fixed,
-    .last_words = mt_last_words_call,
+    .last_words = mti_last_words_call,
 };

@@ -33,25 +33,25 @@
  * wrappers (which would take them for the application's). mprotect is a
  * raw system call (async-signal-safe, no user-space state). All return 0 or
  * -errno, except mmap/mremap (MAP_FAILED + errno). */
-int mt_sys_mprotect(uintptr_t addr, size_t len, int prot);
-int mt_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
-int mt_sys_sigmask(int how, const sigset_t *set, sigset_t *old);
-void *mt_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
-int mt_sys_munmap(void *addr, size_t len);
-int mt_sys_madvise(void *addr, size_t len, int advice);
-void *mt_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr);
+int mti_sys_mprotect(uintptr_t addr, size_t len, int prot);
+int mti_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+int mti_sys_sigmask(int how, const sigset_t *set, sigset_t *old);
+void *mti_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+int mti_sys_munmap(void *addr, size_t len);
+int mti_sys_madvise(void *addr, size_t len, int advice);
+void *mti_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr);
 /* Blocks every signal except the synchronous fault signals (a fault must
  * still reach the handler), saving the old mask. */
-void mt_sys_block_async(sigset_t *saved);
+void mti_sys_block_async(sigset_t *saved);
 /* Blocks every signal. */
-void mt_sys_block_all(sigset_t *saved);
-void mt_sys_restore_mask(const sigset_t *saved);
+void mti_sys_block_all(sigset_t *saved);
+void mti_sys_restore_mask(const sigset_t *saved);
 /* The interposer's API once found (NULL without it); set by preload_link.c. */
-const mt_preload_api *mt_sys_api(void);
-void mt_sys_set_api(const mt_preload_api *api);
+const mt_preload_api *mti_sys_api(void);
+void mti_sys_set_api(const mt_preload_api *api);
 /* 1 when the interposer is attached to this copy of track (hooks live). */
-int mt_sys_attached(void);
-void mt_sys_set_attached(int on);
+int mti_sys_attached(void);
+void mti_sys_set_attached(int on);
 
 /* A spin lock for state that signal handlers and hooks reach. Callers block
  * signals first (so the holder is never interrupted on its own thread by
@@ -59,16 +59,16 @@ void mt_sys_set_attached(int on);
 typedef struct mt_spin {
     _Atomic int held;
 } mt_spin;
-void mt_spin_lock(mt_spin *s);
-void mt_spin_unlock(mt_spin *s);
+void mti_spin_lock(mt_spin *s);
+void mti_spin_unlock(mt_spin *s);
 
 /* ---- metadata arena (arena.c) ------------------------------------------ */
 /* Zeroed memory from memtrack's own mappings. Not async-signal-safe. */
-void *mt_arena_alloc(size_t size);
-void mt_arena_free(void *p, size_t size);
-void mt_arena_fork_prepare(void);
-void mt_arena_fork_parent(void);
-void mt_arena_fork_child(void);
+void *mti_arena_alloc(size_t size);
+void mti_arena_free(void *p, size_t size);
+void mti_arena_fork_prepare(void);
+void mti_arena_fork_parent(void);
+void mti_arena_fork_child(void);
 
 /* ---- ranges -------------------------------------------------------------- */
 /* Page state, one byte per page of a range's span: the protection the
@@ -82,7 +82,7 @@ void mt_arena_fork_child(void);
 
 /* Protection of a tracked page while armed (signal backend): the
  * application's, minus write. PROT_WRITE alone implies read on Linux. */
-static inline int mt_armed_prot(unsigned app)
+static inline int mti_armed_prot(unsigned app)
 {
     app &= MT_PS_PROT;
     return (app & PROT_WRITE) ? (int)((app & ~(unsigned)PROT_WRITE) | PROT_READ) : (int)app;
@@ -119,17 +119,17 @@ struct mt_range {
     _Atomic int degraded; /* signal backend: the whole span is writable and all bits set */
 };
 
-static inline size_t mt_page_index(const mt_range *r, uintptr_t page)
+static inline size_t mti_page_index(const mt_range *r, uintptr_t page)
 {
     return (size_t)((page - r->span_start) >> r->page_shift);
 }
 
-static inline unsigned mt_pstate(const mt_range *r, size_t i)
+static inline unsigned mti_pstate(const mt_range *r, size_t i)
 {
     return atomic_load_explicit(&r->pstate[i], memory_order_relaxed);
 }
 
-static inline void mt_bits_set(_Atomic uint64_t *bits, size_t i)
+static inline void mti_bits_set(_Atomic uint64_t *bits, size_t i)
 {
     /* release: pairs with the acquire exchange in collect, so the collector
      * that takes the bit also sees everything written before it was set. */
@@ -137,7 +137,7 @@ static inline void mt_bits_set(_Atomic uint64_t *bits, size_t i)
 }
 
 /* Sets bits [first, first+n) (ranges.c). */
-void mt_bits_set_range(_Atomic uint64_t *bits, size_t first, size_t n);
+void mti_bits_set_range(_Atomic uint64_t *bits, size_t first, size_t n);
 
 struct mt_tracker {
     mt_tracker_opts opts;
@@ -171,37 +171,37 @@ typedef struct mt_sig_entry {
 } mt_sig_entry;
 
 /* Writer side: blocks every signal and takes the lock (restored on unlock). */
-void mt_sigtable_lock(void);
-void mt_sigtable_unlock(void);
+void mti_sigtable_lock(void);
+void mti_sigtable_unlock(void);
 /* Inserts; -EEXIST on overlap, -ENOSPC when full, -ENOMEM. */
-int mt_sigtable_insert(mt_range *r);
+int mti_sigtable_insert(mt_range *r);
 /* Removes and waits until no reader can still see r. */
-void mt_sigtable_remove(mt_range *r);
+void mti_sigtable_remove(mt_range *r);
 /* The state byte of `page` as the other ranges on it know it (shared end
  * pages of a new range inherit it); -1 if no other range covers it. */
-int mt_sigtable_page_state(uintptr_t page, const mt_range *self);
+int mti_sigtable_page_state(uintptr_t page, const mt_range *self);
 /* Records a removed span so a handler that trapped before the removal
  * retries instead of chaining (see signal_posix.c). */
-void mt_sigtable_note_removed(uintptr_t start, uintptr_t end);
+void mti_sigtable_note_removed(uintptr_t start, uintptr_t end);
 /* With the lock held: keeps readers out and waits for those inside, except
  * the calling thread's own enclosing sections. */
-void mt_sigtable_hook_begin(void);
-void mt_sigtable_hook_end(void);
+void mti_sigtable_hook_begin(void);
+void mti_sigtable_hook_end(void);
 /* The entries while the lock is held. */
-const mt_sig_entry *mt_sigtable_locked_view(uint32_t *count);
+const mt_sig_entry *mti_sigtable_locked_view(uint32_t *count);
 /* Number of ranges in the table (relaxed; a hint for fast paths). */
-uint32_t mt_sigtable_count(void);
+uint32_t mti_sigtable_count(void);
 
 /* Reader side: async-signal-safe. Heavy sections (they act on
  * protections) must be entered with asynchronous signals blocked; light
  * sections only look up ranges and set dirty bits (see sigtable.c). */
-unsigned mt_sigtable_enter(const mt_sig_entry **entries, uint32_t *count);
-void mt_sigtable_leave(unsigned token);
-unsigned mt_sigtable_enter_light(const mt_sig_entry **entries, uint32_t *count);
-void mt_sigtable_leave_light(unsigned token);
-uint32_t mt_sigtable_first_ending_after(const mt_sig_entry *e, uint32_t n, uintptr_t addr);
-int mt_sigtable_recently_removed(uintptr_t addr);
-void mt_sigtable_fork_child(void);
+unsigned mti_sigtable_enter(const mt_sig_entry **entries, uint32_t *count);
+void mti_sigtable_leave(unsigned token);
+unsigned mti_sigtable_enter_light(const mt_sig_entry **entries, uint32_t *count);
+void mti_sigtable_leave_light(unsigned token);
+uint32_t mti_sigtable_first_ending_after(const mt_sig_entry *e, uint32_t n, uintptr_t addr);
+int mti_sigtable_recently_removed(uintptr_t addr);
+void mti_sigtable_fork_child(void);
 
 /* ---- protections (protect.c) -------------------------------------------- */
 /* Pages [first, first+n) of r that a kernel write is using right now: collect
@@ -218,92 +218,92 @@ enum { MT_PROT_ARMED = 0, MT_PROT_APP = 1 };
  * are skipped; pinned pages too (their dirty bit is set instead). One
  * mprotect per run of equal protection. Returns 0 or the first -errno. The
  * caller is a table reader or holds the table lock. */
-int mt_protect_pages(const mt_range *r, size_t first, size_t n, int mode, uintptr_t base,
+int mti_protect_pages(const mt_range *r, size_t first, size_t n, int mode, uintptr_t base,
                      const mt_pins *pins);
 
 /* ---- kernel writes (kwrite.c) ------------------------------------------- */
 /* Collect's and add's side of the handshake with kernel writes in flight:
  * between begin and end no kernel write makes a page writable without this
  * re-arm seeing its pin. */
-void mt_kw_rearm_begin(mt_pins *pins);
-void mt_kw_rearm_end(void);
-int mt_kw_begin(const mt_kw_segs *segs);
-void mt_kw_end(int token, const mt_kw_segs *segs);
-void mt_kw_fork_child(void);
+void mti_kw_rearm_begin(mt_pins *pins);
+void mti_kw_rearm_end(void);
+int mti_kw_begin(const mt_kw_segs *segs);
+void mti_kw_end(int token, const mt_kw_segs *segs);
+void mti_kw_fork_child(void);
 
 /* ---- signal backend (signal_posix.c, sigchain.c) ------------------------- */
 /* Installs the process-wide handler once. 0 or negative errno. */
-int mt_sig_install(void);
+int mti_sig_install(void);
 /* Arms a new range: inserts it into the table, then protects its span. */
-int mt_sig_arm_range(mt_range *r);
+int mti_sig_arm_range(mt_range *r);
 /* Disarms: restores the application's protection on pages no other signal
  * range needs, removes from the table. */
-void mt_sig_disarm_range(mt_range *r);
+void mti_sig_disarm_range(mt_range *r);
 /* Re-protects pages [first, first+n) of r after a collect took their bits.
  * Re-arming the whole span ends a degradation. Returns 0, or -errno; on
  * failure the bits are set again (never lost) and the range is degraded. */
-int mt_sig_rearm(mt_range *r, size_t first, size_t n, const mt_pins *pins);
+int mti_sig_rearm(mt_range *r, size_t first, size_t n, const mt_pins *pins);
 /* Makes pages [first, first+n) of r writable and marks them (and the pages'
  * other owners) dirty. */
-int mt_sig_make_writable(mt_range *r, size_t first, size_t n);
+int mti_sig_make_writable(mt_range *r, size_t first, size_t n);
 
 /* sigchain.c: the handlers memtrack chains to, one chain per signal. */
 enum { MT_SLOT_SEGV = 0, MT_SLOT_BUS = 1, MT_NSLOTS = 2 };
-int mt_chain_install(void (*ours)(int, siginfo_t *, void *));
-int mt_chain_installed(void);
+int mti_chain_install(void (*ours)(int, siginfo_t *, void *));
+int mti_chain_installed(void);
 /* mt_track_reinstall_handler() once installed: puts our handler back on top
  * of each signal where another replaced it, chaining to that one. */
-int mt_chain_reinstall(void);
+int mti_chain_reinstall(void);
 /* Calls the next handler for a signal that is not a tracked write, with the
  * semantics the kernel would have applied. Async-signal-safe. */
-void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx);
+void mti_chain_call(int slot, int sig, siginfo_t *si, void *uctx);
 /* The application's sigaction for SIGSEGV/SIGBUS, virtualised (hook). */
-int mt_chain_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+int mti_chain_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 /* Sets the disposition the application sees to SIG_DFL and the real one too
  * (a fault blocked by the application's virtual mask kills the process, as
  * the kernel does for a blocked synchronous signal). */
-void mt_chain_force_default(int sig);
-void mt_chain_fork_prepare(void);
-void mt_chain_fork_parent(void);
-void mt_chain_fork_child(void);
+void mti_chain_force_default(int sig);
+void mti_chain_fork_prepare(void);
+void mti_chain_fork_parent(void);
+void mti_chain_fork_child(void);
 
 /* ---- uffd backend (uffd_linux.c) -------------------------------------- */
 /* Opens the tracker's userfaultfd and pagemap fds if not open yet. */
-int mt_uffd_open(mt_tracker *t);
-void mt_uffd_close(mt_tracker *t);
+int mti_uffd_open(mt_tracker *t);
+void mti_uffd_close(mt_tracker *t);
 /* Registers and write-protects r's span; pages shared with the tracker's
  * other uffd ranges are handed over without losing their written state. */
-int mt_uffd_arm_range(mt_tracker *t, mt_range *r);
-void mt_uffd_disarm_range(mt_tracker *t, mt_range *r);
+int mti_uffd_arm_range(mt_tracker *t, mt_range *r);
+void mti_uffd_disarm_range(mt_tracker *t, mt_range *r);
 /* Reads and re-protects the written pages of [start, end) (page-aligned),
  * ORing them into `out` (bit 0 = page `start`). Returns 0 or -errno. */
-int mt_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_shift,
+int mti_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_shift,
                  uint64_t *out);
-int mt_uffd_probe(void);
+int mti_uffd_probe(void);
 /* 1 if a page of [start, end) (page-aligned) was written since it was last
  * protected, 0 if not, -errno: reads only, re-protects nothing. */
-int mt_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end);
+int mti_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end);
 
 /* ---- the tracker's sorted ranges (ranges.c) and collect (collect.c) ------ */
 /* Live uffd ranges of t sharing page `page` with r (other than r) get that
  * page's bit: called when r's scan re-protected a shared page. */
-void mt_track_share_page(mt_tracker *t, const mt_range *r, uintptr_t page);
+void mti_track_share_page(mt_tracker *t, const mt_range *r, uintptr_t page);
 /* Index in t->sorted of the first range whose end is above addr. */
-uint32_t mt_track_sorted_lower(const mt_tracker *t, uintptr_t addr);
+uint32_t mti_track_sorted_lower(const mt_tracker *t, uintptr_t addr);
 
-long mt_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max);
+long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max);
 
 /* ---- interposer link and fork (preload_link.c, fork.c) ------------------ */
 /* Finds the interposer and attaches the hooks, once per process. */
-void mt_preload_link(void);
-void mt_fork_register(mt_tracker *t);
-void mt_fork_unregister(mt_tracker *t);
+void mti_preload_link(void);
+void mti_fork_register(mt_tracker *t);
+void mti_fork_unregister(mt_tracker *t);
 
 /* Calls the function mt_track_set_last_words registered, if any.
  * Async-signal-safe (sigchain.c). */
-void mt_last_words_call(int why);
+void mti_last_words_call(int why);
 
 /* hooks.c: what the interposer calls. */
-extern const mt_preload_hooks mt_hooks;
+extern const mt_preload_hooks mti_hooks;
 
 #endif

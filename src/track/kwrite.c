@@ -2,7 +2,7 @@
  *
  * With the signal backend a tracked page is read-only, and a kernel copy into
  * it fails with EFAULT: no signal is raised for a kernel-mode fault. The
- * interposer brackets each such call with mt_kw_begin/mt_kw_end:
+ * interposer brackets each such call with mti_kw_begin/mti_kw_end:
  *
  *  begin: publish a pin over the tracked part of the destination, wait until
  *         no collect is between "decide which pages to re-arm" and
@@ -11,7 +11,7 @@
  *  end:   mark the pages dirty again (the kernel wrote them after any
  *         collect that ran meanwhile), drop the pin.
  *
- * Collect (and add) re-arm pages between mt_kw_rearm_begin/end and skip
+ * Collect (and add) re-arm pages between mti_kw_rearm_begin/end and skip
  * pinned pages, keeping them dirty, so each collect during a long call (a
  * recv() waiting for data) reports them again: exact, if not precise.
  *
@@ -48,7 +48,7 @@ static _Atomic int g_hwm; /* slots at or above are free */
 static _Atomic int g_pins_active;
 static _Atomic int g_rearmers;
 
-void mt_kw_rearm_begin(mt_pins *pins)
+void mti_kw_rearm_begin(mt_pins *pins)
 {
     pins->n = 0;
     pins->all = 0;
@@ -70,7 +70,7 @@ void mt_kw_rearm_begin(mt_pins *pins)
     }
 }
 
-void mt_kw_rearm_end(void)
+void mti_kw_rearm_end(void)
 {
     /* release: our mprotects are ordered before a waiting kernel write's. */
     atomic_fetch_sub_explicit(&g_rearmers, 1, memory_order_release);
@@ -121,7 +121,7 @@ static void hull_seg(uintptr_t addr, size_t len, void *arg)
     hull_ctx *c = arg;
     uintptr_t lo, hi;
     page_cover(addr, len, c->ps, &lo, &hi);
-    for (uint32_t i = mt_sigtable_first_ending_after(c->e, c->n, lo); i < c->n && c->e[i].start < hi; i++) {
+    for (uint32_t i = mti_sigtable_first_ending_after(c->e, c->n, lo); i < c->n && c->e[i].start < hi; i++) {
         const mt_range *r = c->e[i].range;
         if (r->backend != MT_TRACK_SIGNAL)
             continue; /* the kernel's writes to uffd pages just work, and are recorded */
@@ -150,7 +150,7 @@ static void prep_seg(uintptr_t addr, size_t len, void *arg)
     prep_ctx *c = arg;
     uintptr_t lo, hi;
     page_cover(addr, len, c->ps, &lo, &hi);
-    for (uint32_t i = mt_sigtable_first_ending_after(c->e, c->n, lo); i < c->n && c->e[i].start < hi; i++) {
+    for (uint32_t i = mti_sigtable_first_ending_after(c->e, c->n, lo); i < c->n && c->e[i].start < hi; i++) {
         mt_range *r = c->e[i].range;
         if (r->backend != MT_TRACK_SIGNAL)
             continue;
@@ -158,17 +158,17 @@ static void prep_seg(uintptr_t addr, size_t len, void *arg)
         uintptr_t b = hi < r->span_end ? hi : r->span_end;
         if (a >= b)
             continue;
-        size_t first = mt_page_index(r, a), cnt = (b - a) >> r->page_shift;
+        size_t first = mti_page_index(r, a), cnt = (b - a) >> r->page_shift;
         /* Only the pages the application can write: on its own read-only
          * pages the kernel must fail exactly as it would without memtrack. */
         if (c->make_writable) {
-            mt_protect_pages(r, first, cnt, MT_PROT_APP, r->span_start, NULL);
+            mti_protect_pages(r, first, cnt, MT_PROT_APP, r->span_start, NULL);
             atomic_fetch_add_explicit(&r->kernel_writes, 1, memory_order_relaxed);
         }
         for (size_t p = first; p < first + cnt; p++) {
-            unsigned st = mt_pstate(r, p);
+            unsigned st = mti_pstate(r, p);
             if (!(st & MT_PS_GONE) && (st & PROT_WRITE))
-                mt_bits_set(r->bits, p);
+                mti_bits_set(r->bits, p);
         }
     }
 }
@@ -200,17 +200,17 @@ static int claim_slot(uintptr_t lo, uintptr_t hi)
 }
 
 /* Async-signal-safe. */
-int mt_kw_begin(const mt_kw_segs *segs)
+int mti_kw_begin(const mt_kw_segs *segs)
 {
-    if (mt_sigtable_count() == 0)
+    if (mti_sigtable_count() == 0)
         return -1;
     hull_ctx hc = {.ps = 0, .lo = 0, .hi = 0};
-    unsigned tok = mt_sigtable_enter_light(&hc.e, &hc.n);
+    unsigned tok = mti_sigtable_enter_light(&hc.e, &hc.n);
     if (hc.n)
         hc.ps = (size_t)1 << hc.e[0].range->page_shift;
     if (hc.n)
         for_each_seg(segs, hull_seg, &hc);
-    mt_sigtable_leave_light(tok);
+    mti_sigtable_leave_light(tok);
     if (hc.hi == 0)
         return -1;
 
@@ -219,35 +219,35 @@ int mt_kw_begin(const mt_kw_segs *segs)
     int spins = 0;
     while (atomic_load_explicit(&g_rearmers, memory_order_seq_cst) > 0) {
         if (++spins < 64)
-            mt_cpu_relax();
+            mti_cpu_relax();
         else
             sched_yield();
     }
     /* Asynchronous signals blocked: a hook run from a signal handler on this
      * thread must not change protections in the middle of ours. */
     sigset_t saved;
-    mt_sys_block_async(&saved);
+    mti_sys_block_async(&saved);
     prep_ctx pc = {.ps = hc.ps, .make_writable = 1};
-    tok = mt_sigtable_enter(&pc.e, &pc.n);
+    tok = mti_sigtable_enter(&pc.e, &pc.n);
     for_each_seg(segs, prep_seg, &pc);
-    mt_sigtable_leave(tok);
-    mt_sys_restore_mask(&saved);
+    mti_sigtable_leave(tok);
+    mti_sys_restore_mask(&saved);
     return slot;
 }
 
 /* Async-signal-safe. */
-void mt_kw_end(int slot, const mt_kw_segs *segs)
+void mti_kw_end(int slot, const mt_kw_segs *segs)
 {
     if (slot < 0 || slot >= MT_KW_SLOTS)
         return;
     int saved_errno = errno;
     prep_ctx pc = {.make_writable = 0};
-    unsigned tok = mt_sigtable_enter_light(&pc.e, &pc.n);
+    unsigned tok = mti_sigtable_enter_light(&pc.e, &pc.n);
     if (pc.n) {
         pc.ps = (size_t)1 << pc.e[0].range->page_shift;
         for_each_seg(segs, prep_seg, &pc);
     }
-    mt_sigtable_leave_light(tok);
+    mti_sigtable_leave_light(tok);
     /* release: the bits above are set before a re-armer can see the page
      * unpinned and re-arm it. */
     atomic_store_explicit(&g_slots[slot].state, SLOT_FREE, memory_order_release);
@@ -257,7 +257,7 @@ void mt_kw_end(int slot, const mt_kw_segs *segs)
 
 /* fork() child: the kernel writes and collects of other threads do not
  * exist here (the forking thread is in neither: fork.c runs from fork()). */
-void mt_kw_fork_child(void)
+void mti_kw_fork_child(void)
 {
     for (int i = 0; i < MT_KW_SLOTS; i++)
         atomic_store_explicit(&g_slots[i].state, SLOT_FREE, memory_order_relaxed);

@@ -40,16 +40,16 @@ static void try_link(void)
     }
     /* From now on track's own calls go to the real functions, attached or
      * not (another copy of libmemtrack may own the hooks). */
-    mt_sys_set_api(api);
-    int rc = api->attach(&mt_hooks);
+    mti_sys_set_api(api);
+    int rc = api->attach(&mti_hooks);
     if (rc == 0)
-        mt_sys_set_attached(1);
+        mti_sys_set_attached(1);
     atomic_store_explicit(&g_status, rc == 0 ? 1 : rc, memory_order_release);
 }
 
 /* Called when a tracker is created: a look-up until the interposer is
  * found, then nothing. */
-void mt_preload_link(void)
+void mti_preload_link(void)
 {
     if (atomic_load_explicit(&g_decided, memory_order_acquire))
         return;
@@ -64,7 +64,7 @@ void mt_preload_link(void)
 
 int mt_track_preload_status(void)
 {
-    mt_preload_link();
+    mti_preload_link();
     return atomic_load_explicit(&g_status, memory_order_acquire);
 }
 

@@ -21,7 +21,7 @@ static int pinned(const mt_pins *pins, uintptr_t page, uintptr_t page_end)
     return 0;
 }
 
-int mt_protect_pages(const mt_range *r, size_t first, size_t n, int mode, uintptr_t base,
+int mti_protect_pages(const mt_range *r, size_t first, size_t n, int mode, uintptr_t base,
                      const mt_pins *pins)
 {
     size_t ps = (size_t)1 << r->page_shift;
@@ -32,22 +32,22 @@ int mt_protect_pages(const mt_range *r, size_t first, size_t n, int mode, uintpt
     for (size_t i = first; i <= end; i++) {
         int prot = -1; /* -1: not part of a run */
         if (i < end) {
-            unsigned st = mt_pstate(r, i);
+            unsigned st = mti_pstate(r, i);
             uintptr_t page = r->span_start + ((uintptr_t)i << r->page_shift);
             if (st & MT_PS_GONE) {
                 prot = -1;
             } else if (mode == MT_PROT_ARMED && pinned(pins, page, page + ps)) {
                 /* A kernel write is using it: leave it writable, and keep it
                  * reported until that write has ended. */
-                mt_bits_set(r->bits, i);
+                mti_bits_set(r->bits, i);
                 prot = -1;
             } else {
-                prot = mode == MT_PROT_APP ? (int)(st & MT_PS_PROT) : mt_armed_prot(st);
+                prot = mode == MT_PROT_APP ? (int)(st & MT_PS_PROT) : mti_armed_prot(st);
             }
         }
         if (prot != run_prot || i == end) {
             if (run_prot >= 0 && i > run) {
-                int rc = mt_sys_mprotect(base + ((uintptr_t)run << r->page_shift),
+                int rc = mti_sys_mprotect(base + ((uintptr_t)run << r->page_shift),
                                          (i - run) << r->page_shift, run_prot);
                 if (rc && !err)
                     err = rc;

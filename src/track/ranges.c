@@ -4,7 +4,7 @@
  * each other. */
 #include "internal.h"
 
-void mt_bits_set_range(_Atomic uint64_t *bits, size_t first, size_t n)
+void mti_bits_set_range(_Atomic uint64_t *bits, size_t first, size_t n)
 {
     size_t end = first + n;
     while (first < end) {
@@ -16,7 +16,7 @@ void mt_bits_set_range(_Atomic uint64_t *bits, size_t first, size_t n)
     }
 }
 
-uint32_t mt_track_sorted_lower(const mt_tracker *t, uintptr_t addr)
+uint32_t mti_track_sorted_lower(const mt_tracker *t, uintptr_t addr)
 {
     /* Spans of byte-disjoint ranges are sorted too (span_end non-decreasing). */
     uint32_t lo = 0, hi = t->nsorted;
@@ -30,12 +30,12 @@ uint32_t mt_track_sorted_lower(const mt_tracker *t, uintptr_t addr)
     return lo;
 }
 
-void mt_track_share_page(mt_tracker *t, const mt_range *r, uintptr_t page)
+void mti_track_share_page(mt_tracker *t, const mt_range *r, uintptr_t page)
 {
-    for (uint32_t i = mt_track_sorted_lower(t, page);
+    for (uint32_t i = mti_track_sorted_lower(t, page);
          i < t->nsorted && t->sorted[i]->span_start <= page; i++) {
         mt_range *o = t->sorted[i];
         if (o != r && o->backend == MT_TRACK_UFFD)
-            mt_bits_set(o->bits, mt_page_index(o, page));
+            mti_bits_set(o->bits, mti_page_index(o, page));
     }
 }

@@ -5,7 +5,7 @@
  * mt_track_reinstall_handler() (without the interposer, an application
  * handler installed after ours). The top entry is what the application
  * "has installed": with the interposer, the application's sigaction() for
- * SIGSEGV/SIGBUS replaces it and reads it back (mt_chain_app_sigaction), so
+ * SIGSEGV/SIGBUS replaces it and reads it back (mti_chain_app_sigaction), so
  * the application sees exactly what it would see without memtrack while the
  * kernel keeps memtrack's handler first, as sanitizers do.
  *
@@ -83,16 +83,16 @@ static uint64_t sig_bit(int sig) { return 1ull << (sig - 1); }
 static void lock(void)
 {
     sigset_t saved;
-    mt_sys_block_all(&saved);
-    mt_spin_lock(&g_lock);
+    mti_sys_block_all(&saved);
+    mti_spin_lock(&g_lock);
     g_lock_saved = saved;
 }
 
 static void unlock(void)
 {
     sigset_t saved = g_lock_saved;
-    mt_spin_unlock(&g_lock);
-    mt_sys_restore_mask(&saved);
+    mti_spin_unlock(&g_lock);
+    mti_sys_restore_mask(&saved);
 }
 
 /* Sequence-lock writer half; the caller holds g_lock. */
@@ -136,7 +136,7 @@ static int snapshot(int slot, int want_level_from_top, chain_snap *out, int *lev
         /* acquire: pairs with write_end's release. */
         unsigned s1 = atomic_load_explicit(&g_seq, memory_order_acquire);
         if (s1 & 1) {
-            mt_cpu_relax();
+            mti_cpu_relax();
             continue;
         }
         int len = atomic_load_explicit(&g_chain_len[slot], memory_order_relaxed);
@@ -191,7 +191,7 @@ static void fill_ours(struct sigaction *sa)
      * application handler that interrupted it and wrote tracked memory would
      * fault with SIGSEGV blocked (the kernel adds the delivered signal) and
      * kill the process. Chaining sets the exact mask the application's
-     * handler expects (mt_chain_call). Synchronous signals stay open. */
+     * handler expects (mti_chain_call). Synchronous signals stay open. */
     sigfillset(&sa->sa_mask);
     static const int sync_sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
     for (size_t i = 0; i < sizeof sync_sigs / sizeof *sync_sigs; i++)
@@ -201,11 +201,11 @@ static void fill_ours(struct sigaction *sa)
     sa->sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
 }
 
-int mt_chain_installed(void) { return atomic_load_explicit(&g_installed, memory_order_acquire); }
+int mti_chain_installed(void) { return atomic_load_explicit(&g_installed, memory_order_acquire); }
 
-int mt_chain_install(void (*ours)(int, siginfo_t *, void *))
+int mti_chain_install(void (*ours)(int, siginfo_t *, void *))
 {
-    if (mt_chain_installed())
+    if (mti_chain_installed())
         return 0;
     lock();
     int rc = 0;
@@ -216,7 +216,7 @@ int mt_chain_install(void (*ours)(int, siginfo_t *, void *))
         write_begin();
         for (int s = 0; s < MT_NSLOTS && rc == 0; s++) {
             struct sigaction old;
-            rc = mt_sys_sigaction(g_signals[s], &sa, &old);
+            rc = mti_sys_sigaction(g_signals[s], &sa, &old);
             if (rc == 0) {
                 chain_snap v = from_sigaction(&old);
                 entry_store(&g_chain[s][0], &v);
@@ -225,7 +225,7 @@ int mt_chain_install(void (*ours)(int, siginfo_t *, void *))
         }
         write_end();
         struct sigaction back;
-        if (rc == 0 && mt_sys_sigaction(SIGSEGV, NULL, &back) == 0 && (back.sa_flags & SA_RESTORER) &&
+        if (rc == 0 && mti_sys_sigaction(SIGSEGV, NULL, &back) == 0 && (back.sa_flags & SA_RESTORER) &&
             !(sa.sa_flags & SA_RESTORER)) {
             g_add_restorer = 1;
             g_restorer = (uintptr_t)back.sa_restorer;
@@ -244,15 +244,15 @@ static int is_ours(const struct sigaction *cur)
 
 int mt_track_handler_status(void)
 {
-    if (!mt_chain_installed())
+    if (!mti_chain_installed())
         return 0;
     struct sigaction cur;
-    if (mt_sys_sigaction(SIGSEGV, NULL, &cur) != 0)
+    if (mti_sys_sigaction(SIGSEGV, NULL, &cur) != 0)
         return -1;
     return is_ours(&cur) ? 1 : -1;
 }
 
-int mt_chain_reinstall(void)
+int mti_chain_reinstall(void)
 {
     lock();
     int rc = 0;
@@ -260,7 +260,7 @@ int mt_chain_reinstall(void)
     fill_ours(&ours);
     for (int s = 0; s < MT_NSLOTS && rc == 0; s++) {
         struct sigaction cur;
-        if ((rc = mt_sys_sigaction(g_signals[s], NULL, &cur)) != 0)
+        if ((rc = mti_sys_sigaction(g_signals[s], NULL, &cur)) != 0)
             break;
         if (is_ours(&cur))
             continue;
@@ -275,7 +275,7 @@ int mt_chain_reinstall(void)
         entry_store(&g_chain[s][len], &v);
         atomic_store_explicit(&g_chain_len[s], len + 1, memory_order_relaxed);
         write_end();
-        if ((rc = mt_sys_sigaction(g_signals[s], &ours, NULL)) != 0) {
+        if ((rc = mti_sys_sigaction(g_signals[s], &ours, NULL)) != 0) {
             write_begin();
             atomic_store_explicit(&g_chain_len[s], len, memory_order_relaxed);
             write_end();
@@ -286,10 +286,10 @@ int mt_chain_reinstall(void)
 }
 
 /* Async-signal-safe (the application may call sigaction() in a handler). */
-int mt_chain_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+int mti_chain_app_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     int slot = sig == SIGSEGV ? MT_SLOT_SEGV : sig == SIGBUS ? MT_SLOT_BUS : -1;
-    if (slot < 0 || !mt_chain_installed())
+    if (slot < 0 || !mti_chain_installed())
         return 0;
     chain_snap nv = {0, 0, 0, 0};
     if (act)
@@ -310,7 +310,7 @@ int mt_chain_app_sigaction(int sig, const struct sigaction *act, struct sigactio
 }
 
 /* Async-signal-safe. */
-void mt_chain_force_default(int sig)
+void mti_chain_force_default(int sig)
 {
     int slot = sig == SIGSEGV ? MT_SLOT_SEGV : MT_SLOT_BUS;
     struct sigaction dfl;
@@ -321,7 +321,7 @@ void mt_chain_force_default(int sig)
     write_begin();
     atomic_store_explicit(&g_chain[slot][top].handler, (uintptr_t)SIG_DFL, memory_order_relaxed);
     write_end();
-    mt_sys_sigaction(sig, &dfl, NULL);
+    mti_sys_sigaction(sig, &dfl, NULL);
     unlock();
 }
 
@@ -344,7 +344,7 @@ void mt_track_set_last_words(mt_track_last_words_fn fn)
 }
 
 /* Async-signal-safe. */
-void mt_last_words_call(int why)
+void mti_last_words_call(int why)
 {
     mt_track_last_words_fn fn = atomic_load_explicit(&g_last_words, memory_order_acquire);
     if (fn)
@@ -357,12 +357,12 @@ static void reset_to_default(int sig)
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
-    mt_sys_sigaction(sig, &dfl, NULL);
+    mti_sys_sigaction(sig, &dfl, NULL);
 }
 
 /* Async-signal-safe. Gives the signal to the next handler, with the
  * semantics the kernel would have applied to it. */
-void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
+void mti_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
 {
     /* Re-entered from a handler we chained to (it chained back to us): go one
      * further down the chain instead of calling it again. A re-entry is a
@@ -399,7 +399,7 @@ void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
          * sent signal is re-sent and delivered once we return. */
         /* The process dies now: its owner may want to say its last words
          * (make a trace complete) first. */
-        mt_last_words_call(sig);
+        mti_last_words_call(sig);
         reset_to_default(sig);
         if (!from_kernel)
             raise(sig);
@@ -417,7 +417,7 @@ void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
         kmask = set_bits(&((const ucontext_t *)uctx)->uc_sigmask);
     else {
         sigset_t cur;
-        mt_sys_sigmask(SIG_SETMASK, NULL, &cur);
+        mti_sys_sigmask(SIG_SETMASK, NULL, &cur);
         kmask = set_bits(&cur);
     }
     kmask |= prev.mask;
@@ -429,7 +429,7 @@ void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
      * chained handler may write tracked memory (or be interrupted by one
      * that does) and the fault must still reach us; a genuine fault while
      * virtually blocked is turned into the kernel's outcome (signal_posix.c). */
-    const mt_preload_api *api = mt_sys_attached() ? mt_sys_api() : NULL;
+    const mt_preload_api *api = mti_sys_attached() ? mti_sys_api() : NULL;
     unsigned vold = 0;
     if (api) {
         unsigned v = 0;
@@ -443,7 +443,7 @@ void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
     }
     sigset_t mask;
     bits_set(kmask, &mask);
-    mt_sys_sigmask(SIG_SETMASK, &mask, &saved);
+    mti_sys_sigmask(SIG_SETMASK, &mask, &saved);
     if (prev.flags & SA_RESETHAND)
         reset_entry(slot, level);
     if (tls_chain_depth < MT_CHAIN_MAX) {
@@ -456,12 +456,12 @@ void mt_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
     else
         ((void (*)(int))h)(sig);
     tls_chain_depth--;
-    mt_sys_sigmask(SIG_SETMASK, &saved, NULL);
+    mti_sys_sigmask(SIG_SETMASK, &saved, NULL);
     if (api)
         api->vmask_set(vold);
 }
 
 /* fork(): taken before, released on both sides (fork.c). */
-void mt_chain_fork_prepare(void) { lock(); }
-void mt_chain_fork_parent(void) { unlock(); }
-void mt_chain_fork_child(void) { unlock(); }
+void mti_chain_fork_prepare(void) { lock(); }
+void mti_chain_fork_parent(void) { unlock(); }
+void mti_chain_fork_child(void) { unlock(); }

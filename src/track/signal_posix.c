@@ -35,16 +35,16 @@ static void sig_write(const char *msg)
  * too. Async-signal-safe. */
 static int degrade_range(mt_range *r, const mt_sig_entry *e, uint32_t n)
 {
-    int rc = mt_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
+    int rc = mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
     if (rc)
         return rc;
-    mt_bits_set_range(r->bits, 0, r->npages);
+    mti_bits_set_range(r->bits, 0, r->npages);
     size_t ps = (size_t)1 << r->page_shift;
     uintptr_t edges[2] = {r->span_start, r->span_end - ps};
     for (int k = 0; k < 2; k++)
-        for (uint32_t i = mt_sigtable_first_ending_after(e, n, edges[k]);
+        for (uint32_t i = mti_sigtable_first_ending_after(e, n, edges[k]);
              i < n && e[i].start < edges[k] + ps; i++)
-            mt_bits_set(e[i].range->bits, mt_page_index(e[i].range, edges[k]));
+            mti_bits_set(e[i].range->bits, mti_page_index(e[i].range, edges[k]));
     atomic_fetch_add_explicit(&r->degradations, 1, memory_order_relaxed);
     atomic_store_explicit(&r->degraded, 1, memory_order_relaxed);
     return 0;
@@ -61,12 +61,12 @@ static int degrade_for_page(uintptr_t page, int prot, const mt_sig_entry *e, uin
     for (uint32_t k = first; k < last; k++)
         if (e[k].range->backend == MT_TRACK_SIGNAL)
             degrade_range(e[k].range, e, n);
-    if (mt_sys_mprotect(page, g_page_size, prot) == 0)
+    if (mti_sys_mprotect(page, g_page_size, prot) == 0)
         return 0;
     for (uint32_t k = 0; k < n; k++)
         if (e[k].range->backend == MT_TRACK_SIGNAL)
             degrade_range(e[k].range, e, n);
-    return mt_sys_mprotect(page, g_page_size, prot);
+    return mti_sys_mprotect(page, g_page_size, prot);
 }
 
 /* Async-signal-safe. Returns 1 if addr is in tracked memory and the write
@@ -78,13 +78,13 @@ static int handle_tracked_write(uintptr_t addr)
     uintptr_t page = addr & ~(uintptr_t)(g_page_size - 1);
     const mt_sig_entry *e;
     uint32_t n;
-    unsigned tok = mt_sigtable_enter(&e, &n);
-    uint32_t first = mt_sigtable_first_ending_after(e, n, page), last = first;
+    unsigned tok = mti_sigtable_enter(&e, &n);
+    uint32_t first = mti_sigtable_first_ending_after(e, n, page), last = first;
     int ours = 0;
     unsigned prot = 0;
     for (; last < n && e[last].start < page + g_page_size; last++) {
         mt_range *r = e[last].range;
-        unsigned st = mt_pstate(r, mt_page_index(r, page));
+        unsigned st = mti_pstate(r, mti_page_index(r, page));
         if (st & MT_PS_GONE)
             continue;
         prot |= st & MT_PS_PROT;
@@ -95,7 +95,7 @@ static int handle_tracked_write(uintptr_t addr)
     if (ours) {
         ret = 1;
         /* Writable first, bit second (see internal.h). */
-        int rc = mt_sys_mprotect(page, g_page_size, (int)prot);
+        int rc = mti_sys_mprotect(page, g_page_size, (int)prot);
         if (rc != 0 && (rc != -ENOMEM || degrade_for_page(page, (int)prot, e, n, first, last) != 0)) {
             sig_write("memtrack: cannot make a tracked page writable again\n");
             ret = -1;
@@ -103,15 +103,15 @@ static int handle_tracked_write(uintptr_t addr)
         if (ret == 1)
             for (uint32_t k = first; k < last; k++) {
                 mt_range *r = e[k].range;
-                size_t i = mt_page_index(r, page);
-                if (mt_pstate(r, i) & MT_PS_GONE)
+                size_t i = mti_page_index(r, page);
+                if (mti_pstate(r, i) & MT_PS_GONE)
                     continue;
-                mt_bits_set(r->bits, i);
+                mti_bits_set(r->bits, i);
                 if (r->backend == MT_TRACK_SIGNAL)
                     atomic_fetch_add_explicit(&r->faults, 1, memory_order_relaxed);
             }
     }
-    mt_sigtable_leave(tok);
+    mti_sigtable_leave(tok);
     return ret;
 }
 
@@ -142,7 +142,7 @@ static void mt_on_fault(int sig, siginfo_t *si, void *uctx)
          * it (or an application munmap/mremap changed it) may run its
          * handler after the change: retry the instruction once; a genuine
          * fault comes back at the same address and is chained then. */
-        if (h == 0 && tls_retry_addr != addr && mt_sigtable_recently_removed(addr)) {
+        if (h == 0 && tls_retry_addr != addr && mti_sigtable_recently_removed(addr)) {
             tls_retry_addr = addr;
             errno = saved_errno;
             return;
@@ -153,52 +153,52 @@ static void mt_on_fault(int sig, siginfo_t *si, void *uctx)
      * signal only virtually; do what the kernel does with a blocked signal:
      * a fault kills the process (default action forced), a sent signal
      * stays pending until the thread unblocks it. */
-    const mt_preload_api *api = mt_sys_attached() ? mt_sys_api() : NULL;
+    const mt_preload_api *api = mti_sys_attached() ? mti_sys_api() : NULL;
     if (api && (api->vmask_get() & vbit(sig))) {
         if (si && si->si_code > 0)
-            mt_chain_force_default(sig); /* the fault re-executes and kills */
+            mti_chain_force_default(sig); /* the fault re-executes and kills */
         else
             api->vpend(vbit(sig));
         errno = saved_errno;
         return;
     }
-    mt_chain_call(slot, sig, si, uctx);
+    mti_chain_call(slot, sig, si, uctx);
     errno = saved_errno;
 }
 
-int mt_sig_install(void)
+int mti_sig_install(void)
 {
     if (!g_page_size)
-        g_page_size = mt_page_size();
-    return mt_chain_install(mt_on_fault);
+        g_page_size = mti_page_size();
+    return mti_chain_install(mt_on_fault);
 }
 
 /* Here, not in sigchain.c: a first install is this file's (sigchain.c
  * knows nothing of the fault handler it chains from). */
 int mt_track_reinstall_handler(void)
 {
-    if (!mt_chain_installed())
-        return mt_sig_install();
-    return mt_chain_reinstall();
+    if (!mti_chain_installed())
+        return mti_sig_install();
+    return mti_chain_reinstall();
 }
 
 /* ---- range operations (table lock held, or a reader section) ---- */
 
-int mt_sig_arm_range(mt_range *r)
+int mti_sig_arm_range(mt_range *r)
 {
-    int rc = mt_sig_install();
+    int rc = mti_sig_install();
     if (rc)
         return rc;
-    rc = mt_sigtable_insert(r);
+    rc = mti_sigtable_insert(r);
     if (rc)
         return rc;
     mt_pins pins;
-    mt_kw_rearm_begin(&pins);
-    rc = mt_protect_pages(r, 0, r->npages, MT_PROT_ARMED, r->span_start, &pins);
-    mt_kw_rearm_end();
+    mti_kw_rearm_begin(&pins);
+    rc = mti_protect_pages(r, 0, r->npages, MT_PROT_ARMED, r->span_start, &pins);
+    mti_kw_rearm_end();
     if (rc) {
-        mt_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
-        mt_sigtable_remove(r);
+        mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
+        mti_sigtable_remove(r);
     }
     return rc;
 }
@@ -206,37 +206,37 @@ int mt_sig_arm_range(mt_range *r)
 static int shared_with_signal_range(uintptr_t page, const mt_range *self)
 {
     uint32_t n;
-    const mt_sig_entry *e = mt_sigtable_locked_view(&n);
+    const mt_sig_entry *e = mti_sigtable_locked_view(&n);
     size_t ps = (size_t)1 << self->page_shift;
-    for (uint32_t i = mt_sigtable_first_ending_after(e, n, page); i < n && e[i].start < page + ps; i++)
+    for (uint32_t i = mti_sigtable_first_ending_after(e, n, page); i < n && e[i].start < page + ps; i++)
         if (e[i].range != self && e[i].range->backend == MT_TRACK_SIGNAL &&
-            !(mt_pstate(e[i].range, mt_page_index(e[i].range, page)) & MT_PS_GONE))
+            !(mti_pstate(e[i].range, mti_page_index(e[i].range, page)) & MT_PS_GONE))
             return 1;
     return 0;
 }
 
-void mt_sig_disarm_range(mt_range *r)
+void mti_sig_disarm_range(mt_range *r)
 {
     size_t ps = (size_t)1 << r->page_shift;
-    mt_sigtable_lock();
+    mti_sigtable_lock();
     /* Any handler that trapped before the unprotect below and runs after the
      * table removal retries instead of chaining. */
-    mt_sigtable_note_removed(r->span_start, r->span_end);
+    mti_sigtable_note_removed(r->span_start, r->span_end);
     uintptr_t s = r->span_start, e = r->span_end;
     if (shared_with_signal_range(s, r))
         s += ps; /* still needed by a neighbour: stays armed */
     if (e > s && shared_with_signal_range(e - ps, r))
         e -= ps;
     if (e > s)
-        mt_protect_pages(r, mt_page_index(r, s), (e - s) >> r->page_shift, MT_PROT_APP,
+        mti_protect_pages(r, mti_page_index(r, s), (e - s) >> r->page_shift, MT_PROT_APP,
                          r->span_start, NULL);
-    mt_sigtable_remove(r);
-    mt_sigtable_unlock();
+    mti_sigtable_remove(r);
+    mti_sigtable_unlock();
 }
 
-int mt_sig_rearm(mt_range *r, size_t first, size_t n, const mt_pins *pins)
+int mti_sig_rearm(mt_range *r, size_t first, size_t n, const mt_pins *pins)
 {
-    int err = mt_protect_pages(r, first, n, MT_PROT_ARMED, r->span_start, pins);
+    int err = mti_protect_pages(r, first, n, MT_PROT_ARMED, r->span_start, pins);
     if (err == 0) {
         if (first == 0 && n == r->npages)
             atomic_store_explicit(&r->degraded, 0, memory_order_relaxed);
@@ -246,38 +246,38 @@ int mt_sig_rearm(mt_range *r, size_t first, size_t n, const mt_pins *pins)
      * so it can succeed when the map-count limit refused a single run. Pages
      * outside the run keep their bits and are reported again: harmless. */
     if (err == -ENOMEM &&
-        mt_protect_pages(r, 0, r->npages, MT_PROT_ARMED, r->span_start, pins) == 0) {
+        mti_protect_pages(r, 0, r->npages, MT_PROT_ARMED, r->span_start, pins) == 0) {
         atomic_store_explicit(&r->degraded, 0, memory_order_relaxed);
         return 0;
     }
-    mt_bits_set_range(r->bits, first, n); /* still writable: report it again */
+    mti_bits_set_range(r->bits, first, n); /* still writable: report it again */
     atomic_fetch_add_explicit(&r->degradations, 1, memory_order_relaxed);
     atomic_store_explicit(&r->degraded, 1, memory_order_relaxed);
     return err;
 }
 
-int mt_sig_make_writable(mt_range *r, size_t first, size_t n)
+int mti_sig_make_writable(mt_range *r, size_t first, size_t n)
 {
     uintptr_t a = r->span_start + ((uintptr_t)first << r->page_shift);
     size_t len = n << r->page_shift;
     size_t ps = (size_t)1 << r->page_shift;
     sigset_t saved;
-    mt_sys_block_async(&saved);
+    mti_sys_block_async(&saved);
     const mt_sig_entry *e;
     uint32_t cnt;
-    unsigned tok = mt_sigtable_enter(&e, &cnt);
-    int rc = mt_protect_pages(r, first, n, MT_PROT_APP, r->span_start, NULL);
+    unsigned tok = mti_sigtable_enter(&e, &cnt);
+    int rc = mti_protect_pages(r, first, n, MT_PROT_APP, r->span_start, NULL);
     if (rc == 0) {
-        mt_bits_set_range(r->bits, first, n);
+        mti_bits_set_range(r->bits, first, n);
         /* Pages at the ends may belong to neighbours too: they were just made
          * writable for them as well, so they are dirty for them. */
         uintptr_t edges[2] = {a, a + len - ps};
         for (int k = 0; k < 2; k++)
-            for (uint32_t i = mt_sigtable_first_ending_after(e, cnt, edges[k]);
+            for (uint32_t i = mti_sigtable_first_ending_after(e, cnt, edges[k]);
                  i < cnt && e[i].start < edges[k] + ps; i++)
-                mt_bits_set(e[i].range->bits, mt_page_index(e[i].range, edges[k]));
+                mti_bits_set(e[i].range->bits, mti_page_index(e[i].range, edges[k]));
     }
-    mt_sigtable_leave(tok);
-    mt_sys_restore_mask(&saved);
+    mti_sigtable_leave(tok);
+    mti_sys_restore_mask(&saved);
     return rc;
 }

@@ -9,7 +9,7 @@
  * then waits until the old copy has no readers. Readers never allocate, and
  * wait only for a hook writer (below), which never waits for anything but
  * readers; writers pay a copy of the array per change, which add/remove can
- * afford. After mt_sigtable_remove() returns, no reader holds a pointer to
+ * afford. After mti_sigtable_remove() returns, no reader holds a pointer to
  * the removed range.
  *
  * Two kinds of readers. *Heavy* sections act on protections (the fault
@@ -65,23 +65,23 @@ static struct {
 } g_removed[MT_REMOVED_RING];
 static _Atomic uint32_t g_removed_next;
 
-void mt_sigtable_lock(void)
+void mti_sigtable_lock(void)
 {
     sigset_t saved;
-    mt_sys_block_all(&saved);
-    mt_spin_lock(&g_lock);
+    mti_sys_block_all(&saved);
+    mti_spin_lock(&g_lock);
     g_lock_saved = saved;
 }
 
-void mt_sigtable_unlock(void)
+void mti_sigtable_unlock(void)
 {
     sigset_t saved = g_lock_saved;
-    mt_spin_unlock(&g_lock);
-    mt_sys_restore_mask(&saved);
+    mti_spin_unlock(&g_lock);
+    mti_sys_restore_mask(&saved);
 }
 
 /* Async-signal-safe. */
-unsigned mt_sigtable_enter(const mt_sig_entry **entries, uint32_t *count)
+unsigned mti_sigtable_enter(const mt_sig_entry **entries, uint32_t *count)
 {
     for (;;) {
         unsigned i = atomic_load_explicit(&g_active, memory_order_acquire);
@@ -103,7 +103,7 @@ unsigned mt_sigtable_enter(const mt_sig_entry **entries, uint32_t *count)
         int spins = 0;
         while (atomic_load_explicit(&g_hook_active, memory_order_acquire)) {
             if (++spins < 64)
-                mt_cpu_relax();
+                mti_cpu_relax();
             else
                 sched_yield();
         }
@@ -111,7 +111,7 @@ unsigned mt_sigtable_enter(const mt_sig_entry **entries, uint32_t *count)
 }
 
 /* Async-signal-safe. */
-void mt_sigtable_leave(unsigned token)
+void mti_sigtable_leave(unsigned token)
 {
     tls_reader_depth--;
     /* release: our reads of the copy happen before the writer reuses it. */
@@ -119,7 +119,7 @@ void mt_sigtable_leave(unsigned token)
 }
 
 /* Async-signal-safe. */
-unsigned mt_sigtable_enter_light(const mt_sig_entry **entries, uint32_t *count)
+unsigned mti_sigtable_enter_light(const mt_sig_entry **entries, uint32_t *count)
 {
     for (;;) {
         unsigned i = atomic_load_explicit(&g_active, memory_order_acquire);
@@ -135,13 +135,13 @@ unsigned mt_sigtable_enter_light(const mt_sig_entry **entries, uint32_t *count)
 }
 
 /* Async-signal-safe. */
-void mt_sigtable_leave_light(unsigned token)
+void mti_sigtable_leave_light(unsigned token)
 {
     atomic_fetch_sub_explicit(&g_light[token], 1, memory_order_release);
 }
 
 /* Async-signal-safe. Entries never overlap, so sorting by start also sorts by end. */
-uint32_t mt_sigtable_first_ending_after(const mt_sig_entry *e, uint32_t n, uintptr_t addr)
+uint32_t mti_sigtable_first_ending_after(const mt_sig_entry *e, uint32_t n, uintptr_t addr)
 {
     uint32_t lo = 0, hi = n;
     while (lo < hi) {
@@ -169,10 +169,10 @@ static int ensure_copies(void)
     for (int i = 0; i < 2; i++) {
         /* Own mappings, large and zero-filled, touched lazily (see arena.c
          * for why never malloc). */
-        void *p = mt_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *p = mti_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) {
             if (i == 1) {
-                mt_sys_munmap(g_copy[0], bytes);
+                mti_sys_munmap(g_copy[0], bytes);
                 g_copy[0] = NULL;
             }
             return -ENOMEM;
@@ -205,7 +205,7 @@ static void publish_edit(uint32_t pos, const mt_sig_entry *insert)
     wait_readers(cur);
 }
 
-int mt_sigtable_insert(mt_range *r)
+int mti_sigtable_insert(mt_range *r)
 {
     int rc = ensure_copies();
     if (rc)
@@ -215,7 +215,7 @@ int mt_sigtable_insert(mt_range *r)
     if (n >= MT_SIGTABLE_CAP)
         return -ENOSPC;
     const mt_sig_entry *e = g_copy[cur];
-    uint32_t pos = mt_sigtable_first_ending_after(e, n, r->start);
+    uint32_t pos = mti_sigtable_first_ending_after(e, n, r->start);
     if (pos < n && e[pos].start < r->end)
         return -EEXIST;
     mt_sig_entry ins = {r->start, r->end, r};
@@ -223,49 +223,49 @@ int mt_sigtable_insert(mt_range *r)
     return 0;
 }
 
-void mt_sigtable_remove(mt_range *r)
+void mti_sigtable_remove(mt_range *r)
 {
     unsigned cur = atomic_load_explicit(&g_active, memory_order_relaxed);
     uint32_t n = atomic_load_explicit(&g_count[cur], memory_order_relaxed);
     const mt_sig_entry *e = g_copy[cur];
     if (!e)
         return;
-    uint32_t pos = mt_sigtable_first_ending_after(e, n, r->start);
+    uint32_t pos = mti_sigtable_first_ending_after(e, n, r->start);
     if (pos < n && e[pos].range == r)
         publish_edit(pos, NULL);
 }
 
-const mt_sig_entry *mt_sigtable_locked_view(uint32_t *count)
+const mt_sig_entry *mti_sigtable_locked_view(uint32_t *count)
 {
     unsigned cur = atomic_load_explicit(&g_active, memory_order_relaxed);
     *count = g_copy[cur] ? atomic_load_explicit(&g_count[cur], memory_order_relaxed) : 0;
     return g_copy[cur];
 }
 
-uint32_t mt_sigtable_count(void)
+uint32_t mti_sigtable_count(void)
 {
     unsigned cur = atomic_load_explicit(&g_active, memory_order_relaxed);
     return atomic_load_explicit(&g_count[cur], memory_order_relaxed);
 }
 
-int mt_sigtable_page_state(uintptr_t page, const mt_range *self)
+int mti_sigtable_page_state(uintptr_t page, const mt_range *self)
 {
     uint32_t n;
-    const mt_sig_entry *e = mt_sigtable_locked_view(&n);
+    const mt_sig_entry *e = mti_sigtable_locked_view(&n);
     if (!e)
         return -1;
     size_t ps = (size_t)1 << self->page_shift;
-    for (uint32_t i = mt_sigtable_first_ending_after(e, n, page);
+    for (uint32_t i = mti_sigtable_first_ending_after(e, n, page);
          i < n && e[i].start < page + ps; i++)
         if (e[i].range != self)
-            return (int)mt_pstate(e[i].range, mt_page_index(e[i].range, page));
+            return (int)mti_pstate(e[i].range, mti_page_index(e[i].range, page));
     return -1;
 }
 
-void mt_sigtable_hook_begin(void)
+void mti_sigtable_hook_begin(void)
 {
     /* seq_cst store then seq_cst loads: the writer half of the Dekker pair
-     * in mt_sigtable_enter. */
+     * in mti_sigtable_enter. */
     atomic_store_explicit(&g_hook_active, 1, memory_order_seq_cst);
     uint32_t own = (uint32_t)tls_reader_depth;
     while (atomic_load_explicit(&g_readers[0], memory_order_seq_cst) +
@@ -274,14 +274,14 @@ void mt_sigtable_hook_begin(void)
         sched_yield();
 }
 
-void mt_sigtable_hook_end(void)
+void mti_sigtable_hook_end(void)
 {
     /* release: the page states written in the section are visible to the
      * readers that see the flag down (they load it with acquire). */
     atomic_store_explicit(&g_hook_active, 0, memory_order_release);
 }
 
-void mt_sigtable_note_removed(uintptr_t start, uintptr_t end)
+void mti_sigtable_note_removed(uintptr_t start, uintptr_t end)
 {
     uint32_t i = atomic_fetch_add_explicit(&g_removed_next, 1, memory_order_relaxed);
     i &= MT_REMOVED_RING - 1;
@@ -291,7 +291,7 @@ void mt_sigtable_note_removed(uintptr_t start, uintptr_t end)
 }
 
 /* Async-signal-safe. */
-int mt_sigtable_recently_removed(uintptr_t addr)
+int mti_sigtable_recently_removed(uintptr_t addr)
 {
     for (unsigned i = 0; i < MT_REMOVED_RING; i++) {
         uintptr_t s = atomic_load_explicit(&g_removed[i].start, memory_order_acquire);
@@ -305,7 +305,7 @@ int mt_sigtable_recently_removed(uintptr_t addr)
 /* fork() child, single-threaded, with the lock taken by fork.c's prepare
  * handler: readers of other threads do not exist here; only this thread's
  * own sections (normally none) still count. */
-void mt_sigtable_fork_child(void)
+void mti_sigtable_fork_child(void)
 {
     atomic_store_explicit(&g_readers[0], 0, memory_order_relaxed);
     atomic_store_explicit(&g_readers[1], 0, memory_order_relaxed);

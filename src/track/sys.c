@@ -22,70 +22,70 @@
 static const mt_preload_api *_Atomic g_api;
 static _Atomic int g_attached;
 
-const mt_preload_api *mt_sys_api(void)
+const mt_preload_api *mti_sys_api(void)
 {
     return atomic_load_explicit(&g_api, memory_order_acquire);
 }
 
-void mt_sys_set_api(const mt_preload_api *api)
+void mti_sys_set_api(const mt_preload_api *api)
 {
     atomic_store_explicit(&g_api, api, memory_order_release);
 }
 
-int mt_sys_attached(void) { return atomic_load_explicit(&g_attached, memory_order_acquire); }
+int mti_sys_attached(void) { return atomic_load_explicit(&g_attached, memory_order_acquire); }
 
-void mt_sys_set_attached(int on) { atomic_store_explicit(&g_attached, on, memory_order_release); }
+void mti_sys_set_attached(int on) { atomic_store_explicit(&g_attached, on, memory_order_release); }
 
 /* Async-signal-safe. */
-int mt_sys_mprotect(uintptr_t addr, size_t len, int prot)
+int mti_sys_mprotect(uintptr_t addr, size_t len, int prot)
 {
     return syscall(SYS_mprotect, addr, len, prot) == 0 ? 0 : -errno;
 }
 
 /* Async-signal-safe. */
-int mt_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+int mti_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    const mt_preload_api *api = mt_sys_api();
+    const mt_preload_api *api = mti_sys_api();
     int rc = api ? api->real->sigaction(sig, act, old) : sigaction(sig, act, old);
     return rc == 0 ? 0 : -errno;
 }
 
 /* Async-signal-safe. */
-int mt_sys_sigmask(int how, const sigset_t *set, sigset_t *old)
+int mti_sys_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-    const mt_preload_api *api = mt_sys_api();
+    const mt_preload_api *api = mti_sys_api();
     return -(api ? api->real->pthread_sigmask(how, set, old) : pthread_sigmask(how, set, old));
 }
 
-void *mt_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+void *mti_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-    const mt_preload_api *api = mt_sys_api();
+    const mt_preload_api *api = mti_sys_api();
     return api ? api->real->mmap(addr, len, prot, flags, fd, off) : mmap(addr, len, prot, flags, fd, off);
 }
 
-int mt_sys_munmap(void *addr, size_t len)
+int mti_sys_munmap(void *addr, size_t len)
 {
-    const mt_preload_api *api = mt_sys_api();
+    const mt_preload_api *api = mti_sys_api();
     int rc = api ? api->real->munmap(addr, len) : munmap(addr, len);
     return rc == 0 ? 0 : -errno;
 }
 
-int mt_sys_madvise(void *addr, size_t len, int advice)
+int mti_sys_madvise(void *addr, size_t len, int advice)
 {
-    const mt_preload_api *api = mt_sys_api();
+    const mt_preload_api *api = mti_sys_api();
     int rc = api ? api->real->madvise(addr, len, advice) : madvise(addr, len, advice);
     return rc == 0 ? 0 : -errno;
 }
 
-void *mt_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr)
+void *mti_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr)
 {
-    const mt_preload_api *api = mt_sys_api();
+    const mt_preload_api *api = mti_sys_api();
     if (api)
         return api->real->mremap(old, old_len, new_len, flags, new_addr);
     return mremap(old, old_len, new_len, flags, new_addr);
 }
 
-void mt_sys_block_async(sigset_t *saved)
+void mti_sys_block_async(sigset_t *saved)
 {
     sigset_t all;
     sigfillset(&all);
@@ -93,31 +93,31 @@ void mt_sys_block_async(sigset_t *saved)
     static const int sync_sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
     for (size_t i = 0; i < sizeof sync_sigs / sizeof *sync_sigs; i++)
         sigdelset(&all, sync_sigs[i]);
-    mt_sys_sigmask(SIG_SETMASK, &all, saved);
+    mti_sys_sigmask(SIG_SETMASK, &all, saved);
 }
 
-void mt_sys_block_all(sigset_t *saved)
+void mti_sys_block_all(sigset_t *saved)
 {
     sigset_t all;
     sigfillset(&all);
-    mt_sys_sigmask(SIG_SETMASK, &all, saved);
+    mti_sys_sigmask(SIG_SETMASK, &all, saved);
 }
 
-void mt_sys_restore_mask(const sigset_t *saved) { mt_sys_sigmask(SIG_SETMASK, saved, NULL); }
+void mti_sys_restore_mask(const sigset_t *saved) { mti_sys_sigmask(SIG_SETMASK, saved, NULL); }
 
 /* Async-signal-safe. */
-void mt_spin_lock(mt_spin *s)
+void mti_spin_lock(mt_spin *s)
 {
-    /* acquire: pairs with the release in mt_spin_unlock. */
+    /* acquire: pairs with the release in mti_spin_unlock. */
     while (atomic_exchange_explicit(&s->held, 1, memory_order_acquire)) {
         int spins = 0;
         while (atomic_load_explicit(&s->held, memory_order_relaxed)) {
             if (++spins < 64)
-                mt_cpu_relax();
+                mti_cpu_relax();
             else
                 sched_yield(); /* the holder may be descheduled (2 cores) */
         }
     }
 }
 
-void mt_spin_unlock(mt_spin *s) { atomic_store_explicit(&s->held, 0, memory_order_release); }
+void mti_spin_unlock(mt_spin *s) { atomic_store_explicit(&s->held, 0, memory_order_release); }

@@ -14,10 +14,10 @@ static int valid_backend(int b) { return b >= MT_TRACK_AUTO && b <= MT_TRACK_UFF
 
 static void free_tables(mt_tracker *t)
 {
-    mt_arena_free(t->slots, t->nslots * sizeof *t->slots);
-    mt_arena_free(t->slot_gen, t->nslots * sizeof *t->slot_gen);
-    mt_arena_free(t->sorted, t->nslots * sizeof *t->sorted);
-    mt_arena_free(t, sizeof *t);
+    mti_arena_free(t->slots, t->nslots * sizeof *t->slots);
+    mti_arena_free(t->slot_gen, t->nslots * sizeof *t->slot_gen);
+    mti_arena_free(t->sorted, t->nslots * sizeof *t->sorted);
+    mti_arena_free(t, sizeof *t);
 }
 
 /* A fork child whose parent had another thread inside this tracker: its
@@ -38,37 +38,37 @@ int mt_tracker_create(const mt_tracker_opts *opts, mt_tracker **out)
         o.max_ranges = MT_DEFAULT_MAX_RANGES;
     if (o.max_ranges > (1u << 24))
         return -EINVAL;
-    if (o.backend == MT_TRACK_UFFD && !mt_uffd_probe())
+    if (o.backend == MT_TRACK_UFFD && !mti_uffd_probe())
         return MT_EUNSUPPORTED;
     /* The interposer, if preloaded, must know about us before any range
      * exists (its real functions are what track calls from now on). */
-    mt_preload_link();
+    mti_preload_link();
     /* With the interposer, memtrack's handler goes first from now on, for
      * every backend: the application's SIGSEGV/SIGBUS dispositions and
      * masks are then virtualised uniformly (signals the application blocks
      * only virtually are emulated by the handler). */
-    if (mt_sys_attached()) {
-        int rc = mt_sig_install();
+    if (mti_sys_attached()) {
+        int rc = mti_sig_install();
         if (rc)
             return rc;
     }
     /* Everything from the arena, never malloc (see arena.c). */
-    mt_tracker *t = mt_arena_alloc(sizeof *t);
+    mt_tracker *t = mti_arena_alloc(sizeof *t);
     if (!t)
         return -ENOMEM;
     t->opts = o;
-    t->page_size = mt_page_size();
+    t->page_size = mti_page_size();
     t->page_shift = (unsigned)__builtin_ctzl((unsigned long)t->page_size);
     t->nslots = o.max_ranges;
-    t->slots = mt_arena_alloc(t->nslots * sizeof *t->slots);
-    t->slot_gen = mt_arena_alloc(t->nslots * sizeof *t->slot_gen);
-    t->sorted = mt_arena_alloc(t->nslots * sizeof *t->sorted);
+    t->slots = mti_arena_alloc(t->nslots * sizeof *t->slots);
+    t->slot_gen = mti_arena_alloc(t->nslots * sizeof *t->slot_gen);
+    t->sorted = mti_arena_alloc(t->nslots * sizeof *t->sorted);
     t->uffd = t->pagemap_fd = -1;
     if (!t->slots || !t->slot_gen || !t->sorted || pthread_rwlock_init(&t->lock, NULL) != 0) {
         free_tables(t);
         return -ENOMEM;
     }
-    mt_fork_register(t);
+    mti_fork_register(t);
     *out = t;
     return 0;
 }
@@ -100,7 +100,7 @@ static int overlaps(const mt_tracker *t, uintptr_t start, uintptr_t end, uint32_
 static void free_range(mt_range *r)
 {
     if (r)
-        mt_arena_free(r, r->alloc_bytes);
+        mti_arena_free(r, r->alloc_bytes);
 }
 
 /* The range, its dirty bitmap and its page states in one arena block. */
@@ -114,7 +114,7 @@ static mt_range *new_range(mt_tracker *t, uintptr_t start, size_t len, const mt_
     size_t nwords = (npages + 63) / 64;
     size_t head = (sizeof(mt_range) + 7) & ~(size_t)7;
     size_t bytes = head + nwords * sizeof(uint64_t) + npages;
-    mt_range *r = mt_arena_alloc(bytes);
+    mt_range *r = mti_arena_alloc(bytes);
     if (!r)
         return NULL;
     r->alloc_bytes = bytes;
@@ -141,9 +141,9 @@ static void inherit_edge_states(mt_range *r)
 {
     uintptr_t edges[2] = {r->span_start, r->span_end - ((uintptr_t)1 << r->page_shift)};
     for (int k = 0; k < 2; k++) {
-        int st = mt_sigtable_page_state(edges[k], r);
+        int st = mti_sigtable_page_state(edges[k], r);
         if (st >= 0 && !(st & MT_PS_GONE))
-            atomic_store_explicit(&r->pstate[mt_page_index(r, edges[k])], (uint8_t)st,
+            atomic_store_explicit(&r->pstate[mti_page_index(r, edges[k])], (uint8_t)st,
                                   memory_order_relaxed);
     }
 }
@@ -151,10 +151,10 @@ static void inherit_edge_states(mt_range *r)
 static int table_overlaps(uintptr_t start, uintptr_t end)
 {
     uint32_t n;
-    const mt_sig_entry *e = mt_sigtable_locked_view(&n);
+    const mt_sig_entry *e = mti_sigtable_locked_view(&n);
     if (!e)
         return 0;
-    uint32_t i = mt_sigtable_first_ending_after(e, n, start);
+    uint32_t i = mti_sigtable_first_ending_after(e, n, start);
     return i < n && e[i].start < end;
 }
 
@@ -163,22 +163,22 @@ static int table_overlaps(uintptr_t start, uintptr_t end)
  * check is the one that counts, and the hooks see r only once armed. */
 static int arm(mt_tracker *t, mt_range *r, mt_track_backend want)
 {
-    mt_sigtable_lock();
+    mti_sigtable_lock();
     int rc = table_overlaps(r->start, r->end) ? -EEXIST : 0;
     if (rc == 0)
         inherit_edge_states(r);
     if (rc == 0 && (want == MT_TRACK_AUTO || want == MT_TRACK_UFFD)) {
-        rc = mt_uffd_probe() ? mt_uffd_arm_range(t, r) : MT_EUNSUPPORTED;
+        rc = mti_uffd_probe() ? mti_uffd_arm_range(t, r) : MT_EUNSUPPORTED;
         if (rc == 0) {
             r->backend = MT_TRACK_UFFD;
-            rc = mt_sigtable_insert(r);
+            rc = mti_sigtable_insert(r);
             if (rc)
-                mt_uffd_disarm_range(t, r);
-            mt_sigtable_unlock();
+                mti_uffd_disarm_range(t, r);
+            mti_sigtable_unlock();
             return rc;
         }
         if (want == MT_TRACK_UFFD) {
-            mt_sigtable_unlock();
+            mti_sigtable_unlock();
             return rc;
         }
         r->fallback_reason = rc; /* e.g. -EINVAL for a device mapping */
@@ -186,9 +186,9 @@ static int arm(mt_tracker *t, mt_range *r, mt_track_backend want)
     }
     if (rc == 0) {
         r->backend = MT_TRACK_SIGNAL;
-        rc = mt_sig_arm_range(r);
+        rc = mti_sig_arm_range(r);
     }
-    mt_sigtable_unlock();
+    mti_sigtable_unlock();
     return rc;
 }
 
@@ -231,7 +231,7 @@ int mt_tracker_add(mt_tracker *t, void *addr, size_t len, const mt_range_opts *o
     }
     if (rc == 0) {
         if (o.flags & MT_RANGE_INITIALLY_DIRTY)
-            mt_bits_set_range(r->bits, 0, r->npages);
+            mti_bits_set_range(r->bits, 0, r->npages);
         memmove(t->sorted + pos + 1, t->sorted + pos, (t->nsorted - pos) * sizeof *t->sorted);
         t->sorted[pos] = r;
         t->nsorted++;
@@ -248,14 +248,14 @@ int mt_tracker_add(mt_tracker *t, void *addr, size_t len, const mt_range_opts *o
 static void remove_locked(mt_tracker *t, mt_range *r)
 {
     if (r->backend == MT_TRACK_SIGNAL) {
-        mt_sig_disarm_range(r);
+        mti_sig_disarm_range(r);
     } else {
-        mt_sigtable_lock();
-        mt_uffd_disarm_range(t, r);
-        mt_sigtable_remove(r);
-        mt_sigtable_unlock();
+        mti_sigtable_lock();
+        mti_uffd_disarm_range(t, r);
+        mti_sigtable_remove(r);
+        mti_sigtable_unlock();
     }
-    uint32_t pos = mt_track_sorted_lower(t, r->span_start);
+    uint32_t pos = mti_track_sorted_lower(t, r->span_start);
     while (pos < t->nsorted && t->sorted[pos] != r)
         pos++;
     memmove(t->sorted + pos, t->sorted + pos + 1, (t->nsorted - pos - 1) * sizeof *t->sorted);
@@ -282,7 +282,7 @@ void mt_tracker_destroy(mt_tracker *t)
 {
     if (!t)
         return;
-    mt_fork_unregister(t);
+    mti_fork_unregister(t);
     if (poisoned(t))
         return; /* a fork child: leave the half-updated tables alone */
     pthread_rwlock_wrlock(&t->lock);
@@ -291,7 +291,7 @@ void mt_tracker_destroy(mt_tracker *t)
         remove_locked(t, r);
         free_range(r);
     }
-    mt_uffd_close(t);
+    mti_uffd_close(t);
     pthread_rwlock_unlock(&t->lock);
     pthread_rwlock_destroy(&t->lock);
     free_tables(t);
@@ -305,7 +305,7 @@ long mt_tracker_collect(mt_tracker *t, mt_range_id id, mt_dirty_run *runs, size_
         return -ENOTRECOVERABLE;
     pthread_rwlock_rdlock(&t->lock);
     mt_range *r = lookup(t, id);
-    long n = r ? mt_collect_range(t, r, runs, max) : -ENOENT;
+    long n = r ? mti_collect_range(t, r, runs, max) : -ENOENT;
     pthread_rwlock_unlock(&t->lock);
     return n;
 }
@@ -321,7 +321,7 @@ long mt_tracker_collect_all(mt_tracker *t, mt_dirty_run *runs, size_t max)
     for (uint32_t i = 0; i < t->nsorted && n < max; i++) {
         /* A range the application unmapped reports its live pages here; that
          * it is gone shows in its stats and its own collect. */
-        long k = mt_collect_range(t, t->sorted[i], runs + n, max - n);
+        long k = mti_collect_range(t, t->sorted[i], runs + n, max - n);
         if (k > 0)
             n += (size_t)k;
     }
@@ -344,12 +344,12 @@ int mt_tracker_prepare_write(mt_tracker *t, mt_range_id id, void *addr, size_t l
     else if (a < r->start || a + len > r->end || a + len < a)
         rc = -EINVAL;
     else {
-        size_t first = mt_page_index(r, a & ~(uintptr_t)(t->page_size - 1));
-        size_t last = mt_page_index(r, (a + len - 1) & ~(uintptr_t)(t->page_size - 1));
+        size_t first = mti_page_index(r, a & ~(uintptr_t)(t->page_size - 1));
+        size_t last = mti_page_index(r, (a + len - 1) & ~(uintptr_t)(t->page_size - 1));
         if (r->backend == MT_TRACK_SIGNAL)
-            rc = mt_sig_make_writable(r, first, last - first + 1);
+            rc = mti_sig_make_writable(r, first, last - first + 1);
         else
-            mt_bits_set_range(r->bits, first, last - first + 1); /* kernel writes are tracked */
+            mti_bits_set_range(r->bits, first, last - first + 1); /* kernel writes are tracked */
     }
     pthread_rwlock_unlock(&t->lock);
     return rc;
@@ -371,13 +371,13 @@ int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len)
     else {
         uintptr_t mask = ((uintptr_t)1 << r->page_shift) - 1;
         uintptr_t a = (r->start + offset) & ~mask, b = (r->start + offset + len + mask) & ~mask;
-        size_t first = mt_page_index(r, a), last = mt_page_index(r, b) - 1;
+        size_t first = mti_page_index(r, a), last = mti_page_index(r, b) - 1;
         /* Dirty bits: the signal backend's faults, and what either backend
          * was told (kernel writes, the application's memory calls). */
         for (size_t p = first; p <= last && !written; p++)
             written = (atomic_load_explicit(&r->bits[p / 64], memory_order_acquire) >> (p % 64)) & 1;
         if (!written && r->backend == MT_TRACK_UFFD) {
-            int w = mt_uffd_peek(t, a, b);
+            int w = mti_uffd_peek(t, a, b);
             written = w;
         }
     }
@@ -430,7 +430,7 @@ int mt_track_backend_available(mt_track_backend backend)
     switch (backend) {
     case MT_TRACK_AUTO:
     case MT_TRACK_SIGNAL: return 1;
-    case MT_TRACK_UFFD: return mt_uffd_probe();
+    case MT_TRACK_UFFD: return mti_uffd_probe();
     }
     return 0;
 }

@@ -82,7 +82,7 @@ static int open_uffd(void)
     return fd;
 }
 
-int mt_uffd_open(mt_tracker *t)
+int mti_uffd_open(mt_tracker *t)
 {
     if (t->uffd >= 0)
         return 0;
@@ -100,7 +100,7 @@ int mt_uffd_open(mt_tracker *t)
     return 0;
 }
 
-void mt_uffd_close(mt_tracker *t)
+void mti_uffd_close(mt_tracker *t)
 {
     if (t->uffd >= 0)
         close(t->uffd);
@@ -154,12 +154,12 @@ static int scan_fd(int pagemap_fd, uintptr_t start, uintptr_t end, unsigned shif
     return 0;
 }
 
-int mt_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_shift, uint64_t *out)
+int mti_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_shift, uint64_t *out)
 {
     return scan_fd(t->pagemap_fd, start, end, page_shift, out);
 }
 
-int mt_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end)
+int mti_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end)
 {
     /* Without PM_SCAN_WP_MATCHING the scan only reads the written state;
      * one matching page is enough (max_pages = 1). */
@@ -178,9 +178,9 @@ int mt_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end)
     return n < 0 ? -errno : n > 0;
 }
 
-int mt_uffd_arm_range(mt_tracker *t, mt_range *r)
+int mti_uffd_arm_range(mt_tracker *t, mt_range *r)
 {
-    int rc = mt_uffd_open(t);
+    int rc = mti_uffd_open(t);
     if (rc)
         return rc;
     struct uffdio_register reg = {
@@ -195,7 +195,7 @@ int mt_uffd_arm_range(mt_tracker *t, mt_range *r)
      * what was written to the neighbour. */
     size_t ps = (size_t)1 << r->page_shift;
     uintptr_t s = r->span_start, e = r->span_end;
-    uint32_t lo = mt_track_sorted_lower(t, r->span_start);
+    uint32_t lo = mti_track_sorted_lower(t, r->span_start);
     int first_shared = 0, last_shared = 0;
     for (uint32_t i = lo; i < t->nsorted && t->sorted[i]->start < r->span_end; i++) {
         mt_range *o = t->sorted[i];
@@ -216,7 +216,7 @@ int mt_uffd_arm_range(mt_tracker *t, mt_range *r)
         if (rc)
             return rc;
         if (w)
-            mt_track_share_page(t, r, edges[k]);
+            mti_track_share_page(t, r, edges[k]);
     }
     if (first_shared)
         s += ps;
@@ -230,7 +230,7 @@ int mt_uffd_arm_range(mt_tracker *t, mt_range *r)
     return rc;
 }
 
-void mt_uffd_disarm_range(mt_tracker *t, mt_range *r)
+void mti_uffd_disarm_range(mt_tracker *t, mt_range *r)
 {
     /* In a fork child the descriptor belongs to the parent's address space
      * (fork.c closed it): there is nothing of ours to unregister. */
@@ -238,7 +238,7 @@ void mt_uffd_disarm_range(mt_tracker *t, mt_range *r)
         return;
     size_t ps = (size_t)1 << r->page_shift;
     uintptr_t s = r->span_start, e = r->span_end;
-    uint32_t lo = mt_track_sorted_lower(t, r->span_start);
+    uint32_t lo = mti_track_sorted_lower(t, r->span_start);
     for (uint32_t i = lo; i < t->nsorted && t->sorted[i]->start < r->span_end; i++) {
         mt_range *o = t->sorted[i];
         if (o == r || o->backend != MT_TRACK_UFFD)
@@ -252,10 +252,10 @@ void mt_uffd_disarm_range(mt_tracker *t, mt_range *r)
      * live ones: where the application unmapped ours, the address may hold
      * someone else's mapping now. */
     for (uintptr_t a = s; a < e;) {
-        while (a < e && (mt_pstate(r, mt_page_index(r, a)) & MT_PS_GONE))
+        while (a < e && (mti_pstate(r, mti_page_index(r, a)) & MT_PS_GONE))
             a += ps;
         uintptr_t b = a;
-        while (b < e && !(mt_pstate(r, mt_page_index(r, b)) & MT_PS_GONE))
+        while (b < e && !(mti_pstate(r, mti_page_index(r, b)) & MT_PS_GONE))
             b += ps;
         if (b > a) {
             struct uffdio_range ur = {.start = a, .len = b - a};
@@ -265,7 +265,7 @@ void mt_uffd_disarm_range(mt_tracker *t, mt_range *r)
     }
 }
 
-int mt_uffd_probe(void)
+int mti_uffd_probe(void)
 {
     static _Atomic int cached = -1;
     int c = atomic_load_explicit(&cached, memory_order_acquire);
@@ -276,7 +276,7 @@ int mt_uffd_probe(void)
     int ok = 0;
     int fd = open_uffd();
     int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    long ps = (long)mt_page_size();
+    long ps = (long)mti_page_size();
     void *p = mmap(NULL, (size_t)ps * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (fd >= 0 && pm >= 0 && p != MAP_FAILED) {
         struct uffdio_register reg = {.range = {(uintptr_t)p, (uint64_t)ps * 2},

@@ -25,7 +25,7 @@
 
 #include "emit.h"
 
-#define P(...) _mt_ptx_sb_printf(b, __VA_ARGS__)
+#define P(...) mti_ptx_sb_printf(b, __VA_ARGS__)
 
 static const char *access_name(unsigned a)
 {
@@ -109,7 +109,7 @@ static void emit_record(ptx_sb *b, const ptx_check *c, const mt_ptx_opts *o)
     P("\tst.global.v2.u32 [%%_mt_n+96], {%%_mt_r0, %%_mt_r1};\n");
 }
 
-void _mt_ptx_emit_check(ptx_sb *b, const ptx_check *c, const mt_ptx_opts *o)
+void mti_ptx_emit_check(ptx_sb *b, const ptx_check *c, const mt_ptx_opts *o)
 {
     const int generic = c->space == MT_CHECK_GENERIC, local = c->space == MT_CHECK_LOCAL;
     const int pf = c->access == MT_CHECK_PREFETCH;

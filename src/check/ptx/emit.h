@@ -27,7 +27,7 @@ typedef struct ptx_check {
 } ptx_check;
 
 /* Appends "{ <checks> <insn> }" to b. */
-void _mt_ptx_emit_check(ptx_sb *b, const ptx_check *c, const mt_ptx_opts *o);
+void mti_ptx_emit_check(ptx_sb *b, const ptx_check *c, const mt_ptx_opts *o);
 
 /* Names the instrumenter introduces (registers live inside each block). */
 #define PTX_ADDR_REG "%_mt_a"

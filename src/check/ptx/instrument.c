@@ -107,12 +107,12 @@ static void add_note(ctx *c, const char *fn, const char *what, const char *why)
 
 static const char *skip_ws(const char *p, const char *e)
 {
-    return _mt_ptx_skip_space(p, e);
+    return mti_ptx_skip_space(p, e);
 }
 
 static const char *ident_end(const char *p, const char *e)
 {
-    while (p < e && _mt_ptx_is_ident_char((unsigned char)*p) && *p != '.')
+    while (p < e && mti_ptx_is_ident_char((unsigned char)*p) && *p != '.')
         p++;
     return p;
 }
@@ -141,7 +141,7 @@ static void parse_reg_decl(ctx *c, const char *p, const char *e)
     p = skip_ws(p + 4, e);
     while (p < e && *p == '.') { /* .v2 and the type */
         const char *t = p + 1, *te = t;
-        while (te < e && _mt_ptx_is_ident_char((unsigned char)*te) && *te != '.')
+        while (te < e && mti_ptx_is_ident_char((unsigned char)*te) && *te != '.')
             te++;
         if (!(te - t == 2 && t[0] == 'v'))
             bits = type_bits(t, (size_t)(te - t));
@@ -204,7 +204,7 @@ static void parse_variable(ctx *c, const char *p, const char *e)
         if (p >= e || *p == ';' || *p == '=')
             break;
         const char *w = p, *we = p + 1;
-        while (we < e && (_mt_ptx_is_ident_char((unsigned char)*we) || *we == ':') && *we != '.')
+        while (we < e && (mti_ptx_is_ident_char((unsigned char)*we) || *we == ':') && *we != '.')
             we++;
         size_t n = (size_t)(we - w);
         if (*w == '.') {
@@ -366,7 +366,7 @@ static void instruction(ctx *c, size_t si, const loc *where, int *needs_scratch)
         p++;
     const char *op_end = p, *dot = memchr(op, '.', (size_t)(op_end - op));
     size_t blen = dot ? (size_t)(dot - op) : (size_t)(op_end - op);
-    if (!_mt_ptx_known_opcode(op, blen)) {
+    if (!mti_ptx_known_opcode(op, blen)) {
         char what[64];
         snprintf(what, sizeof what, "%.*s", (int)(blen < 40 ? blen : 40), op);
         add_note(c, c->fn_name, what, "unknown instruction, passed through");
@@ -374,7 +374,7 @@ static void instruction(ctx *c, size_t si, const loc *where, int *needs_scratch)
         return;
     }
     ptx_mem mem;
-    _mt_ptx_classify(op, (size_t)(op_end - op), &mem);
+    mti_ptx_classify(op, (size_t)(op_end - op), &mem);
     if (mem.decision == PTX_MEM_NONE)
         return;
     if (mem.space == MT_CHECK_LOCAL && (c->o->flags & MT_PTX_NO_LOCAL))
@@ -556,7 +556,7 @@ static int scan(ctx *c)
                 if (depth == 0 && *p == '.')
                     parse_variable(c, p, c->text + s->end);
             } else if (*p == '.') {
-                if (memcmp(p, ".reg", 4) == 0 && !_mt_ptx_is_ident_char((unsigned char)p[4]))
+                if (memcmp(p, ".reg", 4) == 0 && !mti_ptx_is_ident_char((unsigned char)p[4]))
                     parse_reg_decl(c, p, c->text + s->end);
             } else {
                 instruction(c, i, &where, &needs_scratch);
@@ -580,30 +580,30 @@ static void emit(ctx *c, ptx_sb *b)
     size_t pos = 0, pi = 0, oi = 0;
     for (size_t i = 0; i < c->lx.n; i++) {
         const ptx_stmt *s = &c->lx.v[i];
-        _mt_ptx_sb_put(b, c->text + pos, s->start - pos); /* the gap: blanks and comments */
+        mti_ptx_sb_put(b, c->text + pos, s->start - pos); /* the gap: blanks and comments */
         if (pi < c->nplans && c->plans[pi].stmt == i) {
-            _mt_ptx_emit_check(b, &c->plans[pi].check, c->o);
+            mti_ptx_emit_check(b, &c->plans[pi].check, c->o);
             pi++;
         } else {
-            _mt_ptx_sb_put(b, c->text + s->start, s->end - s->start);
+            mti_ptx_sb_put(b, c->text + s->start, s->end - s->start);
             if (oi < c->nscratch && c->scratch_open[oi] == i) {
-                _mt_ptx_sb_puts(b, "\n\t.local .align 16 .b8 \t" PTX_LOCAL_SAFE "[32]; // memtrack check: "
+                mti_ptx_sb_puts(b, "\n\t.local .align 16 .b8 \t" PTX_LOCAL_SAFE "[32]; // memtrack check: "
                                    "where failing .local accesses go");
                 oi++;
             }
         }
         pos = s->end;
     }
-    _mt_ptx_sb_put(b, c->text + pos, strlen(c->text) - pos);
+    mti_ptx_sb_put(b, c->text + pos, strlen(c->text) - pos);
     const mt_ptx_result *pub = &c->r->pub;
     if (pub->nvars) {
-        _mt_ptx_sb_printf(b, "\n// memtrack check: the generic address and size of each module variable\n"
+        mti_ptx_sb_printf(b, "\n// memtrack check: the generic address and size of each module variable\n"
                              ".visible .global .align 8 .u64 %s[%zu] = {",
                           MT_PTX_GLOBALS_TABLE, 2 * pub->nvars);
         for (size_t v = 0; v < pub->nvars; v++)
-            _mt_ptx_sb_printf(b, "%sgeneric(%s), %llu", v ? ", " : "", pub->vars[v].name,
+            mti_ptx_sb_printf(b, "%sgeneric(%s), %llu", v ? ", " : "", pub->vars[v].name,
                               (unsigned long long)pub->vars[v].size);
-        _mt_ptx_sb_puts(b, "};\n");
+        mti_ptx_sb_puts(b, "};\n");
     }
 }
 
@@ -641,7 +641,7 @@ int mt_ptx_instrument(const char *ptx, size_t len, const mt_ptx_opts *opts, mt_p
     int rc = -ENOMEM;
     if (!(c.r = calloc(1, sizeof *c.r)))
         goto done;
-    if ((rc = _mt_ptx_lex(text, len, &c.lx)) != 0)
+    if ((rc = mti_ptx_lex(text, len, &c.lx)) != 0)
         goto done;
     if ((rc = scan(&c)) != 0)
         goto done;
@@ -660,7 +660,7 @@ int mt_ptx_instrument(const char *ptx, size_t len, const mt_ptx_opts *opts, mt_p
 done:
     if (c.r)
         mt_ptx_result_free(&c.r->pub);
-    _mt_ptx_lexed_free(&c.lx);
+    mti_ptx_lexed_free(&c.lx);
     free(c.regs);
     free(c.plans);
     free(c.scratch_open);

@@ -23,7 +23,7 @@ static const char *const opcodes[] = {
     "vsub", "vsub2", "vsub4", "wgmma", "wmma", "xor", NULL,
 };
 
-int _mt_ptx_known_opcode(const char *base, size_t len)
+int mti_ptx_known_opcode(const char *base, size_t len)
 {
     for (int i = 0; opcodes[i]; i++)
         if (strlen(opcodes[i]) == len && memcmp(opcodes[i], base, len) == 0)
@@ -55,7 +55,7 @@ static void skip(ptx_mem *out, const char *why)
     out->reason = why;
 }
 
-void _mt_ptx_classify(const char *op, size_t len, ptx_mem *out)
+void mti_ptx_classify(const char *op, size_t len, ptx_mem *out)
 {
     memset(out, 0, sizeof *out);
     const char *end = op + len, *dot = memchr(op, '.', len);

@@ -24,9 +24,9 @@ typedef struct ptx_mem {
 
 /* Classifies an opcode with its modifiers, e.g. "ld.global.nc.v4.f32"
  * (len bytes, no guard, no operands). */
-void _mt_ptx_classify(const char *op, size_t len, ptx_mem *out);
+void mti_ptx_classify(const char *op, size_t len, ptx_mem *out);
 
 /* Is the base opcode (before the first '.') an instruction of the PTX ISA? */
-int _mt_ptx_known_opcode(const char *base, size_t len);
+int mti_ptx_known_opcode(const char *base, size_t len);
 
 #endif

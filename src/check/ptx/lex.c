@@ -10,13 +10,13 @@
 #include "memtrack/check.h"
 #include "lex.h"
 
-int _mt_ptx_is_ident_char(int c)
+int mti_ptx_is_ident_char(int c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
            c == '$' || c == '%' || c == '.';
 }
 
-const char *_mt_ptx_skip_space(const char *p, const char *end)
+const char *mti_ptx_skip_space(const char *p, const char *end)
 {
     while (p < end) {
         if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') {
@@ -57,7 +57,7 @@ static int word_is(const char *p, const char *end, const char *w)
 {
     size_t n = strlen(w);
     return (size_t)(end - p) >= n && memcmp(p, w, n) == 0 &&
-           (p + n == end || !_mt_ptx_is_ident_char((unsigned char)p[n]) || p[n] == '.');
+           (p + n == end || !mti_ptx_is_ident_char((unsigned char)p[n]) || p[n] == '.');
 }
 
 static int is_header_start(const char *p, const char *end)
@@ -68,7 +68,7 @@ static int is_header_start(const char *p, const char *end)
         int matched = 0;
         for (int i = 0; link[i]; i++)
             if (word_is(p, end, link[i])) {
-                p = _mt_ptx_skip_space(p + strlen(link[i]), end);
+                p = mti_ptx_skip_space(p + strlen(link[i]), end);
                 matched = 1;
                 break;
             }
@@ -98,14 +98,14 @@ static uint32_t count_lines(const char *from, const char *to)
     return n;
 }
 
-int _mt_ptx_lex(const char *text, size_t len, ptx_lexed *out)
+int mti_ptx_lex(const char *text, size_t len, ptx_lexed *out)
 {
     memset(out, 0, sizeof *out);
     const char *p = text, *end = text + len, *line_mark = text;
     uint32_t line = 1;
     int rc = 0;
     for (;;) {
-        const char *q = _mt_ptx_skip_space(p, end);
+        const char *q = mti_ptx_skip_space(p, end);
         if (q >= end)
             break; /* trailing blanks and comments stay in the gap after the last statement */
         line += count_lines(line_mark, q);
@@ -160,7 +160,7 @@ int _mt_ptx_lex(const char *text, size_t len, ptx_lexed *out)
             k = PTX_HEADER;
             int paren = 0;
             for (e = q; e < end; e++) {
-                e = _mt_ptx_skip_space(e, end);
+                e = mti_ptx_skip_space(e, end);
                 if (e >= end)
                     break;
                 if (*e == '(')
@@ -181,7 +181,7 @@ int _mt_ptx_lex(const char *text, size_t len, ptx_lexed *out)
         } else {
             /* A label is an identifier followed by ':' (not '::' as in L2::128B). */
             const char *t = q;
-            while (t < end && _mt_ptx_is_ident_char((unsigned char)*t) && *t != '.')
+            while (t < end && mti_ptx_is_ident_char((unsigned char)*t) && *t != '.')
                 t++;
             if (t > q && t < end && *t == ':' && (t + 1 >= end || t[1] != ':') && *q != '%' && *q != '@') {
                 k = PTX_LABEL;
@@ -196,7 +196,7 @@ int _mt_ptx_lex(const char *text, size_t len, ptx_lexed *out)
                         }
                         e--;
                     } else if (e + 1 < end && e[0] == '/' && (e[1] == '/' || e[1] == '*')) {
-                        const char *after = _mt_ptx_skip_space(e, end);
+                        const char *after = mti_ptx_skip_space(e, end);
                         if (after >= end) {
                             e = end;
                             break;
@@ -217,11 +217,11 @@ int _mt_ptx_lex(const char *text, size_t len, ptx_lexed *out)
     }
     return 0;
 fail:
-    _mt_ptx_lexed_free(out);
+    mti_ptx_lexed_free(out);
     return rc;
 }
 
-void _mt_ptx_lexed_free(ptx_lexed *l)
+void mti_ptx_lexed_free(ptx_lexed *l)
 {
     free(l->v);
     memset(l, 0, sizeof *l);

@@ -32,12 +32,12 @@ typedef struct ptx_lexed {
 
 /* Splits text[0, len) into statements. Returns 0, -ENOMEM, or MT_ECHECK_PTX
  * for an unterminated comment, string or statement. */
-int _mt_ptx_lex(const char *text, size_t len, ptx_lexed *out);
-void _mt_ptx_lexed_free(ptx_lexed *l);
+int mti_ptx_lex(const char *text, size_t len, ptx_lexed *out);
+void mti_ptx_lexed_free(ptx_lexed *l);
 
 /* Token helpers over a span. */
-int _mt_ptx_is_ident_char(int c);
+int mti_ptx_is_ident_char(int c);
 /* Skips blanks and comments from p, not past end. */
-const char *_mt_ptx_skip_space(const char *p, const char *end);
+const char *mti_ptx_skip_space(const char *p, const char *end);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include "sb.h"
 
-void _mt_ptx_sb_put(ptx_sb *b, const char *s, size_t n)
+void mti_ptx_sb_put(ptx_sb *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
@@ -26,12 +26,12 @@ void _mt_ptx_sb_put(ptx_sb *b, const char *s, size_t n)
     b->p[b->n] = 0;
 }
 
-void _mt_ptx_sb_puts(ptx_sb *b, const char *s)
+void mti_ptx_sb_puts(ptx_sb *b, const char *s)
 {
-    _mt_ptx_sb_put(b, s, strlen(s));
+    mti_ptx_sb_put(b, s, strlen(s));
 }
 
-void _mt_ptx_sb_printf(ptx_sb *b, const char *fmt, ...)
+void mti_ptx_sb_printf(ptx_sb *b, const char *fmt, ...)
 {
     char tmp[512];
     va_list ap;
@@ -43,7 +43,7 @@ void _mt_ptx_sb_printf(ptx_sb *b, const char *fmt, ...)
         return;
     }
     if ((size_t)n < sizeof tmp) {
-        _mt_ptx_sb_put(b, tmp, (size_t)n);
+        mti_ptx_sb_put(b, tmp, (size_t)n);
         return;
     }
     char *big = malloc((size_t)n + 1);
@@ -54,6 +54,6 @@ void _mt_ptx_sb_printf(ptx_sb *b, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    _mt_ptx_sb_put(b, big, (size_t)n);
+    mti_ptx_sb_put(b, big, (size_t)n);
     free(big);
 }

@@ -12,8 +12,8 @@ typedef struct ptx_sb {
     int oom;
 } ptx_sb;
 
-void _mt_ptx_sb_put(ptx_sb *b, const char *s, size_t n);
-void _mt_ptx_sb_puts(ptx_sb *b, const char *s);
-void _mt_ptx_sb_printf(ptx_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void mti_ptx_sb_put(ptx_sb *b, const char *s, size_t n);
+void mti_ptx_sb_puts(ptx_sb *b, const char *s);
+void mti_ptx_sb_printf(ptx_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -91,7 +91,7 @@ fail:
     dlclose(h);
 }
 
-const coh_cuda_api *coh_cuda_api_get(void)
+const coh_cuda_api *mti_coh_cuda_api_get(void)
 {
     pthread_once(&api_once, api_load);
     return api_ok ? &api : NULL;
@@ -594,14 +594,14 @@ static int dev_open(const coh_cuda_api *cu, int ordinal, uint64_t limit, cu_dev 
     return 0;
 }
 
-int coh_cuda_add(mt_coh *c, const mt_coh_cuda_opts *opts, uint32_t *first, uint32_t *count)
+int mti_coh_cuda_add(mt_coh *c, const mt_coh_cuda_opts *opts, uint32_t *first, uint32_t *count)
 {
     mt_coh_cuda_opts o = {0};
     if (opts)
         o = *opts;
     *first = 0;
     *count = 0;
-    const coh_cuda_api *cu = coh_cuda_api_get();
+    const coh_cuda_api *cu = mti_coh_cuda_api_get();
     int n = 0;
     if (!cu || cu->DeviceGetCount(&n) != CUDA_SUCCESS || n <= 0)
         return 0; /* no driver, no GPU: no CUDA devices */

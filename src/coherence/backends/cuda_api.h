@@ -71,6 +71,6 @@ typedef struct coh_cuda_api {
 
 /* Loads the driver once (any thread). NULL when there is no libcuda.so.1,
  * an entry point is missing, or cuInit fails. */
-const coh_cuda_api *coh_cuda_api_get(void);
+const coh_cuda_api *mti_coh_cuda_api_get(void);
 
 #endif

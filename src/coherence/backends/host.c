@@ -14,7 +14,7 @@ typedef struct host_dev {
     void *mem; /* NULL until the first grow */
 } host_dev;
 
-int coh_host_dev_create(uint64_t mem_size, void **out)
+int mti_coh_host_dev_create(uint64_t mem_size, void **out)
 {
     host_dev *h = calloc(1, sizeof *h);
     if (!h)
@@ -92,7 +92,7 @@ static void host_destroy(void *dev)
     free(h);
 }
 
-const mt_coh_backend coh_host_backend = {
+const mt_coh_backend mti_coh_host_backend = {
     .name = "host",
     .caps = MT_COH_CAP_HOST_MEMORY | MT_COH_CAP_FINE_SVM,
     .mem_grow = host_grow,

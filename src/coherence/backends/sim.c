@@ -23,7 +23,7 @@ typedef struct sim_dev {
     _Atomic int shut;
 } sim_dev;
 
-int coh_sim_dev_create(const mt_sim_opts *o, void **out)
+int mti_coh_sim_dev_create(const mt_sim_opts *o, void **out)
 {
     sim_dev *h = calloc(1, sizeof *h);
     if (!h)
@@ -43,7 +43,7 @@ int coh_sim_dev_create(const mt_sim_opts *o, void **out)
     return 0;
 }
 
-mt_sim *coh_sim_dev_sim(void *dev)
+mt_sim *mti_coh_sim_dev_sim(void *dev)
 {
     return ((sim_dev *)dev)->sim;
 }
@@ -141,7 +141,7 @@ static void sim_destroy(void *dev)
     free(h);
 }
 
-const mt_coh_backend coh_sim_backend = {
+const mt_coh_backend mti_coh_sim_backend = {
     .name = "sim",
     .caps = MT_COH_CAP_ASYNC,
     .mem_grow = sim_grow,

@@ -18,7 +18,9 @@ fail=0
 sed -n 's/^MT_API[^(]*[^a-z0-9_]\(mt_[a-z0-9_]*\)(.*/\1/p' "$inc"/memtrack/*.h | sort -u >"$tmp/public"
 [ -s "$tmp/public" ] || { echo "no MT_API declarations under $inc" >&2; exit 1; }
 
-nm -g --defined-only "$ar" | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/static"
+# Sanitizer builds add their own globals (ASan's __odr_asan.NAME): not ours.
+sanitizer='^__(odr_asan|asan|ubsan|tsan|sanitizer)'
+nm -g --defined-only "$ar" | awk 'NF == 3 { print $3 }' | grep -Ev "$sanitizer" | sort -u >"$tmp/static"
 grep -v '^mti_' "$tmp/static" | comm -23 - "$tmp/public" >"$tmp/bad_static" || true
 if [ -s "$tmp/bad_static" ]; then
     echo "$ar: global symbols neither public (MT_API) nor mti_-prefixed:" >&2
@@ -27,7 +29,7 @@ if [ -s "$tmp/bad_static" ]; then
 fi
 
 # Dynamic symbols; 'A' entries are the version script's node names.
-nm -D --defined-only "$so" | awk 'NF == 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u >"$tmp/dynamic"
+nm -D --defined-only "$so" | awk 'NF == 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }' | grep -Ev "$sanitizer" | sort -u >"$tmp/dynamic"
 comm -23 "$tmp/dynamic" "$tmp/public" >"$tmp/extra"
 comm -13 "$tmp/dynamic" "$tmp/public" >"$tmp/missing"
 if [ -s "$tmp/extra" ]; then

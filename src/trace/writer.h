@@ -1,8 +1,13 @@
-/* Private state of a trace writer, shared by
- *   writer.c           callers: append, seal, flush, checkpoint, open, close
+/* Private state of a trace writer, shared by (each file calls only those
+ * below it, never one above: no loops between files)
+ *   writer_open.c      open (options, buffers, threads, metadata), close
+ *   write_typed.c      typed shorthands over mt_trace_write
+ *   writer.c           callers: append, flush, checkpoint, the index at close
  *   writer_pool.c      compressor threads: compress in parallel, write in order
- *   writer_file.c      the file: open and lock, chunk and index writes, token
+ *   writer_seal.c      the chunk being filled: start, seal, take a buffer
  *   writer_emergency.c emergency flush (signal handlers), abandon (fork child)
+ *   writer_file.c      the file: open and lock, chunk and index writes, token
+ *   writer_fork.c      the fork generation (forked-child checks inline here)
  *
  * Chunks. Chunk `seq` occupies ring[seq % nslots] from the moment a caller
  * starts filling it until it is in the file; its state (an atomic, so that
@@ -45,6 +50,7 @@
 #include <sys/types.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "../common/io.h"
@@ -87,7 +93,7 @@ typedef struct mt_wworker {
 struct mt_trace_writer {
     int fd;
     pid_t pid;         /* the process that opened it, and the fork generation */
-    unsigned fork_gen; /* then: a forked child's copy never waits (writer.c) */
+    unsigned fork_gen; /* then: a forked child's copy never waits (writer_fork.c) */
     int regular; /* a regular file: a checkpoint's index is truncated before appending */
     uint32_t flags;
     int level;    /* zstd level; compress == 0: stored raw */
@@ -139,10 +145,63 @@ struct mt_trace_writer {
     _Atomic int emergency_rc;
 };
 
+/* First error, sticky (0: none). Acquire: pairs with the release of
+ * whoever set it (under qlock or the token). */
+static inline int mti_writer_error(mt_trace_writer *w)
+{
+    return atomic_load_explicit(&w->error, memory_order_acquire);
+}
+
+/* ---- writer_fork.c ---- */
+
+/* Bumped in every forked child (pthread_atfork). */
+extern _Atomic unsigned mti_writer_fork_gen;
+
+/* At open: registers the fork handler (once) and records the generation and
+ * pid that w belongs to. */
+void mti_writer_fork_init(mt_trace_writer *w);
+
+/* 1 in a forked child of the process that opened w. Async-signal-safe (an
+ * atomic load and getpid). */
+static inline int mti_writer_in_forked_child(const mt_trace_writer *w)
+{
+    return atomic_load_explicit(&mti_writer_fork_gen, memory_order_relaxed) != w->fork_gen ||
+           getpid() != w->pid;
+}
+
+/* 1 in a child forked through fork(3) (the handlers ran): the check on
+ * every call, without a system call. */
+static inline int mti_writer_forked(const mt_trace_writer *w)
+{
+    return atomic_load_explicit(&mti_writer_fork_gen, memory_order_relaxed) != w->fork_gen;
+}
+
 /* ---- writer.c ---- */
 
-/* 1 in a forked child of the process that opened w. Async-signal-safe. */
-int mti_writer_in_forked_child(const mt_trace_writer *w);
+/* Drains, then writes the index and trailer (`end_reason` MT_END_*) under
+ * the token. Returns 0 or -errno (-ECHILD in a forked child). */
+int mti_writer_write_end(mt_trace_writer *w, uint32_t end_reason);
+
+/* ---- writer_seal.c ---- */
+
+/* Makes buf the chunk being filled, number next_seq. Called with `lock`
+ * held (or before the threads start). */
+void mti_wseal_fill_start(mt_trace_writer *w, uint8_t *buf);
+
+/* Waits (at most 10 ms) for `space`. Called with qlock held. */
+void mti_wseal_wait_space(mt_trace_writer *w);
+
+/* Queues the current chunk (if it holds records) and starts the next one
+ * in a buffer taken from the pool (waiting for one if need be). Called with
+ * `lock` held. Returns 0 or -errno (-ECANCELED: the emergency flush took it). */
+int mti_wseal(mt_trace_writer *w);
+
+/* Seals the chunk being filled if it holds records and the seal interval has
+ * passed since the last seal, so that the last submits before a quiet
+ * period (or a kill -9) reach the file without waiting for another submit.
+ * Called by the first compressor thread when its wait times out, holding no
+ * lock; gives up at once if a caller holds `lock`. */
+void mti_wseal_idle(mt_trace_writer *w);
 
 /* ---- writer_pool.c ---- */
 
@@ -154,12 +213,6 @@ int mti_wpool_start(mt_trace_writer *w);
 /* Sets stop, wakes and joins the threads. */
 void mti_wpool_stop(mt_trace_writer *w);
 
-/* Seals the chunk being filled if it holds records and the seal interval has
- * passed since the last seal, so that the last submits before a quiet
- * period (or a kill -9) reach the file without waiting for another submit.
- * Called by the first compressor thread when its wait times out, holding no
- * lock; gives up at once if a caller holds `lock`. */
-void mti_writer_seal_idle(mt_trace_writer *w);
 
 /* ---- writer_file.c ---- */
 

@@ -158,7 +158,7 @@ static void *worker_main(void *arg)
     mt_wworker *wk = arg;
     mt_trace_writer *w = wk->w;
     /* The first thread also seals an idle chunk once the seal interval has
-     * passed (see mti_writer_seal_idle): it wakes up that often. */
+     * passed (see mti_wseal_idle): it wakes up that often. */
     int sealer = wk == &w->workers[0] && w->seal_interval_ns;
     pthread_mutex_lock(&w->qlock);
     for (;;) {
@@ -175,7 +175,7 @@ static void *worker_main(void *arg)
             if (pthread_cond_timedwait(&w->work, &w->qlock, &t) == ETIMEDOUT) {
                 /* Lock order is `lock` before `qlock`: let go of qlock. */
                 pthread_mutex_unlock(&w->qlock);
-                mti_writer_seal_idle(w);
+                mti_wseal_idle(w);
                 pthread_mutex_lock(&w->qlock);
             }
         }

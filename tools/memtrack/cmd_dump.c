@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "memtrack/memtrack.h"
 
 void mt_cmd_dump_usage(void)
@@ -25,6 +26,67 @@ static int parse_u64(const char *s, uint64_t *out)
         return -1;
     *out = strtoull(s, &end, 0);
     return *end ? -1 : 0;
+}
+
+/* Replays r up to and including SUBMIT `submit`, ticking the progress line.
+ * Returns 0 with *out positioned there, -ENOENT when the trace ends first,
+ * or a replay error. */
+static int replay_until(mt_trace_reader *r, const mt_trace_replay_opts *o, uint64_t submit,
+                        mt_cli_progress *prog, mt_trace_replay **out)
+{
+    int rc = mt_trace_replay_create(r, o, out);
+    if (rc)
+        return rc;
+    mt_trace_record rec;
+    while ((rc = mt_trace_replay_next(*out, &rec)) == 1)
+        if (rec.type == MT_TRACE_SUBMIT) {
+            mt_cli_progress_tick(prog, rec.u.submit.index + 1);
+            if (rec.u.submit.index == submit)
+                return 0;
+        }
+    mt_trace_replay_destroy(*out);
+    *out = NULL;
+    return rc < 0 ? rc : -ENOENT;
+}
+
+/* The bytes to dump, in a new *buf: the whole memory `id`, or the window an
+ * object occupies in its memory (a first pass without images finds where it
+ * is bound at that submit). One replay keeps the image of that memory only,
+ * so a dump costs one pass over the trace (two for an object). Returns the
+ * size or a negative error. */
+static int64_t locate_and_read(mt_trace_reader *r, const mt_trace_info *inf, int is_object, uint64_t id,
+                               uint64_t submit, mt_cli_progress *prog, unsigned char **buf)
+{
+    uint64_t memory = id, offset = 0, used = 0;
+    uint64_t until = submit < inf->submits ? submit + 1 : inf->submits;
+    mt_cli_progress_start(prog, is_object ? "dump (locating the object)" : "dump", until, until > 1000);
+    mt_trace_replay *rp;
+    int rc;
+    if (is_object) {
+        mt_trace_replay_opts where = {.flags = MT_TRACE_REPLAY_NO_IMAGES};
+        if ((rc = replay_until(r, &where, submit, prog, &rp)) != 0)
+            return rc;
+        rc = mt_trace_replay_object(rp, id, &memory, &offset, &used);
+        mt_trace_replay_destroy(rp);
+        if (rc)
+            return rc;
+        mt_cli_progress_end(prog);
+        mt_cli_progress_start(prog, "dump", until, until > 1000);
+    }
+    mt_trace_replay_opts one = {.only_memory = memory};
+    if ((rc = replay_until(r, &one, submit, prog, &rp)) != 0)
+        return rc;
+    int64_t msize = mt_trace_replay_memory_size(rp, memory);
+    if (msize >= 0 && !is_object)
+        used = (uint64_t)msize;
+    if (msize >= 0 && (offset > (uint64_t)msize || used > (uint64_t)msize - offset))
+        msize = MT_ECORRUPT; /* the binding lies outside its memory */
+    if (msize >= 0 && (*buf = malloc(used ? (size_t)used : 1)) == NULL)
+        msize = -ENOMEM;
+    if (msize >= 0 && used)
+        msize = mt_trace_replay_read(rp, memory, offset, *buf, (size_t)used);
+    mt_trace_replay_destroy(rp);
+    return msize < 0 ? msize : (int64_t)used;
 }
 
 int mt_cmd_dump(int argc, char **argv)
@@ -65,17 +127,12 @@ int mt_cmd_dump(int argc, char **argv)
         fprintf(stderr, "memtrack: %s: %s\n", path, mt_strerror(rc));
         return 1;
     }
-    /* First pass learns the size, second fills the buffer. */
-    int64_t size = is_object ? mt_trace_reconstruct_object(r, id, submit, NULL, 0)
-                             : mt_trace_reconstruct(r, id, submit, NULL, 0);
-    unsigned char *buf = NULL;
-    if (size >= 0 && (buf = malloc(size ? (size_t)size : 1)) == NULL)
-        size = -ENOMEM;
-    if (size >= 0)
-        size = is_object ? mt_trace_reconstruct_object(r, id, submit, buf, (size_t)size)
-                         : mt_trace_reconstruct(r, id, submit, buf, (size_t)size);
     mt_trace_info inf;
     mt_trace_reader_info(r, &inf);
+    mt_cli_progress prog;
+    unsigned char *buf = NULL;
+    int64_t size = locate_and_read(r, &inf, is_object, id, submit, &prog, &buf);
+    mt_cli_progress_end(&prog);
     mt_trace_reader_close(r);
     if (size < 0) {
         if (size == -ENOENT && submit >= inf.submits)

@@ -112,16 +112,6 @@ static coh_root *root_new(mt_coh *c, mt_coh_client *cl, uint64_t size, uint32_t 
     return r;
 }
 
-void mti_coh_root_unref(coh_root *r)
-{
-    if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    mti_coh_runs_free(&r->runs);
-    mti_coh_track_destroy(NULL, r); /* frees what killing it left */
-    free(r->hostatt);
-    free(r);
-}
-
 static void map_unlink_client(mt_coh_client *cl, coh_map *m)
 {
     for (coh_map **p = &cl->maps; *p; p = &(*p)->cnext)

@@ -1,6 +1,7 @@
 /* Devices: adding one behind a backend, its memory (regions from the backend
- * suballocated by memtrack `alloc`), loss, and what mt_coh_device_info_get
- * reports. */
+ * suballocated by memtrack `alloc`) and what mt_coh_device_info_get reports.
+ * Each backend's mt_coh_add_*_device(s) is in its own file (backends/), and
+ * an engine records a device's loss (engine.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,17 +63,6 @@ void mti_coh_dev_free(coh_device *d, const mt_alloc_block *b)
     if (mt_alloc_free_block(d->alloc, b) == 0)
         d->mem_used -= b->size;
     pthread_mutex_unlock(&d->mem_lock);
-}
-
-void mti_coh_dev_mark_lost(coh_device *d, int code)
-{
-    int zero = 0;
-    if (!atomic_compare_exchange_strong_explicit(&d->lost, &zero, code ? code : MT_EDEVLOST,
-                                                 memory_order_acq_rel, memory_order_acquire))
-        return;
-    /* release: the planner that sees the bit sees the loss code. */
-    atomic_fetch_or_explicit(&d->ctx->lost_pending, COH_BIT(d->id), memory_order_release);
-    atomic_store_explicit(&d->ctx->fix_pending, 1, memory_order_release);
 }
 
 static void dev_free(coh_device *d)
@@ -172,39 +162,6 @@ void mti_coh_device_free(coh_device *d)
     dev_free(d);
     if (be->destroy)
         be->destroy(h);
-}
-
-int mt_coh_add_host_device(mt_coh *c, uint64_t mem_size, uint32_t *id)
-{
-    void *h;
-    int rc = mti_coh_host_dev_create(mem_size ? mem_size : 64u << 20, &h);
-    if (rc)
-        return rc;
-    return mt_coh_device_add(c, &mti_coh_host_backend, h, NULL, id);
-}
-
-int mt_coh_add_sim_device(mt_coh *c, const mt_sim_opts *opts, uint32_t *id)
-{
-    void *h;
-    int rc = mti_coh_sim_dev_create(opts, &h);
-    if (rc)
-        return rc;
-    return mt_coh_device_add(c, &mti_coh_sim_backend, h, NULL, id);
-}
-
-mt_sim *mt_coh_device_sim(mt_coh *c, uint32_t id)
-{
-    if (!c || id == 0 || id > c->ndev || c->dev[id]->be != &mti_coh_sim_backend)
-        return NULL;
-    return mti_coh_sim_dev_sim(c->dev[id]->h);
-}
-
-int mt_coh_add_cuda_devices(mt_coh *c, const mt_coh_cuda_opts *opts, uint32_t *first,
-                            uint32_t *count)
-{
-    if (!c || !first || !count)
-        return -EINVAL;
-    return mti_coh_cuda_add(c, opts, first, count);
 }
 
 uint32_t mt_coh_device_count(mt_coh *c)

@@ -13,7 +13,8 @@
  * engine's batch under the planner's lock and are handed over at a doorbell
  * (every 32 commands, a large transfer, a flush, a wait), so a steady stream
  * of enqueues does not wake a thread per command. Commands that become
- * ready when a dependency completes are handed over at once. */
+ * ready when a dependency completes are handed over at once. The hand-over
+ * itself is in sched.c: it and completion call each other. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,10 +59,23 @@ static int submit(coh_engine *e, coh_cmd *cmd)
     return d->be->submit(d->h, e->kind, &cmd->op);
 }
 
+/* A command failed with MT_EDEVLOST: records the device's loss for the
+ * planner's next fixup pass (any engine thread; the first loss code wins). */
+static void mark_lost(coh_device *d, int code)
+{
+    int zero = 0;
+    if (!atomic_compare_exchange_strong_explicit(&d->lost, &zero, code ? code : MT_EDEVLOST,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return;
+    /* release: the planner that sees the bit sees the loss code. */
+    atomic_fetch_or_explicit(&d->ctx->lost_pending, COH_BIT(d->id), memory_order_release);
+    atomic_store_explicit(&d->ctx->fix_pending, 1, memory_order_release);
+}
+
 static void finish(coh_engine *e, coh_cmd *cmd, int rc)
 {
     if (rc == MT_EDEVLOST && cmd->op.kind != MT_COH_OP_PEER)
-        mti_coh_dev_mark_lost(e->dev, rc);
+        mark_lost(e->dev, rc);
     atomic_fetch_sub_explicit(&e->busy, 1, memory_order_relaxed);
     mti_coh_cmd_complete(cmd, rc);
 }
@@ -173,63 +187,4 @@ void mti_coh_engine_stop(coh_engine *e)
     pthread_mutex_lock(&e->lock);
     e->stopped = 1;
     pthread_mutex_unlock(&e->lock);
-}
-
-void mti_coh_engine_push(coh_engine *e, coh_cmd *cmd)
-{
-    pthread_mutex_lock(&e->lock);
-    if (e->stopped) {
-        pthread_mutex_unlock(&e->lock);
-        mti_coh_cmd_complete(cmd, MT_ECANCELED);
-        return;
-    }
-    atomic_fetch_add_explicit(&e->busy, 1, memory_order_relaxed);
-    cmd->next = NULL;
-    if (e->tail)
-        e->tail->next = cmd;
-    else
-        e->head = cmd;
-    e->tail = cmd;
-    if (e->sleeping)
-        pthread_cond_signal(&e->cond);
-    pthread_mutex_unlock(&e->lock);
-}
-
-void mti_coh_engine_doorbell(coh_engine *e)
-{
-    if (!e->bhead)
-        return;
-    coh_cmd *h = e->bhead, *t = e->btail;
-    uint32_t n = 0;
-    for (coh_cmd *x = h; x; x = x->next)
-        n++;
-    e->bhead = e->btail = NULL;
-    pthread_mutex_lock(&e->lock);
-    if (e->stopped || e->stop) {
-        pthread_mutex_unlock(&e->lock);
-        while (h) {
-            coh_cmd *nx = h->next;
-            mti_coh_cmd_complete(h, MT_ECANCELED);
-            h = nx;
-        }
-        return;
-    }
-    atomic_fetch_add_explicit(&e->busy, n, memory_order_relaxed);
-    if (e->tail)
-        e->tail->next = h;
-    else
-        e->head = h;
-    e->tail = t;
-    if (e->sleeping)
-        pthread_cond_signal(&e->cond);
-    pthread_mutex_unlock(&e->lock);
-}
-
-void mti_coh_doorbell_all(mt_coh *c)
-{
-    for (uint32_t i = 1; i <= c->ndev; i++)
-        for (int k = 0; k < 2; k++)
-            mti_coh_engine_doorbell(&c->dev[i]->eng[k]);
-    c->batch_count = 0;
-    c->batch_big = 0;
 }

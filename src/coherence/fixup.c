@@ -3,7 +3,7 @@
  * The planner marks ranges valid when it plans the commands that will make
  * them so. When such a command fails (its device was lost, its source was, a
  * command before it failed, its function returned an error) the completing
- * thread queues it here and the next planner call clears the location's bit
+ * thread queues it (sched.c) and the next planner call clears the location's bit
  * over the ranges the command was to write. That is always right, because
  * every later write into the same instance depends on this one (writes into
  * an instance are ordered) and so fails too, clearing its own ranges: no
@@ -16,17 +16,6 @@
 #include <stdlib.h>
 
 #include "internal.h"
-
-void mti_coh_fixup_push(mt_coh *c, coh_cmd *cmd)
-{
-    mti_coh_cmd_ref(cmd);
-    pthread_mutex_lock(&c->fix_lock);
-    cmd->next = c->fix_head;
-    c->fix_head = cmd;
-    pthread_mutex_unlock(&c->fix_lock);
-    /* release: pairs with the planner's acquire load of fix_pending. */
-    atomic_store_explicit(&c->fix_pending, 1, memory_order_release);
-}
 
 static void clear(coh_root *r, uint32_t loc, uint64_t a, uint64_t b)
 {

@@ -22,57 +22,16 @@
  * collects the chunks it touched under the root's track lock, drops those
  * pages and keeps the others in a stash the planner applies at its next
  * collection: no host write is lost, and no download comes back as one, even
- * when a collection runs while it is still writing. */
+ * when a collection runs while it is still writing.
+ *
+ * The planner's sync (collect, apply, plan the fetch) is in hostsync.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
-
-typedef struct chunk_res {
-    coh_range *v;
-    size_t n, cap;
-    int all;              /* out of memory while collecting: the whole chunk is dirty */
-    _Atomic int done;
-} chunk_res;
-
-struct coh_track {
-    pthread_mutex_t lock; /* collections and the stash */
-    int dead;             /* the root was released: its ranges are gone */
-    uint64_t chunk;
-    uint32_t nchunks;
-    mt_range_id *ids;
-    chunk_res *res;
-    coh_range *stash;
-    size_t nstash, capstash;
-    uint64_t page;
-    /* Downloads into the memory issued and not yet completed (a leaf lock:
-     * taken under `lock` or the planner's, never the other way). */
-    pthread_mutex_t ilock;
-    coh_cmd *inflight;
-};
-
-/* A collection job the worker threads help with. */
-typedef struct coh_job {
-    mt_coh *c;
-    coh_root *r;
-    uint32_t k1;          /* last chunk */
-    _Atomic uint32_t next;/* next chunk to claim */
-} coh_job;
-
-struct coh_workers {
-    pthread_t *th;
-    uint32_t n;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;      /* workers: a job or stop */
-    pthread_cond_t done_cond; /* planner: a chunk done, or workers left */
-    coh_job *job;
-    uint64_t gen;
-    uint32_t active;
-    int stop;
-};
+#include "hosttrack.h"
 
 static int push_range(coh_range **v, size_t *n, size_t *cap, uint64_t a, uint64_t b)
 {
@@ -103,7 +62,7 @@ static int seg_cmp(const void *x, const void *y)
  * downloads write (their writes, not the host's). 0 or -ENOMEM (then *v is
  * unchanged: the pages count as host writes, an upload too many). Caller
  * holds tr->lock. */
-static int drop_inflight(coh_track *tr, coh_range **v, size_t *n, size_t *cap)
+int mti_coh_track_drop_inflight(coh_track *tr, coh_range **v, size_t *n, size_t *cap)
 {
     if (!*n)
         return 0;
@@ -291,7 +250,7 @@ void mti_coh_workers_stop(mt_coh *c)
 }
 
 /* Waits until chunk k is collected, collecting unclaimed chunks meanwhile. */
-static void await_chunk(mt_coh *c, coh_root *r, coh_job *job, uint32_t k)
+void mti_coh_track_await(mt_coh *c, coh_root *r, coh_job *job, uint32_t k)
 {
     chunk_res *cr = &r->track->res[k];
     while (!atomic_load_explicit(&cr->done, memory_order_acquire)) {
@@ -370,120 +329,6 @@ void mti_coh_track_destroy(mt_coh *c, coh_root *r)
     r->track = NULL;
 }
 
-/* ---- sync (planner) -------------------------------------------------------------------- */
-
-/* Applies host writes: the ranges become valid at the host only. */
-static void apply(mt_coh *c, coh_root *r, const coh_range *v, size_t n, uint64_t ca, uint64_t cb)
-{
-    if (!n)
-        return;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        bytes += v[i].b - v[i].a;
-    c->st_dirty += bytes;
-    r->version++;
-    if (mti_coh_runs_set_many(&r->runs, v, n, COH_BIT(MT_COH_HOST)) == 0)
-        return;
-    /* No memory for the precise update: the whole span is host-only (room
-     * for this was reserved before collecting). */
-    mti_coh_runs_update(&r->runs, v[0].a > ca ? v[0].a : ca, v[n - 1].b < cb ? v[n - 1].b : cb, 0,
-                    COH_BIT(MT_COH_HOST));
-}
-
-static int range_cmp(const void *x, const void *y)
-{
-    const coh_range *p = x, *q = y;
-    return p->a < q->a ? -1 : p->a > q->a;
-}
-
-int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
-                   const coh_range *need, int nneed)
-{
-    coh_track *tr = r->track;
-    if (a >= b)
-        return 0;
-    uint32_t k0 = (uint32_t)(a / tr->chunk), k1 = (uint32_t)((b - 1) / tr->chunk);
-    int rc = mti_coh_runs_reserve(&r->runs, 2 * (k1 - k0 + 1) + 8);
-    if (rc)
-        return rc;
-    pthread_mutex_lock(&tr->lock);
-    /* Writes stashed by downloads' absorption first (older than any collected now). */
-    if (tr->nstash) {
-        qsort(tr->stash, tr->nstash, sizeof *tr->stash, range_cmp);
-        size_t w = 0;
-        for (size_t i = 1; i < tr->nstash; i++) {
-            if (tr->stash[i].a <= tr->stash[w].b) {
-                if (tr->stash[i].b > tr->stash[w].b)
-                    tr->stash[w].b = tr->stash[i].b;
-            } else
-                tr->stash[++w] = tr->stash[i];
-        }
-        apply(c, r, tr->stash, w + 1, 0, r->size);
-        tr->nstash = 0;
-    }
-    for (uint32_t k = k0; k <= k1; k++)
-        atomic_store_explicit(&tr->res[k].done, 0, memory_order_relaxed);
-    coh_job job = {.c = c, .r = r, .k1 = k1};
-    atomic_init(&job.next, k0);
-    coh_workers *w = c->workers;
-    int parallel = w && w->n && k1 > k0;
-    if (parallel) {
-        pthread_mutex_lock(&w->lock);
-        w->job = &job;
-        w->gen++;
-        pthread_cond_broadcast(&w->cond);
-        pthread_mutex_unlock(&w->lock);
-    }
-    coh_builder bstore, *bld = NULL;
-    if (to != COH_NO_FETCH) {
-        bld = &bstore;
-        mti_coh_fetch_begin(bld, c, r, to, main);
-    }
-    for (uint32_t k = k0; k <= k1; k++) {
-        await_chunk(c, r, parallel ? &job : NULL, k);
-        chunk_res *cr = &tr->res[k];
-        uint64_t ca = (uint64_t)k * tr->chunk;
-        uint64_t cb = r->size - ca < tr->chunk ? r->size : ca + tr->chunk;
-        /* Pages in-flight downloads write are theirs, not the host's. */
-        if (!cr->all && drop_inflight(tr, &cr->v, &cr->n, &cr->cap))
-            cr->all = 1;
-        if (cr->all) {
-            coh_range whole = {ca, cb};
-            apply(c, r, &whole, 1, ca, cb);
-        } else
-            apply(c, r, cr->v, cr->n, ca, cb);
-        if (!bld || rc)
-            continue;
-        /* Plan this chunk's part of the needed ranges, mark it valid at the
-         * target (these runs are final for this enqueue), maybe issue. */
-        for (int i = 0; i < nneed && !rc; i++) {
-            uint64_t s = need[i].a > ca ? need[i].a : ca;
-            uint64_t e = need[i].b < cb ? need[i].b : cb;
-            if (s >= e)
-                continue;
-            rc = mti_coh_fetch_add(bld, s, e);
-            if (!rc && mti_coh_runs_reserve(&r->runs, 2) == 0)
-                mti_coh_runs_update(&r->runs, s, e, ~0ull, COH_BIT(to));
-        }
-        if (!rc)
-            rc = mti_coh_fetch_flush(bld, 0);
-    }
-    if (bld) {
-        if (!rc)
-            rc = mti_coh_fetch_flush(bld, 1);
-        mti_coh_fetch_end(bld);
-    }
-    if (parallel) {
-        pthread_mutex_lock(&w->lock);
-        w->job = NULL;
-        while (w->active)
-            pthread_cond_wait(&w->done_cond, &w->lock);
-        pthread_mutex_unlock(&w->lock);
-    }
-    pthread_mutex_unlock(&tr->lock);
-    return rc;
-}
-
 /* ---- absorbing memtrack's own downloads (engine threads) -------------------------------- */
 
 /* Collects chunk k and stashes its written pages that no in-flight download
@@ -493,7 +338,7 @@ static void absorb_chunk(mt_coh *c, coh_root *r, uint32_t k)
     coh_track *tr = r->track;
     coh_range *v = NULL;
     size_t nv = 0, cap = 0;
-    if (collect_chunk(c, r, k, &v, &nv, &cap) || drop_inflight(tr, &v, &nv, &cap)) {
+    if (collect_chunk(c, r, k, &v, &nv, &cap) || mti_coh_track_drop_inflight(tr, &v, &nv, &cap)) {
         /* No memory to tell them apart: the whole chunk counts as host
          * writes (an upload too many, nothing lost). */
         uint64_t ca = (uint64_t)k * tr->chunk;

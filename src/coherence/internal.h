@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "memtrack/alloc.h"
 #include "memtrack/coherence.h"
@@ -406,9 +407,8 @@ int mti_coh_engine_start(coh_engine *e, coh_device *d, int kind);
 /* Stops an engine: queued commands fail with MT_ECANCELED, in-flight ones
  * are waited for (the backend's shutdown releases stuck waits). */
 void mti_coh_engine_stop(coh_engine *e);
-/* Hands one ready command to the engine now (any thread). */
-void mti_coh_engine_push(coh_engine *e, coh_cmd *cmd);
-/* Hands the engine's batch over (planner's lock held). */
+/* Hands the engine's batch over (planner's lock held). The hand-over lives
+ * in sched.c (it completes what a stopped engine refuses). */
 void mti_coh_engine_doorbell(coh_engine *e);
 /* Every engine's batch (planner's lock held). */
 void mti_coh_doorbell_all(mt_coh *c);
@@ -442,8 +442,6 @@ void mti_coh_device_destroy(coh_device *d); /* stops its engines */
 void mti_coh_device_free(coh_device *d);    /* then frees it */
 int mti_coh_dev_alloc(coh_device *d, uint64_t size, mt_alloc_block *b, uint64_t *addr);
 void mti_coh_dev_free(coh_device *d, const mt_alloc_block *b);
-/* Lost? Records the loss for the planner (any thread). */
-void mti_coh_dev_mark_lost(coh_device *d, int code);
 
 /* ---- the context ------------------------------------------------------------------ */
 
@@ -500,7 +498,6 @@ coh_view *mti_coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h);
 coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size);
 void mti_coh_view_free(mt_coh *c, coh_view *v);
 void mti_coh_svm_release(mt_coh *c, coh_svm *s);
-void mti_coh_root_unref(coh_root *r);
 static inline void mti_coh_root_ref(coh_root *r)
 {
     atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
@@ -562,10 +559,9 @@ int mti_coh_fetch_flush(coh_builder *b, int force);
 void mti_coh_fetch_end(coh_builder *b);
 
 /* failures and device loss (fixup.c) */
-void mti_coh_fixup_push(mt_coh *c, coh_cmd *cmd);
 void mti_coh_fixups_run(mt_coh *c);
 
-/* tracked host memory (hosttrack.c) */
+/* tracked host memory (hosttrack.c; mti_coh_track_sync in hostsync.c) */
 int mti_coh_track_create(mt_coh *c, coh_root *r);
 void mti_coh_track_destroy(mt_coh *c, coh_root *r);
 #define COH_NO_FETCH UINT32_MAX
@@ -581,15 +577,20 @@ void mti_coh_track_inflight(coh_root *r, coh_cmd *cmd);
 /* A download into tracked host memory completed (any status): its pages are
  * not host writes; it leaves the in-flight list. */
 void mti_coh_track_absorb(coh_root *r, coh_cmd *cmd);
+/* A root's last reference (commands, instances, views): frees it. Inline
+ * here because files on both sides of the scheduler drop roots (commands
+ * completing, instances released, views freed). */
+static inline void mti_coh_root_unref(coh_root *r)
+{
+    if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    mti_coh_runs_free(&r->runs);
+    mti_coh_track_destroy(NULL, r); /* frees what killing it left */
+    free(r->hostatt);
+    free(r);
+}
 int mti_coh_workers_start(mt_coh *c);
 void mti_coh_workers_stop(mt_coh *c);
 
-/* backends (backends/) */
-extern const mt_coh_backend mti_coh_host_backend;
-extern const mt_coh_backend mti_coh_sim_backend;
-int mti_coh_host_dev_create(uint64_t mem_size, void **out);
-int mti_coh_sim_dev_create(const mt_sim_opts *o, void **out);
-mt_sim *mti_coh_sim_dev_sim(void *dev);
-int mti_coh_cuda_add(mt_coh *c, const mt_coh_cuda_opts *o, uint32_t *first, uint32_t *count);
 
 #endif

@@ -354,6 +354,8 @@ int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
     return mti_coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
 }
 
+static void engine_push(coh_engine *e, coh_cmd *cmd);
+
 /* A worklist of commands to complete with a status. */
 typedef struct work {
     coh_cmd *cmd;
@@ -390,7 +392,20 @@ static void ready(coh_cmd *cmd, worklist *w)
     else if (!cmd->eng)
         wl_push(w, cmd, 0);
     else
-        mti_coh_engine_push(cmd->eng, cmd);
+        engine_push(cmd->eng, cmd);
+}
+
+/* A failed command that was to write: queued for the planner's next
+ * mti_coh_fixups_run (fixup.c), which clears what it was to write. */
+static void fixup_push(mt_coh *c, coh_cmd *cmd)
+{
+    mti_coh_cmd_ref(cmd);
+    pthread_mutex_lock(&c->fix_lock);
+    cmd->next = c->fix_head;
+    c->fix_head = cmd;
+    pthread_mutex_unlock(&c->fix_lock);
+    /* release: pairs with the planner's acquire load of fix_pending. */
+    atomic_store_explicit(&c->fix_pending, 1, memory_order_release);
 }
 
 static void account(mt_coh *c, coh_cmd *cmd, int status)
@@ -417,7 +432,7 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
     if (cmd->absorb)
         mti_coh_track_absorb(cmd->absorb, cmd);
     if (status < 0 && cmd->nfix)
-        mti_coh_fixup_push(c, cmd); /* keeps its roots for the planner */
+        fixup_push(c, cmd); /* keeps its roots for the planner */
     else
         release_roots(cmd);
     /* Publish the status and take the dependents in one step (see top). */
@@ -501,6 +516,69 @@ void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
     c->batch_count++;
     if (cmd->op.bytes >= (1u << 20)) /* a large copy starts at once */
         c->batch_big = 1;
+}
+
+/* ---- hand-over to the engines ----------------------------------------------------
+ * Here rather than in engine.c: a command that becomes ready goes to its
+ * engine, and one an engine no longer takes completes at once, so hand-over
+ * and completion call each other; engine.c's threads only call in. */
+static void engine_push(coh_engine *e, coh_cmd *cmd)
+{
+    pthread_mutex_lock(&e->lock);
+    if (e->stopped) {
+        pthread_mutex_unlock(&e->lock);
+        mti_coh_cmd_complete(cmd, MT_ECANCELED);
+        return;
+    }
+    atomic_fetch_add_explicit(&e->busy, 1, memory_order_relaxed);
+    cmd->next = NULL;
+    if (e->tail)
+        e->tail->next = cmd;
+    else
+        e->head = cmd;
+    e->tail = cmd;
+    if (e->sleeping)
+        pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void mti_coh_engine_doorbell(coh_engine *e)
+{
+    if (!e->bhead)
+        return;
+    coh_cmd *h = e->bhead, *t = e->btail;
+    uint32_t n = 0;
+    for (coh_cmd *x = h; x; x = x->next)
+        n++;
+    e->bhead = e->btail = NULL;
+    pthread_mutex_lock(&e->lock);
+    if (e->stopped || e->stop) {
+        pthread_mutex_unlock(&e->lock);
+        while (h) {
+            coh_cmd *nx = h->next;
+            mti_coh_cmd_complete(h, MT_ECANCELED);
+            h = nx;
+        }
+        return;
+    }
+    atomic_fetch_add_explicit(&e->busy, n, memory_order_relaxed);
+    if (e->tail)
+        e->tail->next = h;
+    else
+        e->head = h;
+    e->tail = t;
+    if (e->sleeping)
+        pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void mti_coh_doorbell_all(mt_coh *c)
+{
+    for (uint32_t i = 1; i <= c->ndev; i++)
+        for (int k = 0; k < 2; k++)
+            mti_coh_engine_doorbell(&c->dev[i]->eng[k]);
+    c->batch_count = 0;
+    c->batch_big = 0;
 }
 
 /* ---- events ------------------------------------------------------------------- */

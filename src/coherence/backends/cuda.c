@@ -594,8 +594,11 @@ static int dev_open(const coh_cuda_api *cu, int ordinal, uint64_t limit, cu_dev 
     return 0;
 }
 
-int mti_coh_cuda_add(mt_coh *c, const mt_coh_cuda_opts *opts, uint32_t *first, uint32_t *count)
+int mt_coh_add_cuda_devices(mt_coh *c, const mt_coh_cuda_opts *opts, uint32_t *first,
+                            uint32_t *count)
 {
+    if (!c || !first || !count)
+        return -EINVAL;
     mt_coh_cuda_opts o = {0};
     if (opts)
         o = *opts;

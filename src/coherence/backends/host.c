@@ -14,7 +14,7 @@ typedef struct host_dev {
     void *mem; /* NULL until the first grow */
 } host_dev;
 
-int mti_coh_host_dev_create(uint64_t mem_size, void **out)
+static int host_dev_create(uint64_t mem_size, void **out)
 {
     host_dev *h = calloc(1, sizeof *h);
     if (!h)
@@ -92,7 +92,7 @@ static void host_destroy(void *dev)
     free(h);
 }
 
-const mt_coh_backend mti_coh_host_backend = {
+static const mt_coh_backend host_backend = {
     .name = "host",
     .caps = MT_COH_CAP_HOST_MEMORY | MT_COH_CAP_FINE_SVM,
     .mem_grow = host_grow,
@@ -101,3 +101,12 @@ const mt_coh_backend mti_coh_host_backend = {
     .svm_attach = host_svm_attach,
     .destroy = host_destroy,
 };
+
+int mt_coh_add_host_device(mt_coh *c, uint64_t mem_size, uint32_t *id)
+{
+    void *h;
+    int rc = host_dev_create(mem_size ? mem_size : 64u << 20, &h);
+    if (rc)
+        return rc;
+    return mt_coh_device_add(c, &host_backend, h, NULL, id);
+}

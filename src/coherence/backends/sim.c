@@ -23,7 +23,7 @@ typedef struct sim_dev {
     _Atomic int shut;
 } sim_dev;
 
-int mti_coh_sim_dev_create(const mt_sim_opts *o, void **out)
+static int sim_dev_create(const mt_sim_opts *o, void **out)
 {
     sim_dev *h = calloc(1, sizeof *h);
     if (!h)
@@ -43,7 +43,7 @@ int mti_coh_sim_dev_create(const mt_sim_opts *o, void **out)
     return 0;
 }
 
-mt_sim *mti_coh_sim_dev_sim(void *dev)
+static mt_sim *sim_dev_sim(void *dev)
 {
     return ((sim_dev *)dev)->sim;
 }
@@ -141,7 +141,7 @@ static void sim_destroy(void *dev)
     free(h);
 }
 
-const mt_coh_backend mti_coh_sim_backend = {
+static const mt_coh_backend sim_backend = {
     .name = "sim",
     .caps = MT_COH_CAP_ASYNC,
     .mem_grow = sim_grow,
@@ -151,3 +151,19 @@ const mt_coh_backend mti_coh_sim_backend = {
     .shutdown = sim_shutdown,
     .destroy = sim_destroy,
 };
+
+int mt_coh_add_sim_device(mt_coh *c, const mt_sim_opts *opts, uint32_t *id)
+{
+    void *h;
+    int rc = sim_dev_create(opts, &h);
+    if (rc)
+        return rc;
+    return mt_coh_device_add(c, &sim_backend, h, NULL, id);
+}
+
+mt_sim *mt_coh_device_sim(mt_coh *c, uint32_t id)
+{
+    if (!c || id == 0 || id > c->ndev || c->dev[id]->be != &sim_backend)
+        return NULL;
+    return sim_dev_sim(c->dev[id]->h);
+}

@@ -1,0 +1,124 @@
+/* Tracked host memory, the planner's side: before it reads or changes the
+ * validity of a tracked range, the planner collects the chunks covering it
+ * (hosttrack.c, with the worker threads), applies the host writes found and,
+ * for an upload, plans the fetch chunk by chunk (transfer.c) so that copies
+ * start while later chunks are still being collected. Apart from
+ * hosttrack.c because transfer.c registers the downloads it issues there:
+ * this file sits above transfer.c, hosttrack.c below it. */
+#include <stdlib.h>
+
+#include "hosttrack.h"
+
+/* ---- sync (planner) -------------------------------------------------------------------- */
+
+/* Applies host writes: the ranges become valid at the host only. */
+static void apply(mt_coh *c, coh_root *r, const coh_range *v, size_t n, uint64_t ca, uint64_t cb)
+{
+    if (!n)
+        return;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += v[i].b - v[i].a;
+    c->st_dirty += bytes;
+    r->version++;
+    if (mti_coh_runs_set_many(&r->runs, v, n, COH_BIT(MT_COH_HOST)) == 0)
+        return;
+    /* No memory for the precise update: the whole span is host-only (room
+     * for this was reserved before collecting). */
+    mti_coh_runs_update(&r->runs, v[0].a > ca ? v[0].a : ca, v[n - 1].b < cb ? v[n - 1].b : cb, 0,
+                    COH_BIT(MT_COH_HOST));
+}
+
+static int range_cmp(const void *x, const void *y)
+{
+    const coh_range *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
+                   const coh_range *need, int nneed)
+{
+    coh_track *tr = r->track;
+    if (a >= b)
+        return 0;
+    uint32_t k0 = (uint32_t)(a / tr->chunk), k1 = (uint32_t)((b - 1) / tr->chunk);
+    int rc = mti_coh_runs_reserve(&r->runs, 2 * (k1 - k0 + 1) + 8);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&tr->lock);
+    /* Writes stashed by downloads' absorption first (older than any collected now). */
+    if (tr->nstash) {
+        qsort(tr->stash, tr->nstash, sizeof *tr->stash, range_cmp);
+        size_t w = 0;
+        for (size_t i = 1; i < tr->nstash; i++) {
+            if (tr->stash[i].a <= tr->stash[w].b) {
+                if (tr->stash[i].b > tr->stash[w].b)
+                    tr->stash[w].b = tr->stash[i].b;
+            } else
+                tr->stash[++w] = tr->stash[i];
+        }
+        apply(c, r, tr->stash, w + 1, 0, r->size);
+        tr->nstash = 0;
+    }
+    for (uint32_t k = k0; k <= k1; k++)
+        atomic_store_explicit(&tr->res[k].done, 0, memory_order_relaxed);
+    coh_job job = {.c = c, .r = r, .k1 = k1};
+    atomic_init(&job.next, k0);
+    coh_workers *w = c->workers;
+    int parallel = w && w->n && k1 > k0;
+    if (parallel) {
+        pthread_mutex_lock(&w->lock);
+        w->job = &job;
+        w->gen++;
+        pthread_cond_broadcast(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+    }
+    coh_builder bstore, *bld = NULL;
+    if (to != COH_NO_FETCH) {
+        bld = &bstore;
+        mti_coh_fetch_begin(bld, c, r, to, main);
+    }
+    for (uint32_t k = k0; k <= k1; k++) {
+        mti_coh_track_await(c, r, parallel ? &job : NULL, k);
+        chunk_res *cr = &tr->res[k];
+        uint64_t ca = (uint64_t)k * tr->chunk;
+        uint64_t cb = r->size - ca < tr->chunk ? r->size : ca + tr->chunk;
+        /* Pages in-flight downloads write are theirs, not the host's. */
+        if (!cr->all && mti_coh_track_drop_inflight(tr, &cr->v, &cr->n, &cr->cap))
+            cr->all = 1;
+        if (cr->all) {
+            coh_range whole = {ca, cb};
+            apply(c, r, &whole, 1, ca, cb);
+        } else
+            apply(c, r, cr->v, cr->n, ca, cb);
+        if (!bld || rc)
+            continue;
+        /* Plan this chunk's part of the needed ranges, mark it valid at the
+         * target (these runs are final for this enqueue), maybe issue. */
+        for (int i = 0; i < nneed && !rc; i++) {
+            uint64_t s = need[i].a > ca ? need[i].a : ca;
+            uint64_t e = need[i].b < cb ? need[i].b : cb;
+            if (s >= e)
+                continue;
+            rc = mti_coh_fetch_add(bld, s, e);
+            if (!rc && mti_coh_runs_reserve(&r->runs, 2) == 0)
+                mti_coh_runs_update(&r->runs, s, e, ~0ull, COH_BIT(to));
+        }
+        if (!rc)
+            rc = mti_coh_fetch_flush(bld, 0);
+    }
+    if (bld) {
+        if (!rc)
+            rc = mti_coh_fetch_flush(bld, 1);
+        mti_coh_fetch_end(bld);
+    }
+    if (parallel) {
+        pthread_mutex_lock(&w->lock);
+        w->job = NULL;
+        while (w->active)
+            pthread_cond_wait(&w->done_cond, &w->lock);
+        pthread_mutex_unlock(&w->lock);
+    }
+    pthread_mutex_unlock(&tr->lock);
+    return rc;
+}

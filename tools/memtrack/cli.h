@@ -4,7 +4,9 @@
 #ifndef MT_CLI_H
 #define MT_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct mt_cli_command {
     const char *name;
@@ -24,6 +26,15 @@ typedef struct mt_trace_replay mt_trace_replay;
 /* Opens `path` and starts a replay with `flags` (MT_TRACE_REPLAY_*); on
  * failure prints "memtrack: ..." and returns 1 with nothing left open. */
 int mt_cli_open_replay(const char *path, uint32_t flags, mt_trace_reader **r, mt_trace_replay **rp);
+
+/* Writes the first n bytes of s (up to a NUL) as a JSON string. html_safe
+ * also escapes '<', '>' and '&', so that "</script>" in a trace's text
+ * cannot end a data block in an HTML page. */
+void mt_cli_json_string(FILE *f, const char *s, size_t n, int html_safe);
+
+/* "closed", "checkpoint", "emergency" or "scanned": how a trace ended
+ * (mt_trace_info.end). */
+const char *mt_cli_end_name(int end);
 
 /* Prints the man page of `cmd` (a command, or "memtrack") to stdout:
  * 0, or 2 for an unknown command. */

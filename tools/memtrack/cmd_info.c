@@ -55,30 +55,7 @@ static void count_mode(tally *t, int *nt, const char *text, size_t len)
     }
 }
 
-static void json_str(const char *s, size_t n)
-{
-    putchar('"');
-    for (size_t i = 0; i < n && s[i]; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
-static const char *end_name(int end)
-{
-    switch (end) {
-    case MT_TRACE_END_CLOSED: return "closed";
-    case MT_TRACE_END_CHECKPOINT: return "checkpoint";
-    case MT_TRACE_END_EMERGENCY: return "emergency";
-    default: return "scanned";
-    }
-}
+static void json_str(const char *s, size_t n) { mt_cli_json_string(stdout, s, n, 0); }
 
 static void flags_text(uint32_t f, char *out, size_t n)
 {
@@ -161,7 +138,7 @@ int mt_cmd_info(int argc, char **argv)
         printf("{\"file\":");
         json_str(path, strlen(path));
         printf(",\"format\":\"%u.%u\",\"complete\":%s,\"end\":\"%s\",\"meta\":{", inf.version_major,
-               inf.version_minor, inf.complete ? "true" : "false", end_name(inf.end));
+               inf.version_minor, inf.complete ? "true" : "false", mt_cli_end_name(inf.end));
         for (size_t i = 0; mt_trace_meta_at(r, i, &k, &v) == 0; i++) {
             printf(i ? "," : "");
             json_str(k, strlen(k));

@@ -88,29 +88,7 @@ static const char *cause_name(uint32_t c)
     return c == MT_TRACE_MISMATCH_HOST ? "host" : c == MT_TRACE_MISMATCH_DEVICE ? "device" : "lost";
 }
 
-static const char *end_name(int end)
-{
-    switch (end) {
-    case MT_TRACE_END_CLOSED: return "closed";
-    case MT_TRACE_END_CHECKPOINT: return "checkpoint";
-    case MT_TRACE_END_EMERGENCY: return "emergency";
-    default: return "scanned";
-    }
-}
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
-}
+static void json_string(FILE *f, const char *s) { mt_cli_json_string(f, s, strlen(s), 0); }
 
 int mt_cmd_verify(int argc, char **argv)
 {
@@ -225,7 +203,7 @@ int mt_cmd_verify(int argc, char **argv)
                      ",\"complete\":%s,\"end\":\"%s\",\"tail_records\":%" PRIu64 ",\"error\":",
                 st.submits, st.updates, st.update_bytes, st.hashes_checked, st.hashes_mismatched,
                 count[MT_TRACE_MISMATCH_HOST], count[MT_TRACE_MISMATCH_DEVICE], count[MT_TRACE_MISMATCH_LOST],
-                inf.complete ? "true" : "false", end_name(inf.end), inf.tail_records);
+                inf.complete ? "true" : "false", mt_cli_end_name(inf.end), inf.tail_records);
         if (rc < 0)
             json_string(out, mt_strerror(rc));
         else

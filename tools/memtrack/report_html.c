@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "memtrack/memtrack.h"
 #include "report.h"
 
@@ -20,22 +21,8 @@ enum {
     TABLE_ROWS = 2000 /* rows of the memory and object tables */
 };
 
-/* JSON string; '<' escaped too, so "</script>" in a trace's text cannot end
- * the data block. */
-static void jstr(FILE *f, const char *s, size_t n)
-{
-    fputc('"', f);
-    for (size_t i = 0; i < n && s[i]; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c == '<' || c == '>' || c == '&')
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
+/* JSON string, HTML-safe: the data sits in a <script> block. */
+static void jstr(FILE *f, const char *s, size_t n) { mt_cli_json_string(f, s, n, 1); }
 static void jcstr(FILE *f, const char *s) { jstr(f, s, strlen(s)); }
 
 /* Numbers to 3 significant digits: a chart needs no more, and a heatmap of
@@ -72,16 +59,6 @@ static uint64_t col_submits(const report *r, uint32_t c)
     return b > a ? b - a : 1;
 }
 
-static const char *end_name(int end)
-{
-    switch (end) {
-    case MT_TRACE_END_CLOSED: return "closed";
-    case MT_TRACE_END_CHECKPOINT: return "checkpoint";
-    case MT_TRACE_END_EMERGENCY: return "emergency";
-    default: return "scanned";
-    }
-}
-
 static void write_info(const report *r, FILE *f)
 {
     const mt_trace_info *i = &r->inf;
@@ -90,7 +67,7 @@ static void write_info(const report *r, FILE *f)
                ",\"records\":%" PRIu64 ",\"submits\":%" PRIu64 ",\"tail_records\":%" PRIu64
                ",\"frames\":%" PRIu64 ",\"updates\":%" PRIu64 ",\"update_bytes\":%" PRIu64
                ",\"hashes\":%" PRIu64 ",\"memories\":%zu,\"objects\":%zu,\"error\":",
-            i->version_major, i->version_minor, i->complete ? "true" : "false", end_name(i->end),
+            i->version_major, i->version_minor, i->complete ? "true" : "false", mt_cli_end_name(i->end),
             i->file_size, i->raw_bytes, i->stored_bytes, i->chunks, r->records, i->submits,
             i->tail_records, r->frames, r->updates, r->update_bytes, r->hashes, r->nmems, r->nobjs);
     if (r->error)

@@ -313,6 +313,64 @@ static void roundtrip(uint32_t flags, size_t chunk, size_t nrec, size_t big)
     unlink(path);
 }
 
+/* Writes a burst of compressible updates much faster than one compressor
+ * can keep up with (a 64 KiB copy against ~100+ us of zstd level 1), reads
+ * them back byte for byte, and returns the writer's fast_chunks. */
+static uint64_t burst(const mt_trace_writer_opts *o)
+{
+    char path[256];
+    tr_tmp_path(path, sizeof path, "burst");
+    enum { LEN = 64 << 10, N = 400 };
+    uint8_t *src = malloc(LEN + N * 64);
+    MT_CHECK(src);
+    uint64_t s = 5;
+    for (size_t i = 0; i < LEN + N * 64; i++) /* a gradient with noise */
+        src[i] = (uint8_t)(i / 64 + mt_test_below(&s, 8));
+    mt_trace_writer *w;
+    MT_CHECK_OK(mt_trace_writer_open(path, o, &w));
+    for (size_t i = 0; i < N; i++) {
+        MT_CHECK_OK(mt_trace_write_update(w, 1, 0, i * LEN, src + i * 64, LEN));
+        MT_CHECK_OK(mt_trace_write_submit(w, 0, NULL));
+    }
+    MT_CHECK_OK(mt_trace_writer_flush(w));
+    mt_trace_writer_stats st;
+    mt_trace_writer_stats_get(w, &st);
+    MT_CHECK(st.fast_chunks <= st.chunks);
+    MT_CHECK_OK(mt_trace_writer_close(w));
+    mt_trace_reader *r;
+    MT_CHECK_OK(mt_trace_reader_open(path, NULL, &r));
+    mt_trace_record rec;
+    size_t got = 0, at = 0;
+    while (mt_trace_next(r, &rec) == 1) {
+        if (rec.type != MT_TRACE_UPDATE)
+            continue;
+        size_t i = (size_t)(rec.u.update.offset / LEN), in = (size_t)(rec.u.update.offset % LEN);
+        MT_CHECK(i < N && in == at);
+        MT_CHECK(memcmp(rec.u.update.data, src + i * 64 + in, rec.u.update.length) == 0);
+        at = (at + rec.u.update.length) % LEN;
+        got += rec.u.update.length;
+    }
+    MT_CHECK_UINT_EQ(got, (uint64_t)N * LEN);
+    mt_trace_reader_close(r);
+    unlink(path);
+    free(src);
+    return st.fast_chunks;
+}
+
+/* DEFAULT compresses at FAST's level only the chunks that find the
+ * compressors behind; an explicit level or another preset never adapts. */
+static void test_adaptive_level(void)
+{
+    mt_trace_writer_opts o = {.chunk_size = 64 << 10, .threads = 1};
+    uint64_t fast = burst(&o);
+    printf("  adaptive: %" PRIu64 " chunks at the fast level\n", fast);
+    MT_CHECK(fast > 0);
+    o.level = 1;
+    MT_CHECK_UINT_EQ(burst(&o), 0);
+    o.level = 0, o.compression = MT_TRACE_COMPRESSION_FAST;
+    MT_CHECK_UINT_EQ(burst(&o), 0);
+}
+
 /* A wrong content hash is found, at the right submit and memory. */
 static void test_mismatch(void)
 {
@@ -445,6 +503,7 @@ int main(int argc, char **argv)
     roundtrip(0, 0, 3000, 6000);                       /* default 1 MiB: one chunk */
     test_mismatch();
     test_writer_errors();
+    test_adaptive_level();
     printf("ok\n");
     return 0;
 }

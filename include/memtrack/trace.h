@@ -120,7 +120,11 @@ enum {
 /* Compression presets (`memtrack record --compression`, MEMTRACK_COMPRESSION).
  * Chunks stay independently decodable zstd frames whatever the preset. */
 typedef enum mt_trace_compression {
-    MT_TRACE_COMPRESSION_DEFAULT = 0, /* zstd level 1 */
+    MT_TRACE_COMPRESSION_DEFAULT = 0, /* zstd level 1; a chunk that finds the
+                                         compressors behind (half the queue
+                                         waiting) gets FAST's level instead, so
+                                         a burst costs size, not the caller's
+                                         time */
     MT_TRACE_COMPRESSION_FAST = 1,    /* zstd level -3: ~3x faster, larger trace */
     MT_TRACE_COMPRESSION_NONE = 2,    /* stored raw: only hashing and writing */
 } mt_trace_compression;
@@ -128,7 +132,8 @@ typedef enum mt_trace_compression {
 typedef struct mt_trace_writer_opts {
     size_t chunk_size;    /* raw bytes per chunk; 0 = 1 MiB; 512 B .. 63 MiB */
     unsigned queue_depth; /* chunks sealed but not yet in the file; 0 = 64; at most 4096 */
-    int level;            /* zstd level, overriding the preset; 0 = the preset's */
+    int level;            /* zstd level for every chunk, overriding the preset
+                             (and DEFAULT's adaptation); 0 = the preset's */
     uint32_t flags;       /* MT_TRACE_* above */
     const mt_trace_kv *meta; /* header metadata, written first */
     size_t nmeta;
@@ -156,6 +161,8 @@ typedef struct mt_trace_writer_stats {
                              is not counted) */
     uint64_t chunks;      /* record chunks written */
     uint64_t stalls;      /* times a caller waited because the queue was full */
+    uint64_t fast_chunks; /* chunks the DEFAULT preset compressed at FAST's level
+                             because the compressors were behind */
 } mt_trace_writer_stats;
 
 /* Creates `path` and starts a writer with its compressor threads. The file

@@ -182,7 +182,8 @@ void mt_trace_writer_stats_get(mt_trace_writer *w, mt_trace_writer_stats *out)
     pthread_mutex_lock(&w->lock);
     pthread_mutex_lock(&w->qlock);
     *out = (mt_trace_writer_stats){w->records, w->submits_sealed + w->cur_nsubmits, w->raw_bytes,
-                                   w->file_bytes, w->chunks_written, w->stalls};
+                                   w->file_bytes, w->chunks_written, w->stalls,
+                                   w->fast_chunks};
     pthread_mutex_unlock(&w->qlock);
     pthread_mutex_unlock(&w->lock);
 }

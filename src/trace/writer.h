@@ -97,6 +97,8 @@ struct mt_trace_writer {
     int regular; /* a regular file: a checkpoint's index is truncated before appending */
     uint32_t flags;
     int level;    /* zstd level; compress == 0: stored raw */
+    int level_behind; /* != level: the level of a chunk that finds half the
+                         queue waiting for a compressor (DEFAULT preset) */
     int compress;
     size_t chunk_size; /* seal threshold */
     size_t buf_cap;    /* bytes of records a buffer holds: chunk_size + slack */
@@ -125,7 +127,7 @@ struct mt_trace_writer {
     _Atomic int error;    /* first error, sticky; written under qlock or the token,
                              read anywhere; -ECANCELED: the emergency flush took over */
     int stop;
-    uint64_t stalls, file_bytes, chunks_written;
+    uint64_t stalls, file_bytes, chunks_written, fast_chunks;
 
     /* Threads. */
     mt_wworker *workers;

@@ -22,7 +22,7 @@ static mt_wslot *slot_of(mt_trace_writer *w, uint32_t seq) { return &w->ring[seq
 
 /* Compresses slot s (state COMPRESSING, taken by this thread) and makes it
  * READY, unless the emergency flush froze it meanwhile. */
-static void compress_slot(mt_wworker *wk, mt_wslot *s, uint32_t seq)
+static void compress_slot(mt_wworker *wk, mt_wslot *s, uint32_t seq, int level)
 {
     mt_trace_writer *w = wk->w;
     mt_chunk_header h = {.kind = MT_CHUNK_RECORDS, .codec = MT_CODEC_RAW, .seq = seq,
@@ -35,7 +35,7 @@ static void compress_slot(mt_wworker *wk, mt_wslot *s, uint32_t seq)
             wk->cctx = ZSTD_createCCtx();
         if (wk->cctx) { /* no context: stored raw, still a valid chunk */
             z = ZSTD_compressCCtx(wk->cctx, wk->zbuf + MT_CHUNK_HEADER_SIZE,
-                                  ZSTD_compressBound(w->buf_cap), payload, s->len, w->level);
+                                  ZSTD_compressBound(w->buf_cap), payload, s->len, level);
             if (ZSTD_isError(z) || z >= s->len) /* incompressible data stays raw */
                 z = 0;
         }
@@ -183,6 +183,13 @@ static void *worker_main(void *arg)
             break; /* stop, and nothing left */
         uint32_t seq = w->take_seq++;
         mt_wslot *s = slot_of(w, seq);
+        /* Chunks still waiting behind this one: half the queue means the
+         * callers are about to wait for the compressors. */
+        int level = w->level;
+        if (w->level_behind != w->level && 2 * (w->sealed_seq - w->take_seq) >= w->nslots - 1) {
+            level = w->level_behind;
+            w->fast_chunks++;
+        }
         int halted = atomic_load_explicit(&w->error, memory_order_relaxed) == -ECANCELED;
         pthread_mutex_unlock(&w->qlock);
         /* The mutex hand-off published the records and lengths, written
@@ -191,7 +198,7 @@ static void *worker_main(void *arg)
         if (!halted && atomic_compare_exchange_strong_explicit(&s->state, &expect, MT_SLOT_COMPRESSING,
                                                                memory_order_acq_rel,
                                                                memory_order_acquire))
-            compress_slot(wk, s, seq);
+            compress_slot(wk, s, seq, level);
         pthread_mutex_lock(&w->qlock);
         if (atomic_load_explicit(&w->error, memory_order_relaxed) != -ECANCELED)
             write_ready(w);

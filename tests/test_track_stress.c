@@ -11,6 +11,7 @@
  * unaligned ranges with untracked gaps and pages shared between ranges; a
  * collector thread collects and copies concurrently. In churn mode another
  * thread removes and re-adds some ranges while they are being written.
+ * The last runs track with MT_RANGE_HOT_PAGES.
  *
  * Usage: test_track_stress [--seed N] */
 #include <pthread.h>
@@ -52,6 +53,7 @@ typedef struct ctx {
     int nthreads;
     long writes_per_thread;
     uint64_t seed;
+    uint32_t range_flags; /* MT_RANGE_HOT_PAGES in the hot runs */
 } ctx;
 
 typedef struct wargs {
@@ -127,13 +129,17 @@ static void *collector(void *arg)
     while (atomic_load(&c->writers_left) > 0) {
         collect_everything(c);
         atomic_fetch_add(&c->collects, 1);
+        /* Hot runs: several writes per pass, so that the burst pages are
+         * written in consecutive passes and turn hot. */
+        if (c->range_flags)
+            usleep(50);
     }
     return NULL;
 }
 
 static void add_range(ctx *c, int k, mt_track_backend b)
 {
-    mt_range_opts o = {.backend = b};
+    mt_range_opts o = {.backend = b, .flags = c->range_flags};
     mt_range_id id;
     MT_CHECK_OK(mt_tracker_add(c->t, c->live + c->r[k].off, c->r[k].len, &o, &id));
     /* Baseline after add (the documented order): writes from now on are
@@ -193,7 +199,7 @@ static void make_layout(ctx *c, uint64_t *rng, int churn)
     }
 }
 
-static void run_one(mt_track_backend b, int nthreads, int churn, uint64_t seed)
+static void run_one(mt_track_backend b, int nthreads, int churn, uint64_t seed, uint32_t flags)
 {
     ctx c;
     memset(&c, 0, sizeof c);
@@ -206,6 +212,7 @@ static void run_one(mt_track_backend b, int nthreads, int churn, uint64_t seed)
     c.nthreads = nthreads;
     c.writes_per_thread = WRITES_PER_THREAD;
     c.seed = seed;
+    c.range_flags = flags;
     pthread_mutex_init(&c.map_lock, NULL);
     uint64_t rng = seed;
     make_layout(&c, &rng, churn);
@@ -255,12 +262,23 @@ static void run_one(mt_track_backend b, int nthreads, int churn, uint64_t seed)
         reported += c.reported[p];
         written += c.ever_written[p];
     }
+    size_t hot = 0;
+    for (int k = 0; k < c.nr; k++) {
+        mt_range_stats st;
+        MT_CHECK_OK(mt_tracker_stats(c.t, atomic_load(&c.r[k].id), &st));
+        hot += st.hot_pages;
+    }
+#ifndef MT_SANITIZER_BUILD
+    if (flags && !churn) /* hot pages were exercised (churn may reset them all) */
+        MT_CHECK(hot > 0);
+#endif
     mt_dirty_run runs[4];
-    MT_CHECK_INT_EQ(mt_tracker_collect_all(c.t, runs, 4), 0);
-    printf("  %-6s threads=%d churn=%d ranges=%d collects=%ld: %zu bytes exact, %zu/%zu written "
-           "pages reported\n",
-           mt_track_backend_name(b), nthreads, churn, c.nr, atomic_load(&c.collects), checked,
-           reported, written);
+    if (!flags) /* hot pages are reported by every pass, written or not */
+        MT_CHECK_INT_EQ(mt_tracker_collect_all(c.t, runs, 4), 0);
+    printf("  %-6s%s threads=%d churn=%d ranges=%d collects=%ld: %zu bytes exact, %zu/%zu written "
+           "pages reported, %zu hot at the end\n",
+           mt_track_backend_name(b), flags ? " hot" : "", nthreads, churn, c.nr, atomic_load(&c.collects),
+           checked, reported, written, hot);
     mt_tracker_destroy(c.t);
     munmap(c.live, c.bytes);
     free(c.shadow);
@@ -275,9 +293,12 @@ int main(int argc, char **argv)
     mt_track_backend be[2];
     int nb = tu_backends(be);
     for (int i = 0; i < nb; i++) {
-        run_one(be[i], 1, 0, seed);
-        run_one(be[i], 4, 0, seed + 1);
-        run_one(be[i], 3, 1, seed + 2);
+        run_one(be[i], 1, 0, seed, 0);
+        run_one(be[i], 4, 0, seed + 1, 0);
+        run_one(be[i], 3, 1, seed + 2, 0);
+        /* Hot pages: pages left writable across passes lose nothing. */
+        run_one(be[i], 4, 0, seed + 3, MT_RANGE_HOT_PAGES);
+        run_one(be[i], 3, 1, seed + 4, MT_RANGE_HOT_PAGES);
     }
     puts("track stress: ok");
     return 0;

@@ -82,6 +82,16 @@ enum {
     /* The first collect reports every page of the range as dirty (for callers
      * that did not copy the range's content when they added it). */
     MT_RANGE_INITIALLY_DIRTY = 1u << 0,
+    /* Pages written in 3 consecutive collect passes stay writable and are
+     * reported by every pass, written or not (no fault per page per pass
+     * for memory rewritten every frame); each is re-armed once every 16
+     * passes and cools down if not written then. For callers that compare
+     * reported pages against a copy (extra reports cost a compare, never a
+     * lost write); mt_tracker_peek says "written" for a hot page. A pass is
+     * one collect, or the calls up to one that returns fewer than `max`: a
+     * hot page is reported once per pass. Partial pages at the range's ends
+     * never become hot. */
+    MT_RANGE_HOT_PAGES = 1u << 1,
 };
 
 typedef struct mt_range_opts {
@@ -123,6 +133,7 @@ typedef struct mt_range_stats {
     /* 1 in a fork child for a uffd range: not write-protected there, so
      * every page is reported on each collect. */
     int not_protected;
+    size_t hot_pages; /* MT_RANGE_HOT_PAGES: pages kept writable now */
 } mt_range_stats;
 
 /* Creates a tracker. `opts` may be NULL (all defaults). Returns 0 and sets

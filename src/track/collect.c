@@ -145,21 +145,47 @@ static int scan_window(mt_tracker *t, const mt_range *r, size_t p0, size_t nbits
     return 0;
 }
 
+/* Pages [a, b) were just reported with hot pages on: those that stay hot
+ * are left writable (signal: not re-armed; uffd: the scan's protection is
+ * removed again), the others are re-armed as usual. */
+static void settle_hot(mt_tracker *t, mt_range *r, rearm *ra, size_t a, size_t b, uint32_t pass)
+{
+    size_t run0 = a;
+    int run_keep = -1;
+    for (size_t p = a; p <= b; p++) {
+        int k = p < b ? mti_hot_keep(r, p, pass) : -1;
+        if (k == run_keep)
+            continue;
+        if (run_keep == 0 && r->backend == MT_TRACK_SIGNAL)
+            rearm_add(r, ra, run0, p - run0);
+        else if (run_keep == 1 && r->backend == MT_TRACK_UFFD) {
+            uintptr_t s = r->span_start + ((uintptr_t)run0 << r->page_shift);
+            /* On failure the pages stay protected: cold, still exact. */
+            (void)mti_uffd_unprotect(t, s, s + ((uintptr_t)(p - run0) << r->page_shift));
+        }
+        run0 = p, run_keep = k;
+    }
+}
+
+/* Whether a collect of r has anything to report: a dirty bit or a hot page. */
 static int any_bit(const mt_range *r)
 {
     for (size_t i = 0; i < r->nwords; i++)
-        if (atomic_load_explicit(&r->bits[i], memory_order_relaxed))
+        if (atomic_load_explicit(&r->bits[i], memory_order_relaxed) ||
+            (r->hot && atomic_load_explicit(&r->hot[i], memory_order_relaxed)))
             return 1;
     return 0;
 }
 
-static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max)
+static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max, uint32_t pass)
 {
     size_t n = 0;
     rearm ra = {0, 0};
     uint64_t local[MT_WINDOW_WORDS];
     int whole = atomic_load_explicit(&r->whole, memory_order_relaxed);
     int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
+    /* Hot pages: not while every page is reported anyway. */
+    int hot = r->hot && !whole && !atomic_load_explicit(&r->degraded, memory_order_relaxed);
     for (size_t w0 = 0; w0 < r->nwords; w0 += MT_WINDOW_WORDS) {
         size_t nw = r->nwords - w0 < MT_WINDOW_WORDS ? r->nwords - w0 : MT_WINDOW_WORDS;
         size_t p0 = w0 * 64;
@@ -197,6 +223,12 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
                 any |= scanned[i];
             }
         }
+        if (hot) {
+            mti_hot_add_window(r, w0, nw, local, pass);
+            any = 0;
+            for (size_t i = 0; i < nw; i++)
+                any |= local[i];
+        }
         if (!any)
             continue;
         if (gone)
@@ -208,7 +240,9 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
                 rearm_flush(r, &ra);
                 return (long)n;
             }
-            if (r->backend == MT_TRACK_SIGNAL)
+            if (hot)
+                settle_hot(t, r, &ra, p0 + a, p0 + b, pass);
+            else if (r->backend == MT_TRACK_SIGNAL)
                 rearm_add(r, &ra, p0 + a, b - a);
             atomic_fetch_add_explicit(&r->pages_collected, b - a, memory_order_relaxed);
             a = next_set(local, b, nbits);
@@ -223,13 +257,17 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
     return (long)n;
 }
 
-long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max)
+long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max, int continuing)
 {
     atomic_fetch_add_explicit(&r->collects, 1, memory_order_relaxed);
     int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
     /* A clean signal range: nothing to report or re-arm, no system call. */
-    if (r->backend == MT_TRACK_SIGNAL && !any_bit(r))
+    uint32_t pass = r->hot ? mti_hot_pass_begin(r, continuing) : 0;
+    if (r->backend == MT_TRACK_SIGNAL && !any_bit(r)) {
+        if (r->hot) /* still a pass: "consecutive" means consecutive passes */
+            mti_hot_pass_end(r, 0);
         return gone ? MT_EUNMAPPED : 0;
+    }
     /* One table reader section, asynchronous signals blocked: the
      * application's mprotect/munmap (hook writers) wait until the page
      * states this collect acts on are consistent with what it did, and no
@@ -239,7 +277,9 @@ long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t ma
     const mt_sig_entry *e;
     uint32_t cnt;
     unsigned tok = mti_sigtable_enter(&e, &cnt);
-    long n = collect_windows(t, r, runs, max);
+    long n = collect_windows(t, r, runs, max, pass);
+    if (r->hot)
+        mti_hot_pass_end(r, n == (long)max);
     gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
     mti_sigtable_leave(tok);
     mti_sys_restore_mask(&saved);

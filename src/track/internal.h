@@ -117,6 +117,12 @@ struct mt_range {
     _Atomic uint64_t kernel_writes;
     _Atomic uint64_t app_calls;
     _Atomic int degraded; /* signal backend: the whole span is writable and all bits set */
+    /* MT_RANGE_HOT_PAGES (hot.c), else NULL: pages kept writable and
+     * reported by every pass, and per page its recent history. */
+    _Atomic uint64_t *hot;
+    _Atomic uint16_t *heat;
+    _Atomic uint32_t pass;    /* the current collect pass (hot.c) */
+    _Atomic int pass_open;    /* the last collect call filled its room */
 };
 
 static inline size_t mti_page_index(const mt_range *r, uintptr_t page)
@@ -154,6 +160,7 @@ struct mt_tracker {
     /* Set in a fork child when another thread held the lock at the fork:
      * the tracker's tables may be half-updated, every call fails. */
     _Atomic int poisoned;
+    _Atomic int sweep_open; /* the last collect_all filled the caller's array */
     struct mt_tracker *next_registered; /* fork.c's list */
 };
 
@@ -283,6 +290,9 @@ int mti_uffd_probe(void);
 /* 1 if a page of [start, end) (page-aligned) was written since it was last
  * protected, 0 if not, -errno: reads only, re-protects nothing. */
 int mti_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end);
+/* Removes the write protection of [start, end) without a fault (hot pages):
+ * the next scan reports them as written. Returns 0 or -errno. */
+int mti_uffd_unprotect(mt_tracker *t, uintptr_t start, uintptr_t end);
 
 /* ---- the tracker's sorted ranges (ranges.c) and collect (collect.c) ------ */
 /* Live uffd ranges of t sharing page `page` with r (other than r) get that
@@ -291,7 +301,28 @@ void mti_track_share_page(mt_tracker *t, const mt_range *r, uintptr_t page);
 /* Index in t->sorted of the first range whose end is above addr. */
 uint32_t mti_track_sorted_lower(const mt_tracker *t, uintptr_t addr);
 
-long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max);
+/* `continuing`: this call goes on with a collect_all sweep whose last call
+ * filled the caller's array (no range starts a new pass, see hot.c). */
+long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max, int continuing);
+
+/* ---- hot pages (hot.c) ------------------------------------------------------
+ * For ranges with MT_RANGE_HOT_PAGES, inside a collect. */
+/* Adds the hot pages of window words [w0, w0+nw) to `local` (the pages this
+ * collect reports), minus those this pass already reported. */
+void mti_hot_add_window(mt_range *r, size_t w0, size_t nw, uint64_t *local, uint32_t pass);
+/* Page p is being reported by pass `pass`: updates its history; 1 when it
+ * stays writable (not re-armed, reported again by the next pass). */
+int mti_hot_keep(mt_range *r, size_t p, uint32_t pass);
+/* Whether any of pages [first, last] is hot now. */
+int mti_hot_any(const mt_range *r, size_t first, size_t last);
+size_t mti_hot_count(const mt_range *r);
+/* A collect call on r begins: the pass it belongs to. A new pass starts only
+ * when the last call returned fewer runs than its room (a caller looping
+ * until then never sees a hot page twice in one loop) and the call does not
+ * continue a collect_all sweep. */
+uint32_t mti_hot_pass_begin(mt_range *r, int continuing);
+/* The call returns; `full`: it filled its room (the pass goes on). */
+void mti_hot_pass_end(mt_range *r, int full);
 
 /* ---- interposer link and fork (preload_link.c, fork.c) ------------------ */
 /* Finds the interposer and attaches the hooks, once per process. */

@@ -114,12 +114,22 @@ static mt_range *new_range(mt_tracker *t, uintptr_t start, size_t len, const mt_
     size_t nwords = (npages + 63) / 64;
     size_t head = (sizeof(mt_range) + 7) & ~(size_t)7;
     size_t bytes = head + nwords * sizeof(uint64_t) + npages;
+    /* Hot pages: a bitmap and two bytes of history per page, after the
+     * page states (aligned for their types). */
+    size_t hot_at = (bytes + 7) & ~(size_t)7, heat_at = hot_at + nwords * sizeof(uint64_t);
+    if (o->flags & MT_RANGE_HOT_PAGES)
+        bytes = heat_at + npages * sizeof(uint16_t);
     mt_range *r = mti_arena_alloc(bytes);
     if (!r)
         return NULL;
     r->alloc_bytes = bytes;
     r->bits = (_Atomic uint64_t *)((unsigned char *)r + head);
     r->pstate = (_Atomic uint8_t *)((unsigned char *)r + head + nwords * sizeof(uint64_t));
+    if (o->flags & MT_RANGE_HOT_PAGES) {
+        r->hot = (_Atomic uint64_t *)((unsigned char *)r + hot_at);
+        r->heat = (_Atomic uint16_t *)((unsigned char *)r + heat_at);
+    }
+    atomic_store_explicit(&r->pass, 1, memory_order_relaxed);
     r->owner = t;
     r->start = start;
     r->end = start + len;
@@ -200,7 +210,7 @@ int mt_tracker_add(mt_tracker *t, void *addr, size_t len, const mt_range_opts *o
         o = *opts;
     uintptr_t start = (uintptr_t)addr;
     if (!t || !addr || !id || len == 0 || start + len < start || !valid_backend((int)o.backend) ||
-        (o.flags & ~(uint32_t)MT_RANGE_INITIALLY_DIRTY))
+        (o.flags & ~(uint32_t)(MT_RANGE_INITIALLY_DIRTY | MT_RANGE_HOT_PAGES)))
         return -EINVAL;
     if (o.prot & ~(PROT_READ | PROT_WRITE | PROT_EXEC))
         return -EINVAL;
@@ -305,7 +315,7 @@ long mt_tracker_collect(mt_tracker *t, mt_range_id id, mt_dirty_run *runs, size_
         return -ENOTRECOVERABLE;
     pthread_rwlock_rdlock(&t->lock);
     mt_range *r = lookup(t, id);
-    long n = r ? mti_collect_range(t, r, runs, max) : -ENOENT;
+    long n = r ? mti_collect_range(t, r, runs, max, 0) : -ENOENT;
     pthread_rwlock_unlock(&t->lock);
     return n;
 }
@@ -318,13 +328,18 @@ long mt_tracker_collect_all(mt_tracker *t, mt_dirty_run *runs, size_t max)
         return -ENOTRECOVERABLE;
     pthread_rwlock_rdlock(&t->lock);
     size_t n = 0;
+    /* The last sweep filled the caller's array: this one goes on with it
+     * (hot pages it reported are not reported again, see hot.c). A hint:
+     * racing sweeps only make a hot page wait for the next pass. */
+    int continuing = atomic_load_explicit(&t->sweep_open, memory_order_relaxed);
     for (uint32_t i = 0; i < t->nsorted && n < max; i++) {
         /* A range the application unmapped reports its live pages here; that
          * it is gone shows in its stats and its own collect. */
-        long k = mti_collect_range(t, t->sorted[i], runs + n, max - n);
+        long k = mti_collect_range(t, t->sorted[i], runs + n, max - n, continuing);
         if (k > 0)
             n += (size_t)k;
     }
+    atomic_store_explicit(&t->sweep_open, n == max, memory_order_relaxed);
     pthread_rwlock_unlock(&t->lock);
     return (long)n;
 }
@@ -376,6 +391,9 @@ int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len)
          * was told (kernel writes, the application's memory calls). */
         for (size_t p = first; p <= last && !written; p++)
             written = (atomic_load_explicit(&r->bits[p / 64], memory_order_acquire) >> (p % 64)) & 1;
+        /* A hot page is writable without a fault: it may have been written. */
+        if (!written)
+            written = mti_hot_any(r, first, last);
         if (!written && r->backend == MT_TRACK_UFFD) {
             int w = mti_uffd_peek(t, a, b);
             written = w;
@@ -407,6 +425,7 @@ int mt_tracker_stats(mt_tracker *t, mt_range_id id, mt_range_stats *out)
         out->kernel_writes = atomic_load_explicit(&r->kernel_writes, memory_order_relaxed);
         out->app_calls = atomic_load_explicit(&r->app_calls, memory_order_relaxed);
         out->not_protected = atomic_load_explicit(&r->whole, memory_order_relaxed);
+        out->hot_pages = mti_hot_count(r);
     }
     pthread_rwlock_unlock(&t->lock);
     return r ? 0 : -ENOENT;

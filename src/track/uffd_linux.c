@@ -159,6 +159,11 @@ int mti_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_s
     return scan_fd(t->pagemap_fd, start, end, page_shift, out);
 }
 
+int mti_uffd_unprotect(mt_tracker *t, uintptr_t start, uintptr_t end)
+{
+    return writeprotect(t->uffd, start, end, 0);
+}
+
 int mti_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end)
 {
     /* Without PM_SCAN_WP_MATCHING the scan only reads the written state;

@@ -12,6 +12,11 @@ int mti_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_s
     return MT_EUNSUPPORTED;
 }
 int mti_uffd_probe(void) { return 0; }
+int mti_uffd_unprotect(mt_tracker *t, uintptr_t start, uintptr_t end)
+{
+    (void)t; (void)start; (void)end;
+    return MT_EUNSUPPORTED;
+}
 int mti_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end)
 {
     (void)t; (void)start; (void)end;

@@ -139,6 +139,7 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
     memset(c, 0, sizeof *c);
     parser p = {get, warn, arg};
     c->mode = LT_AUTO;
+    c->hot_pages = 1;
     c->backend = MT_TRACK_AUTO;
     const char *v = value_of(&p, "MEMTRACK_MODE");
     if (v) {
@@ -165,6 +166,7 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
     parse_bool_var(&p, "MEMTRACK_VERIFY", &c->verify);
     parse_bool_var(&p, "MEMTRACK_PROGRESS", &c->progress);
     parse_bool_var(&p, "MEMTRACK_FOLLOW_CHILDREN", &c->follow_children);
+    parse_bool_var(&p, "MEMTRACK_HOT_PAGES", &c->hot_pages);
     uint64_t n;
     if ((v = value_of(&p, "MEMTRACK_MERGE_GAP"))) {
         if (parse_u64(v, &n) != 0 || n > (1u << 30))

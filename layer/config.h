@@ -12,6 +12,9 @@
  *   MEMTRACK_CAPTURE_THREADS   threads that capture a submit's memories (1..8; default
  *                              min(4, CPUs / 2), 1 on up to 3 CPUs)
  *   MEMTRACK_TRACK_BACKEND     auto | signal | uffd: the tracking backend (default auto)
+ *   MEMTRACK_HOT_PAGES         on/off (default on): guard and shadow leave pages written
+ *                              in consecutive submits writable and diff them at every
+ *                              submit instead of taking a fault per page per frame
  *   MEMTRACK_SESSION           set by `memtrack record`: the first process of the session
  *                              creates the trace, later ones are children (see docs/layer.md)
  *   MEMTRACK_FOLLOW_CHILDREN   on/off: a child process that uses Vulkan gets its own
@@ -46,6 +49,7 @@ int lt_mode_parse(const char *s); /* -1 if unknown */
 typedef struct lt_config {
     lt_mode mode;
     int verify, progress, follow_children;
+    int hot_pages; /* MT_RANGE_HOT_PAGES for guard and shadow ranges */
     int backend; /* mt_track_backend */
     int compression; /* mt_trace_compression */
     int capture_threads; /* 0: the default */

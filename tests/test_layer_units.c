@@ -47,6 +47,7 @@ static void test_defaults(void)
     MT_CHECK_INT_EQ(c.mode, LT_AUTO);
     MT_CHECK_INT_EQ(c.verify, 0);
     MT_CHECK_INT_EQ(c.backend, MT_TRACK_AUTO);
+    MT_CHECK_INT_EQ(c.hot_pages, 1);
     MT_CHECK(strcmp(c.output, "memtrack-1234.mtrace") == 0);
     MT_CHECK(c.stats_path == NULL && c.session == NULL && c.status_path == NULL);
     MT_CHECK_INT_EQ(e.warnings, 0);
@@ -60,7 +61,8 @@ static void test_values(void)
                                      "MEMTRACK_MERGE_GAP", "0x40", "MEMTRACK_OUTPUT", "/tmp/a.mtrace",
                                      "MEMTRACK_FOLLOW_CHILDREN", "TRUE", "MEMTRACK_SESSION", "s1",
                                      "MEMTRACK_TEST_DROP_UPDATE", "7", "MEMTRACK_COMPRESSION", "fast",
-                                     "MEMTRACK_FRAMES", "10-20", "MEMTRACK_TRIGGER", "SIGUSR2", NULL};
+                                     "MEMTRACK_FRAMES", "10-20", "MEMTRACK_TRIGGER", "SIGUSR2",
+                                     "MEMTRACK_HOT_PAGES", "off", NULL};
     env e = {kv, 0, ""};
     lt_config c;
     MT_CHECK_INT_EQ(parse(&c, &e), 0);
@@ -75,6 +77,7 @@ static void test_values(void)
     MT_CHECK_INT_EQ(c.frames_first, 10);
     MT_CHECK_INT_EQ(c.frames_last, 20);
     MT_CHECK_INT_EQ(c.trigger, SIGUSR2);
+    MT_CHECK_INT_EQ(c.hot_pages, 0);
     MT_CHECK(strcmp(c.output, "/tmp/a.mtrace") == 0 && strcmp(c.session, "s1") == 0);
     MT_CHECK_INT_EQ(e.warnings, 0);
     lt_config_free(&c);
@@ -100,7 +103,7 @@ static void test_booleans_and_bad_values(void)
                                          {"MEMTRACK_FRAMES", "0-5"},          {"MEMTRACK_FRAMES", "9-3"},
                                          {"MEMTRACK_FRAMES", "-4"},           {"MEMTRACK_FRAMES", "3-x"},
                                          {"MEMTRACK_TRIGGER", "KILL"},        {"MEMTRACK_TRIGGER", "SEGV"},
-                                         {"MEMTRACK_TRIGGER", "NOPE"}};
+                                         {"MEMTRACK_TRIGGER", "NOPE"},        {"MEMTRACK_HOT_PAGES", "hot"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *kv[] = {bad[i][0], bad[i][1], NULL};
         env e = {kv, 0, ""};

@@ -71,3 +71,22 @@ lt_ap_decision lt_autopilot_decide(lt_ap_state *s, const lt_ap_cal *cal, lt_mode
     }
     return LT_AP_KEEP;
 }
+
+lt_bulk_step lt_autopilot_bulk_step(lt_ap_state *s)
+{
+    unsigned k = ++s->bulk_n % LT_AP_BULK_PERIOD;
+    return k == 0 ? LT_BULK_PROBE : k == LT_AP_BULK_PERIOD - 1 ? LT_BULK_PREPARE : LT_BULK_COPY;
+}
+
+int lt_autopilot_bulk_vote(lt_ap_state *s, size_t mapped, size_t changed)
+{
+    int dense = mapped > 0 && (double)changed >= 0.85 * (double)mapped;
+    s->bulk_votes = dense ? s->bulk_votes + 1 : 0;
+    if (s->bulk) {
+        s->bulk = dense; /* the probe decides: one sparse diff leaves */
+    } else if (s->bulk_votes >= 2) {
+        s->bulk = 1;
+        s->bulk_n = 0;
+    }
+    return s->bulk;
+}

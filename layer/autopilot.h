@@ -1,5 +1,7 @@
 /* `auto`: per memory, guard or scan, whichever the observed write density
- * makes cheaper, with hysteresis so that one odd frame does not flip it.
+ * makes cheaper, with hysteresis so that one odd frame does not flip it;
+ * in scan, bulk (written whole without a diff) while nearly every byte
+ * changes.
  *
  * A pure policy: it sees numbers (calibration, a memory's history, what the
  * last capture found and cost) and returns a decision; the capture engine
@@ -39,6 +41,11 @@ typedef struct lt_ap_state {
     double collect_ns;     /* measured: one collect of its tracker range */
     int remapped;          /* mapped more than once: guard pays setup every cycle */
     int streak;            /* consecutive captures that favoured the other mode */
+    /* Bulk (scan's copy state): nearly every byte changes at every capture,
+     * so the window is written whole without a diff, as `copy` does. */
+    int bulk;
+    unsigned bulk_n;       /* captures since entering bulk */
+    int bulk_votes;        /* consecutive diffing captures that found >= 85% changed */
 } lt_ap_state;
 
 typedef enum lt_ap_decision {
@@ -56,6 +63,26 @@ int lt_autopilot_always_scan(const lt_ap_cal *cal, size_t mapped_pages);
  * took `capture_ns`: updates the history and decides. */
 lt_ap_decision lt_autopilot_decide(lt_ap_state *s, const lt_ap_cal *cal, lt_mode mode, int backend,
                                    size_t mapped_pages, size_t dirty_pages, uint64_t capture_ns);
+
+/* Bulk: a memory in scan whose diffs find nearly every byte changed (two
+ * captures in a row >= 85% of the window) is written whole without a diff
+ * (bulk), like `copy`: the diff would read the reference and the memory to
+ * find what the packets carry anyway. Every BULK_PERIOD captures a bulk
+ * memory refreshes its reference (PREPARE) and diffs once (PROBE): below
+ * 85% it leaves bulk. */
+#define LT_AP_BULK_PERIOD 16u
+typedef enum lt_bulk_step {
+    LT_BULK_COPY = 0, /* write the window whole from the memory; the reference goes stale */
+    LT_BULK_PREPARE,  /* copy the window into the reference and write it from there */
+    LT_BULK_PROBE,    /* diff against the reference, then lt_autopilot_bulk_vote */
+} lt_bulk_step;
+
+/* What a capture of a bulk memory does. */
+lt_bulk_step lt_autopilot_bulk_step(lt_ap_state *s);
+
+/* After a diffing capture of a scanned memory that changed `changed` of
+ * `mapped` bytes: enters or leaves bulk. Returns 1 while in bulk. */
+int lt_autopilot_bulk_vote(lt_ap_state *s, size_t mapped, size_t changed);
 
 /* Calibration (calibrate.c): measures this machine once (a few ms), for the
  * tracking backend the layer is configured with (`backend`: mt_track_backend;

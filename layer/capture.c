@@ -243,6 +243,7 @@ static size_t diff_emit(lt_memory *m, const unsigned char *live, const cand *c, 
     mt_diff_region runs[RUNS];
     size_t pages = 0, last_page = SIZE_MAX, ps = page_size();
     long n;
+    m->changed_bytes = 0;
     do {
         n = mt_diff(&job, &o, runs, RUNS);
         if (n < 0) {
@@ -251,6 +252,7 @@ static size_t diff_emit(lt_memory *m, const unsigned char *live, const cand *c, 
         }
         for (long i = 0; i < n; i++) {
             emit(m, m->reference, m->map_offset + runs[i].offset, runs[i].length);
+            m->changed_bytes += runs[i].length;
             size_t p0 = runs[i].offset / ps, p1 = (runs[i].offset + runs[i].length - 1) / ps;
             pages += p1 - p0 + 1 - (p0 == last_page);
             last_page = p1;
@@ -583,6 +585,27 @@ static void autopilot(lt_memory *m, size_t pages, uint64_t ns)
     }
 }
 
+/* A capture of a scanned memory in bulk (autopilot.h): returns 1 when the
+ * window was written whole, 0 when this capture is the probe (a diff). */
+static int bulk_capture(lt_memory *m)
+{
+    lt_bulk_step step = lt_autopilot_bulk_step(&m->ap);
+    if (step == LT_BULK_PROBE)
+        return 0; /* the reference is fresh from the PREPARE capture */
+    if (step == LT_BULK_PREPARE || lt_cfg()->verify) {
+        /* With verify, always through the reference: the packets and the
+         * content hash then come from the same instant (as in copy). */
+        memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
+        emit(m, m->reference, m->map_offset, m->map_size);
+        m->ref_stale = 0;
+    } else {
+        emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
+        m->ref_stale = 1; /* replay knows the memory; the reference does not */
+    }
+    stale_consumed(m);
+    return 1;
+}
+
 void lt_capture_memory(lt_memory *m)
 {
     if (!recording(m))
@@ -612,8 +635,19 @@ void lt_capture_memory(lt_memory *m)
                 write_mode(m, "density fell");
             }
         }
+        if (m->ap.bulk && bulk_capture(m))
+            return;
         pages = diff_emit(m, m->driver_ptr, NULL, NULL);
         stale_consumed(m);
+        if (m->auto_mode && !m->pinned && m->mode == LT_SCAN) {
+            int was = m->ap.bulk;
+            if (lt_autopilot_bulk_vote(&m->ap, (size_t)m->map_size, m->changed_bytes) != was) {
+                lt_stat_add(LT_ST_MODE_SWITCHES, 1);
+                write_mode(m, was ? "bulk ends: fewer bytes change" : "bulk: nearly every byte changes");
+            }
+            if (m->ap.bulk)
+                return; /* the autopilot's guard/scan choice waits for bulk to end */
+        }
         break;
     case LT_GUARD: {
         uint64_t tc = lt_now_ns();

@@ -171,6 +171,7 @@ struct lt_memory {
      * went unrecorded while capture was paused): the next exposure writes
      * the window's full content. */
     int ref_stale;
+    size_t changed_bytes; /* bytes the last diff_emit wrote as packets (merge gaps included) */
 
     /* bindings sorted by offset */
     lt_object **binds;

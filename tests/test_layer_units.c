@@ -225,6 +225,29 @@ static void test_remap_cost_counts(void)
     }
 }
 
+/* Bulk: two diffs in a row >= 85% changed enter it; a period of captures
+ * written whole, the reference refreshed on the one before the probe, and
+ * the probe's diff decides whether to stay. */
+static void test_bulk(void)
+{
+    lt_ap_state s = {0};
+    MT_CHECK_INT_EQ(lt_autopilot_bulk_vote(&s, 1000, 900), 0);
+    MT_CHECK_INT_EQ(lt_autopilot_bulk_vote(&s, 1000, 800), 0); /* 80%: the votes restart */
+    MT_CHECK_INT_EQ(lt_autopilot_bulk_vote(&s, 1000, 850), 0);
+    MT_CHECK_INT_EQ(lt_autopilot_bulk_vote(&s, 1000, 1000), 1);
+    for (int round = 0; round < 2; round++) {
+        for (unsigned i = 1; i < LT_AP_BULK_PERIOD - 1; i++)
+            MT_CHECK_INT_EQ(lt_autopilot_bulk_step(&s), LT_BULK_COPY);
+        MT_CHECK_INT_EQ(lt_autopilot_bulk_step(&s), LT_BULK_PREPARE);
+        MT_CHECK_INT_EQ(lt_autopilot_bulk_step(&s), LT_BULK_PROBE);
+        if (round == 0)
+            MT_CHECK_INT_EQ(lt_autopilot_bulk_vote(&s, 1000, 990), 1); /* still dense */
+    }
+    MT_CHECK_INT_EQ(lt_autopilot_bulk_vote(&s, 1000, 100), 0); /* one sparse probe leaves */
+    MT_CHECK_INT_EQ(s.bulk, 0);
+    MT_CHECK_INT_EQ(lt_autopilot_bulk_vote(&s, 0, 0), 0);
+}
+
 static void test_ignores_other_modes(void)
 {
     lt_ap_state s = {0};
@@ -245,6 +268,7 @@ int main(void)
     test_one_burst_does_not_flip();
     test_scan_to_guard_needs_four();
     test_remap_cost_counts();
+    test_bulk();
     test_ignores_other_modes();
     printf("layer units: ok\n");
     return 0;

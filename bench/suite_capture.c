@@ -35,9 +35,9 @@
 
 #include "suites.h"
 
-static const char *const g_workloads[] = {"sparse", "dense", "mixed", "many-small"};
+static const char *const g_workloads[] = {"sparse", "dense", "mixed", "many-small", "churn"};
 static const char *const g_modes[] = {"guard", "shadow", "scan", "copy", "auto"};
-#define NW 4
+#define NW ((int)(sizeof g_workloads / sizeof g_workloads[0]))
 #define NM 5
 
 typedef struct run_result {

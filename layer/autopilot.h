@@ -67,13 +67,11 @@ lt_ap_decision lt_autopilot_decide(lt_ap_state *s, const lt_ap_cal *cal, lt_mode
 /* Bulk: a memory in scan whose diffs find nearly every byte changed (two
  * captures in a row >= 85% of the window) is written whole without a diff
  * (bulk), like `copy`: the diff would read the reference and the memory to
- * find what the packets carry anyway. Every BULK_PERIOD captures a bulk
- * memory refreshes its reference (PREPARE) and diffs once (PROBE): below
- * 85% it leaves bulk. */
+ * find what the packets carry anyway. Every BULK_PERIOD-th capture of a
+ * bulk memory diffs (PROBE): below 85% changed it leaves bulk. */
 #define LT_AP_BULK_PERIOD 16u
 typedef enum lt_bulk_step {
-    LT_BULK_COPY = 0, /* write the window whole from the memory; the reference goes stale */
-    LT_BULK_PREPARE,  /* copy the window into the reference and write it from there */
+    LT_BULK_COPY = 0, /* write the window whole (through the reference) */
     LT_BULK_PROBE,    /* diff against the reference, then lt_autopilot_bulk_vote */
 } lt_bulk_step;
 

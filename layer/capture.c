@@ -280,7 +280,8 @@ static void write_mode(lt_memory *m, const char *why)
     char text[200];
     const char *be = m->range ? mt_track_backend_name(m->backend) : NULL;
     snprintf(text, sizeof text, "%s%s%s%s%s%s", lt_mode_name(m->mode), be ? "/" : "", be ? be : "",
-             m->auto_mode ? " (auto)" : "", why ? ": " : "", why ? why : "");
+             !m->auto_mode ? "" : m->mode == LT_SCAN && m->ap.bulk ? " (auto, bulk)" : " (auto)",
+             why ? ": " : "", why ? why : "");
     lt_rec_mode(m->id, text);
 }
 
@@ -405,7 +406,10 @@ static lt_mode initial_mode(lt_memory *m)
         mode = lt_autopilot_always_scan(cal, exposed_pages(m)) ? LT_SCAN : LT_GUARD;
         if (m->auto_pref == LT_SCAN || m->auto_pref == LT_GUARD) {
             mode = m->auto_pref;
-            m->ap.remapped = 1;
+            /* Mapped again; an inherited choice keeps its own history's. */
+            if (!m->inherited)
+                m->ap.remapped = 1;
+            m->inherited = 0;
         }
         m->pending_guard = 0; /* the map decides afresh */
     }
@@ -571,6 +575,12 @@ static void autopilot(lt_memory *m, size_t pages, uint64_t ns)
 {
     if (!m->auto_mode || m->pinned)
         return;
+    /* The last capture before an unmap or free that finds nothing new says
+     * nothing about density: the submit before it captured the writes (a
+     * memory written, submitted, then freed would otherwise alternate
+     * dense and clean and never settle). */
+    if (m->concealing && pages == 0)
+        return;
     const lt_ap_cal *cal = lt_autopilot_calibration(lt_cfg()->backend);
     lt_ap_decision d = lt_autopilot_decide(&m->ap, cal, m->mode, m->backend, exposed_pages(m), pages, ns);
     if (d == LT_AP_TO_SCAN) {
@@ -586,22 +596,18 @@ static void autopilot(lt_memory *m, size_t pages, uint64_t ns)
 }
 
 /* A capture of a scanned memory in bulk (autopilot.h): returns 1 when the
- * window was written whole, 0 when this capture is the probe (a diff). */
+ * window was written whole, 0 when this capture diffs (the probe, or the
+ * last capture before an unmap or free: right after a submit's capture it
+ * usually finds nothing, where writing whole would write it all again). The
+ * window goes through the reference, which stays what replay knows: a
+ * copy costs one read of the memory and one write, a diff two reads, and
+ * packets and content hash come from the same instant (verify). */
 static int bulk_capture(lt_memory *m)
 {
-    lt_bulk_step step = lt_autopilot_bulk_step(&m->ap);
-    if (step == LT_BULK_PROBE)
-        return 0; /* the reference is fresh from the PREPARE capture */
-    if (step == LT_BULK_PREPARE || lt_cfg()->verify) {
-        /* With verify, always through the reference: the packets and the
-         * content hash then come from the same instant (as in copy). */
-        memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
-        emit(m, m->reference, m->map_offset, m->map_size);
-        m->ref_stale = 0;
-    } else {
-        emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
-        m->ref_stale = 1; /* replay knows the memory; the reference does not */
-    }
+    if (m->concealing || lt_autopilot_bulk_step(&m->ap) == LT_BULK_PROBE)
+        return 0;
+    memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
+    emit(m, m->reference, m->map_offset, m->map_size);
     stale_consumed(m);
     return 1;
 }
@@ -639,11 +645,12 @@ void lt_capture_memory(lt_memory *m)
             return;
         pages = diff_emit(m, m->driver_ptr, NULL, NULL);
         stale_consumed(m);
-        if (m->auto_mode && !m->pinned && m->mode == LT_SCAN) {
+        /* (A last capture that finds nothing new does not vote: see autopilot().) */
+        if (m->auto_mode && !m->pinned && m->mode == LT_SCAN && !(m->concealing && !m->changed_bytes)) {
             int was = m->ap.bulk;
             if (lt_autopilot_bulk_vote(&m->ap, (size_t)m->map_size, m->changed_bytes) != was) {
                 lt_stat_add(LT_ST_MODE_SWITCHES, 1);
-                write_mode(m, was ? "bulk ends: fewer bytes change" : "bulk: nearly every byte changes");
+                write_mode(m, was ? "bulk ends: fewer bytes change" : "nearly every byte changes");
             }
             if (m->ap.bulk)
                 return; /* the autopilot's guard/scan choice waits for bulk to end */
@@ -694,7 +701,9 @@ void lt_capture_sync_in(lt_memory *m)
 
 void lt_capture_conceal(lt_memory *m)
 {
+    m->concealing = 1;
     lt_capture_memory(m);
+    m->concealing = 0;
     if (m->auto_mode)
         m->auto_pref = m->mode;
     if (m->mode == LT_SHADOW)

@@ -159,6 +159,8 @@ struct lt_memory {
     mt_track_backend backend;
     lt_mode auto_pref; /* mode auto left it in at the last unmap; LT_AUTO if never */
     lt_ap_state ap;
+    int inherited;     /* auto_pref and ap come from a freed memory like it (heirs.c) */
+    int concealing;    /* the capture running is the last before an unmap or free */
     uint64_t verify_hash; /* this submit's content hash (capture threads) */
 
     /* Ranges the device may have written through objects no longer bound
@@ -239,6 +241,16 @@ typedef struct lt_instance {
     uint32_t api_version;
 } lt_instance;
 
+/* What a freed auto memory learned, for the next one like it (heirs.c). */
+typedef struct lt_heir {
+    int used;
+    VkDeviceSize size;
+    uint32_t type_index, external;
+    lt_mode pref;
+    lt_ap_state ap;
+} lt_heir;
+#define LT_HEIRS 16
+
 struct lt_device {
     VkDevice handle;
     void *key;
@@ -259,6 +271,8 @@ struct lt_device {
     uint64_t submit_serial;
     lt_memory *mapped; /* list of exposed memories */
     int shadow_mapped; /* how many exposed memories use shadow mode (atomic reads) */
+    lt_heir heirs[LT_HEIRS]; /* dev->lock */
+    unsigned next_heir;
 };
 
 /* ---- registry (registry.c) -------------------------------------------------- */
@@ -285,6 +299,11 @@ void lt_capture_conceal(lt_memory *m);
 /* Captures what changed in m since its last capture (and syncs shadow mode
  * both ways). dev->lock held. */
 void lt_capture_memory(lt_memory *m);
+/* auto's inheritance between memories of the same size and type (heirs.c),
+ * dev->lock held: a freed memory leaves its choice; a new one takes it (1)
+ * or starts afresh (0). */
+void lt_heirs_leave(lt_memory *m);
+int lt_heirs_take(lt_memory *m);
 /* Device writes -> app (shadow mode) after the host synchronised with the
  * device. dev->lock held. */
 void lt_capture_sync_in(lt_memory *m);

@@ -94,6 +94,7 @@ LT_HOOK(VkResult, AllocateMemory, VkDevice device, const VkMemoryAllocateInfo *a
         lt_rec_note(0, "oom-memory", "out of memory: a device memory is not captured");
     } else {
         lt_rec_memory(m->id, m->size, m->type_index, m->flags);
+        lt_heirs_take(m);
         if ((m->external & (LT_EXT_EXPORTED | LT_EXT_IMPORTED)) &&
             !(m->flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
             lt_rec_note(m->id, "external-invisible",
@@ -112,6 +113,7 @@ static void forget_memory(lt_memory *m)
 {
     if (m->mapped)
         lt_capture_conceal(m);
+    lt_heirs_leave(m);
     for (size_t i = 0; i < m->nbinds; i++)
         m->binds[i]->mem = NULL;
     free(m->binds);

@@ -22,7 +22,7 @@ done
 for f in 12 30; do
   "$MEMTRACK" record --quiet -o "$TMP/b.mtrace" --mode auto -- \
     "$SAMPLE" --workload dense --frames 40 --save-frame $f "$TMP/expected" >/dev/null 2>&1 || fail "bulk: sample failed"
-  "$MEMTRACK" info "$TMP/b.mtrace" --memories | grep -q "bulk: nearly every byte" || fail "bulk: never entered"
+  "$MEMTRACK" info "$TMP/b.mtrace" --memories | grep -q "scan (auto, bulk)" || fail "bulk: never entered"
   "$MEMTRACK" dump "$TMP/b.mtrace" --submit $f --memory 1 -o "$TMP/got" 2>/dev/null || fail "bulk: dump failed"
   cmp "$TMP/expected" "$TMP/got" || fail "bulk: dumped memory differs at submit $f"
 done
@@ -30,4 +30,13 @@ done
   "$SAMPLE" --workload dense --frames 40 >/dev/null 2>&1 || fail "bulk: sample failed (verify)"
 "$MEMTRACK" verify "$TMP/b.mtrace" >/dev/null || fail "bulk: verify failed"
 echo "  dump (auto, bulk): ok"
+# Heirs: memories allocated, written whole and freed every frame; later ones
+# start where the earlier ones' history led (scan, then bulk), not in guard.
+"$MEMTRACK" record --quiet -o "$TMP/c.mtrace" --mode auto --verify -- \
+  "$SAMPLE" --workload churn --frames 20 >/dev/null 2>&1 || fail "churn: sample failed"
+"$MEMTRACK" verify "$TMP/c.mtrace" >/dev/null || fail "churn: verify failed"
+"$MEMTRACK" info "$TMP/c.mtrace" --memories | awk '$2 == 4194304' >"$TMP/c.modes"
+[ "$(wc -l <"$TMP/c.modes")" -eq 40 ] || fail "churn: expected 40 memories of 4 MiB"
+tail -10 "$TMP/c.modes" | grep -qv "scan (auto, bulk)\$" && { cat "$TMP/c.modes"; fail "churn: the last memories do not start in bulk"; }
+echo "  heirs (auto, churn): ok"
 echo "dump: ok"

@@ -10,7 +10,9 @@
  * the GPU's copy back to the app, the check fails.
  *
  * Workloads: sparse (a few small writes in 128 MiB), dense (most of 32 MiB
- * rewritten), mixed (both), many-small (many small buffers, map/unmap).
+ * rewritten), mixed (both), many-small (many small buffers, map/unmap),
+ * churn (per frame, two fresh 4 MiB memories allocated, written whole and
+ * freed once the GPU is done: a video decoder's frames).
  *
  * usage: memtrack-sample [--workload W] [--frames N] [--threads T] [--seed S]
  *                        [--stats FILE] [--save-frame N FILE]
@@ -53,13 +55,15 @@ typedef struct workload {
     int sparse_arenas;  /* 32 MiB, 8 buffers each, 64 x 256 B writes per frame in all */
     int dense_arenas;   /* 8 MiB, 2 buffers each, ~90% rewritten per frame */
     int small_arenas;   /* 1 MiB, 48 small buffers, half persistent */
+    int churn;          /* 4 MiB memories allocated, written whole and freed per frame */
 } workload;
 
 static const workload g_workloads[] = {
-    {"sparse", 4, 0, 0},
-    {"dense", 0, 4, 0},
-    {"mixed", 2, 1, 0},
-    {"many-small", 0, 0, 8},
+    {"sparse", 4, 0, 0, 0},
+    {"dense", 0, 4, 0, 0},
+    {"mixed", 2, 1, 0, 0},
+    {"many-small", 0, 0, 8, 0},
+    {"churn", 0, 0, 0, 2},
 };
 
 static struct {
@@ -345,7 +349,7 @@ static int check_frame(int frame)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: memtrack-sample [--workload sparse|dense|mixed|many-small] [--frames N]\n"
+    fprintf(stderr, "usage: memtrack-sample [--workload sparse|dense|mixed|many-small|churn] [--frames N]\n"
                     "                       [--threads T] [--seed S] [--stats FILE] [--save-frame N FILE]\n");
     return 2;
 }
@@ -407,6 +411,8 @@ int main(int argc, char **argv)
         if (S.nops && S.ops[S.nops - 1].dst + S.ops[S.nops - 1].len + 16 > rb_size)
             rb_size = S.ops[S.nops - 1].dst + S.ops[S.nops - 1].len + 16;
     }
+    if (rb_size == 0) /* churn: no copies, but a buffer must not be empty */
+        rb_size = 256;
     alloc_arena(&S.rb, rb_size + 4096, 1);
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = rb_size,
                               .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT,
@@ -453,6 +459,18 @@ int main(int argc, char **argv)
             if (fp)
                 fclose(fp);
         }
+        /* churn: fresh memories, written whole, handed to this submit. */
+        VkDeviceMemory churned[4];
+        for (int j = 0; j < w->churn && j < 4; j++) {
+            VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                        .allocationSize = 4u << 20, .memoryTypeIndex = S.mem_type};
+            VK(vkAllocateMemory(S.dev, &mai, NULL, &churned[j]));
+            void *p;
+            VK(vkMapMemory(S.dev, churned[j], 0, VK_WHOLE_SIZE, 0, &p));
+            for (size_t q = 0; q < (4u << 20) / 8; q++)
+                ((uint64_t *)p)[q] = (uint64_t)f * 0x9e3779b97f4a7c15ull + q * 0x2545f4914f6cdd1dull + (uint64_t)j;
+            bytes += 4u << 20;
+        }
         record_copies();
         VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                            .pCommandBuffers = &S.cmd};
@@ -462,6 +480,8 @@ int main(int argc, char **argv)
         VK(vkWaitForFences(S.dev, 1, &S.fence, VK_TRUE, UINT64_MAX));
         VK(vkResetFences(S.dev, 1, &S.fence));
         bad |= check_frame(f);
+        for (int j = 0; j < w->churn && j < 4; j++)
+            vkFreeMemory(S.dev, churned[j], NULL); /* frees the mapping too */
     }
     uint64_t loop = now_ns() - t_loop;
     S.quit = 1;

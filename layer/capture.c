@@ -463,7 +463,11 @@ static void start_capture(lt_memory *m, int reopen)
         fall_back_to_scan(m, "fallback", why_text);
     }
     if (m->mode == LT_GUARD && (rc = guard_start(m)) != 0) {
-        snprintf(why_text, sizeof why_text, "in-place tracking could not be set up (%s)", mt_strerror(rc));
+        if (rc == -EEXIST) /* a byte is tracked for one range only */
+            snprintf(why_text, sizeof why_text, "some of its bytes are exposed by another memory too "
+                     "(host-pointer imports of overlapping host memory), which tracks them");
+        else
+            snprintf(why_text, sizeof why_text, "in-place tracking could not be set up (%s)", mt_strerror(rc));
         fall_back_to_scan(m, "fallback", why_text);
     }
     write_mode(m, NULL);

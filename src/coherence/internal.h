@@ -116,7 +116,8 @@ int mti_coh_runs_check(const coh_runs *r);
 struct coh_loc {
     pthread_mutex_t lock;
     _Atomic uint64_t next; /* last number handed out (written by the planner only) */
-    _Atomic uint64_t wm;   /* every number <= wm has completed (written under lock) */
+    _Atomic uint64_t wm;   /* every number <= wm has completed (written under lock; release:
+                            * whoever sees it sees those commands' completions) */
     uint8_t *done; /* ring of completion flags for (wm, next] */
     uint64_t cap;  /* power of two */
     mt_timeline *tl;
@@ -152,7 +153,12 @@ struct coh_inst {
     uint64_t last_seq;   /* sequence number of its last user at its location */
     uint64_t stamp;      /* LRU clock of its last use */
     uint64_t uid;        /* unique: a failure fixup names the instance it concerns */
-    coh_cmd *last_write; /* the last command writing into it, while it may be pending */
+    /* The last command writing into it, and the sequence number it took at
+     * this location: no reference. Once the location's watermark passed
+     * lw_seq it has completed and is never touched again (its memory may be
+     * another command by then); see mti_coh_depend_write. */
+    coh_cmd *last_write;
+    uint64_t lw_seq;
     coh_root *root;
     uint32_t loc;
     uint32_t dev_index;  /* in coh_device.insts */
@@ -349,6 +355,14 @@ static inline int mti_coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
 /* The same where dep is a command the planner is building and has not armed
  * yet (no other thread can reach it): no lock. */
 int mti_coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep);
+/* cmd waits for the last write into `in` (mti_coh_depend_write). */
+int mti_coh_depend_write_slow(mt_coh *c, coh_cmd *cmd, coh_cmd *w, uint32_t loc, uint64_t seq);
+/* Records cmd, which took `seq` at in's location, as the last write into in. */
+static inline void mti_coh_set_write(coh_inst *in, coh_cmd *cmd, uint64_t seq)
+{
+    in->last_write = cmd;
+    in->lw_seq = seq ? seq : UINT64_MAX; /* no number (-ENOMEM): never seen as done */
+}
 /* cmd runs after dep, whatever its outcome (queue order). */
 int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
 int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
@@ -491,6 +505,24 @@ struct mt_coh {
 static inline coh_loc *mti_coh_loc_of(mt_coh *c, uint32_t loc)
 {
     return c->loc[loc];
+}
+
+/* cmd waits for the last write into `in` (writes into an instance are
+ * ordered; readers wait for the data). The write is not touched when the
+ * location's watermark says it completed and no failure awaits its fixup:
+ * a completed write adds nothing, and a failed one only matters until its
+ * fixup is applied (sched.c). Completions publish fix_pending before the
+ * watermark, so the acquire of wm makes a pending fixup visible. Planner's
+ * lock held. 0 or -ENOMEM. */
+static inline int mti_coh_depend_write(mt_coh *c, coh_cmd *cmd, const coh_inst *in)
+{
+    coh_cmd *w = in->last_write;
+    if (!w || w == cmd)
+        return 0;
+    if (in->lw_seq <= atomic_load_explicit(&c->loc[in->loc]->wm, memory_order_acquire) &&
+        !atomic_load_explicit(&c->fix_pending, memory_order_acquire))
+        return 0;
+    return mti_coh_depend_write_slow(c, cmd, w, in->loc, in->lw_seq);
 }
 
 /* handles and views (buffer.c) */

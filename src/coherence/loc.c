@@ -85,7 +85,9 @@ void mti_coh_loc_done(coh_loc *l, uint64_t s)
         l->done[wm & (l->cap - 1)] = 0;
     }
     int moved = wm != old;
-    atomic_store_explicit(&l->wm, wm, memory_order_relaxed);
+    /* release: the planner skips dependencies on commands below wm
+     * (mti_coh_depend_write); it must see their completion, fixup queued. */
+    atomic_store_explicit(&l->wm, wm, memory_order_release);
     pthread_mutex_unlock(&l->lock);
     /* Outside the lock: the timeline runs release callbacks. Watermarks only
      * grow and signal ignores a lower value, so racing signals are fine. */

@@ -303,7 +303,7 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
         }
     }
     if (!rc)
-        rc = mti_coh_cmd_depend(c, main, in->last_write);
+        rc = mti_coh_depend_write(c, main, in);
     if (!rc)
         rc = mti_coh_cmd_add_root(main, r);
     if (!rc && !map) {
@@ -404,11 +404,7 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
         coh_res *x = &res[i];
         if (x->root && (x->access & MT_COH_WRITE) && !map) {
             coh_inst *in = x->root->inst[target];
-            if (in->last_write != main) {
-                mti_coh_cmd_ref(main);
-                mti_coh_cmd_unref(in->last_write);
-                in->last_write = main;
-            }
+            mti_coh_set_write(in, main, in->last_seq); /* commit_arg took it */
         }
     }
     if (!rc) /* queue order: after it, even if it failed (as OpenCL queues) */

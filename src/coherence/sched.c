@@ -344,6 +344,20 @@ int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
     return mti_coh_cmd_link(c, cmd, dep, kind);
 }
 
+int mti_coh_depend_write_slow(mt_coh *c, coh_cmd *cmd, coh_cmd *w, uint32_t loc, uint64_t seq)
+{
+    /* Last writes hold no reference: w may have completed, been freed and
+     * come back from the pool as another command. Its sequence numbers tell
+     * (they are never reused, and only the planner writes them); pool memory
+     * stays a command while the context lives. Not the same command: the
+     * write completed (and a failed one is kept, not reused, until its fixup
+     * is applied). */
+    for (uint32_t i = 0; i < w->nloc; i++)
+        if (w->loc[i] == loc && w->seq[i] == seq)
+            return mti_coh_cmd_depend(c, cmd, w);
+    return 0;
+}
+
 int mti_coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep)
 {
     return link_locked(cmd, dep, COH_DEP_DATA);

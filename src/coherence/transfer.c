@@ -119,8 +119,8 @@ static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
 
 /* Links a filled migration into the graph and lets it go. The command is
  * fresh (make_mig): its first root, fixup and locations go straight into
- * their inline slots; `unlinked`: nothing links to it yet either. */
-static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main, int unlinked)
+ * their inline slots. */
+static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
 {
     uint32_t from = cmd->from_loc, to = cmd->to_loc;
     coh_inst *src = r->inst[from], *dst = r->inst[to];
@@ -130,14 +130,8 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main, int unlink
     cmd->op.segs = cmd->segs;
     cmd->op.nsegs = cmd->nsegs;
     cmd->op.bytes = bytes;
-    /* Its references: the planner's (then the execution's) and, below, the
-     * target instance's last write. Unlinked, nothing else can reach it: a
-     * store instead of an increment. (A relay's upload is linked to its
-     * download already: its completion may be touching the count.) */
-    if (unlinked)
-        atomic_store_explicit(&cmd->refs, 2, memory_order_relaxed);
-    else
-        mti_coh_cmd_ref(cmd);
+    /* Its one reference, the planner's, becomes the execution's (the
+     * target instance's last write holds none). */
     mti_coh_root_ref(r);
     cmd->roots[0] = r;
     cmd->nroots = 1;
@@ -145,9 +139,9 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main, int unlink
     cmd->nfix = 1;
     /* RAW on the source, writes into the target in order, and the command
      * that needs the data waits for this copy (not armed yet: no lock). */
-    int rc = mti_coh_cmd_depend(c, cmd, src->last_write);
+    int rc = mti_coh_depend_write(c, cmd, src);
     if (!rc)
-        rc = mti_coh_cmd_depend(c, cmd, dst->last_write);
+        rc = mti_coh_depend_write(c, cmd, dst);
     if (!rc && main)
         rc = mti_coh_cmd_depend_fresh(main, cmd);
     /* Sequence numbers at both ends (from != to). */
@@ -168,8 +162,7 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main, int unlink
     /* Out of memory half way is reported to the caller; the command still
      * runs (it can only lack a dependency whose append failed, and then the
      * enqueue fails too). */
-    mti_coh_cmd_unref(dst->last_write); /* the reference counted at the top */
-    dst->last_write = cmd;
+    mti_coh_set_write(dst, cmd, s2);
     mti_coh_inst_touch(c, src);
     if (cmd->absorb) /* segments final: collections drop its pages from now on */
         mti_coh_track_inflight(cmd->absorb, cmd);
@@ -206,7 +199,7 @@ static int flush_one(coh_builder *b, uint32_t which)
     coh_root *r = b->r;
     int rc = 0;
     if (!b->m[which].relay)
-        return issue(c, r, b->m[which].cmd, b->main, 1);
+        return issue(c, r, b->m[which].cmd, b->main);
     /* Two hops through the root's host memory; the host copy becomes valid. */
     coh_cmd *down = b->m[which].cmd; /* made by make_mig as a download to host memory */
     uint64_t relayed = 0;
@@ -224,11 +217,11 @@ static int flush_one(coh_builder *b, uint32_t which)
         if (mti_coh_runs_reserve(&r->runs, 2) == 0)
             mti_coh_runs_update(&r->runs, down->segs[i].dst, down->segs[i].dst + down->segs[i].len,
                             ~0ull, COH_BIT(MT_COH_HOST));
-    int rc2 = issue(c, r, down, b->main, 1);
+    int rc2 = issue(c, r, down, b->main);
     if (up) {
         if (!rc)
             rc = mti_coh_cmd_depend(c, up, down);
-        int rc3 = issue(c, r, up, b->main, 0);
+        int rc3 = issue(c, r, up, b->main);
         rc = rc ? rc : rc3;
     }
     return rc ? rc : rc2;

@@ -41,9 +41,39 @@ static void host_attach(coh_device *d, coh_cmd *cmd)
     cmd->op.host_token = st == 1 ? ha->token : NULL;
 }
 
+/* The op the backend gets, from what the planner recorded: built here, on
+ * the engine's thread, so that planning writes a few lines of the command
+ * rather than the whole public op. */
+static void build_op(coh_device *d, coh_cmd *cmd)
+{
+    mt_coh_op *op = &cmd->op;
+    memset(op, 0, sizeof *op);
+    op->kind = (mt_coh_op_kind)cmd->opkind;
+    op->exec.backend = d->be->name;
+    if (op->kind == MT_COH_OP_RUN) {
+        op->fn = cmd->fn;
+        op->user = cmd->user;
+        op->exec.device = cmd->to_loc;
+        op->exec.nargs = cmd->nargs;
+        op->exec.addr = cmd->argv;
+        op->exec.size = cmd->argv ? cmd->argv + cmd->nargs : NULL;
+        return;
+    }
+    op->segs = cmd->segs;
+    op->nsegs = cmd->nsegs;
+    op->bytes = cmd->bytes;
+    op->dev_addr = cmd->dev_addr;
+    if (op->kind == MT_COH_OP_PEER) {
+        op->peer = d->ctx->dev[cmd->from_loc]->h;
+        op->peer_addr = cmd->xaddr;
+    } else
+        op->host = (void *)(uintptr_t)cmd->xaddr;
+}
+
 static int submit(coh_engine *e, coh_cmd *cmd)
 {
     coh_device *d = e->dev;
+    build_op(d, cmd);
     int lost = atomic_load_explicit(&d->lost, memory_order_acquire);
     if (lost)
         return lost;
@@ -55,7 +85,6 @@ static int submit(coh_engine *e, coh_cmd *cmd)
     }
     if (cmd->op.kind == MT_COH_OP_UPLOAD || cmd->op.kind == MT_COH_OP_DOWNLOAD)
         host_attach(d, cmd);
-    cmd->op.exec.backend = d->be->name;
     return d->be->submit(d->h, e->kind, &cmd->op);
 }
 
@@ -74,7 +103,7 @@ static void mark_lost(coh_device *d, int code)
 
 static void finish(coh_engine *e, coh_cmd *cmd, int rc)
 {
-    if (rc == MT_EDEVLOST && cmd->op.kind != MT_COH_OP_PEER)
+    if (rc == MT_EDEVLOST && cmd->opkind != MT_COH_OP_PEER)
         mark_lost(e->dev, rc);
     atomic_fetch_sub_explicit(&e->busy, 1, memory_order_relaxed);
     mti_coh_cmd_complete(cmd, rc);

@@ -276,7 +276,9 @@ enum { COH_KIND_RUN = 0, COH_KIND_MIGRATION = 1, COH_KIND_MARKER = 2 };
 #define COH_INLINE_ROOTS 4
 
 struct coh_cmd {
-    /* Set at creation (mti_coh_cmd_new): everything up to deps_inline. */
+    /* Hot: what creating, linking and completing any command touches, in
+     * the first cache lines (a migration's whole enqueue-time footprint is
+     * about four lines; the op is built by the engine thread at submit). */
     _Atomic int refs;
     _Atomic int status;        /* COH_PENDING, 0 or an error */
     _Atomic uint32_t pending;  /* dependencies not complete, +1 while being built */
@@ -284,6 +286,7 @@ struct coh_cmd {
     _Atomic int waiters;       /* threads parked waiting for it */
     _Atomic int lk;            /* guards status transition and deps (sched.c) */
     int kind;
+    uint32_t nloc;             /* sequence numbers taken at locations */
     mt_coh *ctx;
     coh_pool *pool;            /* where it returns when freed */
     coh_engine *eng;           /* NULL: no work of its own (marker) */
@@ -291,39 +294,49 @@ struct coh_cmd {
     /* Dependents, under lk. */
     coh_cmd **deps;
     uint32_t ndeps, capdeps;
-    /* Sequence numbers taken at locations. */
-    uint32_t nloc;
     uint32_t loc[2];
     uint64_t seq[2];
     /* Roots it references (released when done; kept for fixups on failure). */
     coh_root **roots;
     uint32_t nroots, caproots;
-    coh_fix *fix;
-    uint32_t nfix, capfix;
-    int fix_applied;           /* the planner applied its fixup (planner's lock) */
-    /* A download into tracked host memory: pages it wrote are not host writes.
-     * In the root's list of in-flight downloads from issue to completion
-     * (hosttrack.c; anext/aprev/inflight under the track's ilock). */
-    coh_root *absorb;
-    coh_cmd *anext, *aprev;
-    int inflight;
-    /* op.host is a root's host memory: attach it (pinning) on first use. */
-    coh_hostatt *hostatt;
-    uint64_t host_len;
-    /* What the planner decided. */
-    uint64_t bytes_in, bytes_relay;
-    uint32_t migrations;
-    uint32_t from_loc, to_loc; /* migrations: for the byte counters */
     mt_coh_seg *segs;
     uint32_t nsegs, capsegs;
+    coh_fix *fix;
+    uint32_t nfix, capfix;
+    uint32_t from_loc, to_loc; /* migrations: for the byte counters */
+    /* What the engine turns into `op` at submit (build_op, engine.c). */
+    uint32_t opkind;           /* mt_coh_op_kind */
+    uint32_t nargs;            /* RUN */
+    uint64_t bytes;            /* copies: sum of the segments */
+    uint64_t dev_addr;         /* copies: this device's instance */
+    uint64_t xaddr;            /* UPLOAD/DOWNLOAD: host memory; PEER: the source instance */
+    mt_coh_kernel_fn fn;       /* RUN */
+    void *user;
     uint64_t *argv;            /* RUN: addr[nargs] then size[nargs] */
-    /* Inline storage, used through the pointers above (not cleared). */
-    coh_cmd *deps_inline[COH_INLINE_DEPS];
-    coh_root *roots_inline[COH_INLINE_ROOTS];
-    coh_fix fix_inline[COH_INLINE_FIX];
+    /* A download into tracked host memory: pages it wrote are not host writes.
+     * In the root's list of in-flight downloads from issue to completion
+     * (hosttrack.c; anext/aprev/inflight under the track's ilock; anext and
+     * aprev are written when it joins, only read while inflight). */
+    coh_root *absorb;
+    /* op.host is a root's host memory: attach it (pinning) on first use
+     * (host_len is set with it). */
+    coh_hostatt *hostatt;
+    int inflight;
+    int fix_applied;           /* the planner applied its fixup (planner's lock) */
+    /* Inline storage, used through the pointers above (not cleared); the
+     * first entries are what a migration or a small command uses. */
     mt_coh_seg segs_inline[2];
+    coh_root *roots_inline[COH_INLINE_ROOTS];
+    coh_cmd *deps_inline[COH_INLINE_DEPS];
+    coh_fix fix_inline[COH_INLINE_FIX];
     uint64_t argv_inline[8];
-    /* The operation: cleared for commands, written whole by migrations. */
+    /* Cold: set for some commands only. */
+    coh_cmd *anext, *aprev;
+    uint64_t host_len;
+    /* What the planner decided (event info; not kept for migrations). */
+    uint64_t bytes_in, bytes_relay;
+    uint32_t migrations;
+    /* The operation, written by the engine thread (build_op). */
     mt_coh_op op;
 };
 

@@ -288,7 +288,7 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
             *map_ptr = (char *)x->svm->ptr + x->off;
         else if (main->argv) {
             main->argv[i] = x->svm->dev_addr[to] + x->off;
-            main->argv[main->op.exec.nargs + i] = x->size;
+            main->argv[main->nargs + i] = x->size;
         }
         return rc;
     }
@@ -317,7 +317,7 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
         *map_ptr = (char *)(uintptr_t)in->addr + x->off;
     else if (main->argv) {
         main->argv[i] = in->addr + x->off;
-        main->argv[main->op.exec.nargs + i] = x->size;
+        main->argv[main->nargs + i] = x->size;
     }
     return rc;
 }
@@ -380,15 +380,9 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
         return rc;
     }
     main->to_loc = target;
-    if (fn) {
-        main->op.kind = MT_COH_OP_RUN;
-        main->op.fn = fn;
-        main->op.user = user;
-        main->op.exec.device = target;
-        main->op.exec.nargs = nargs;
-        main->op.exec.addr = main->argv;
-        main->op.exec.size = main->argv + nargs;
-    }
+    main->fn = fn; /* the engine makes the op of these (RUN) */
+    main->user = user;
+    main->nargs = nargs;
     /* From here on the enqueue happens; an allocation failure below leaves
      * consistent state (issued migrations are prefetches) and is reported. */
     for (uint32_t i = 0; !rc && i < nargs; i++) {

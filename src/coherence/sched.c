@@ -142,8 +142,9 @@ coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
         p->credit = 64;
     }
     p->credit--;
-    /* Field by field (every field before the inline storage): a memset of
-     * the whole header cost more than the stores. */
+    /* Field by field, the hot ones only: a memset of the whole command cost
+     * more than the stores, and every line written is a line the planner
+     * pulls in (thousands of commands in flight do not stay in cache). */
     atomic_init(&cmd->refs, 1);
     atomic_init(&cmd->status, COH_PENDING);
     atomic_init(&cmd->pending, 1);
@@ -151,6 +152,7 @@ coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
     atomic_init(&cmd->waiters, 0);
     atomic_init(&cmd->lk, 0);
     cmd->kind = kind;
+    cmd->nloc = 0;
     cmd->ctx = c;
     cmd->pool = p;
     cmd->eng = eng;
@@ -158,28 +160,28 @@ coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
     cmd->deps = cmd->deps_inline;
     cmd->ndeps = 0;
     cmd->capdeps = COH_INLINE_DEPS;
-    cmd->nloc = 0;
     cmd->roots = cmd->roots_inline;
     cmd->nroots = 0;
     cmd->caproots = COH_INLINE_ROOTS;
-    cmd->fix = cmd->fix_inline;
-    cmd->nfix = 0;
-    cmd->capfix = COH_INLINE_FIX;
-    cmd->fix_applied = 0;
-    cmd->absorb = NULL;
-    cmd->anext = cmd->aprev = NULL;
-    cmd->inflight = 0;
-    cmd->hostatt = NULL;
-    cmd->host_len = 0;
-    cmd->bytes_in = cmd->bytes_relay = 0;
-    cmd->migrations = 0;
-    cmd->from_loc = cmd->to_loc = 0;
     cmd->segs = cmd->segs_inline;
     cmd->nsegs = 0;
     cmd->capsegs = 2;
+    cmd->fix = cmd->fix_inline;
+    cmd->nfix = 0;
+    cmd->capfix = COH_INLINE_FIX;
+    cmd->from_loc = cmd->to_loc = 0;
+    cmd->opkind = MT_COH_OP_RUN;
+    cmd->nargs = 0;
+    cmd->bytes = 0;
     cmd->argv = NULL;
-    if (kind != COH_KIND_MIGRATION) /* make_mig writes the op's fields it uses */
-        memset(&cmd->op, 0, sizeof cmd->op);
+    cmd->absorb = NULL;
+    cmd->hostatt = NULL;
+    cmd->inflight = 0;
+    cmd->fix_applied = 0;
+    if (kind != COH_KIND_MIGRATION) { /* what an event reports */
+        cmd->bytes_in = cmd->bytes_relay = 0;
+        cmd->migrations = 0;
+    }
     return cmd;
 }
 
@@ -430,7 +432,7 @@ static void account(mt_coh *c, coh_cmd *cmd, int status)
     }
     if (cmd->kind != COH_KIND_MIGRATION)
         return;
-    uint64_t n = cmd->op.bytes;
+    uint64_t n = cmd->bytes;
     if (cmd->to_loc && c->dev[cmd->to_loc])
         atomic_fetch_add_explicit(&c->dev[cmd->to_loc]->bytes_in, n, memory_order_relaxed);
     if (cmd->from_loc && c->dev[cmd->from_loc])
@@ -528,7 +530,7 @@ void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
         e->bhead = cmd;
     e->btail = cmd;
     c->batch_count++;
-    if (cmd->op.bytes >= (1u << 20)) /* a large copy starts at once */
+    if (cmd->bytes >= (1u << 20)) /* a large copy starts at once */
         c->batch_big = 1;
 }
 

@@ -77,31 +77,17 @@ static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
     coh_cmd *cmd = mti_coh_cmd_new(c, COH_KIND_MIGRATION, &c->dev[eng_dev]->eng[MT_COH_ENGINE_COPY]);
     if (!cmd)
         return NULL;
-    /* The op's fields a copy uses, written once (mti_coh_cmd_new leaves a
-     * migration's op as it was; RUN's fields stay unused). */
-    mt_coh_op *op = &cmd->op;
-    op->kind = kind;
-    op->nsegs = 0;
-    op->segs = NULL;
-    op->bytes = 0;
-    op->host_token = NULL;
-    op->fn = NULL;
-    op->user = NULL;
+    /* What the engine makes the op of (build_op, at submit). */
+    cmd->opkind = (uint32_t)kind;
     if (kind == MT_COH_OP_DOWNLOAD) {
-        op->dev_addr = src->addr;
-        op->host = host_side(c, r, to);
-        op->peer = NULL;
-        op->peer_addr = 0;
+        cmd->dev_addr = src->addr;
+        cmd->xaddr = (uint64_t)(uintptr_t)host_side(c, r, to);
     } else if (kind == MT_COH_OP_UPLOAD) {
-        op->dev_addr = dst->addr;
-        op->host = host_side(c, r, from);
-        op->peer = NULL;
-        op->peer_addr = 0;
+        cmd->dev_addr = dst->addr;
+        cmd->xaddr = (uint64_t)(uintptr_t)host_side(c, r, from);
     } else {
-        op->dev_addr = dst->addr;
-        op->host = NULL;
-        op->peer = c->dev[from]->h;
-        op->peer_addr = src->addr;
+        cmd->dev_addr = dst->addr;
+        cmd->xaddr = src->addr;
     }
     cmd->from_loc = from;
     cmd->to_loc = to;
@@ -127,9 +113,7 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
     uint64_t bytes = 0;
     for (uint32_t i = 0; i < cmd->nsegs; i++)
         bytes += cmd->segs[i].len;
-    cmd->op.segs = cmd->segs;
-    cmd->op.nsegs = cmd->nsegs;
-    cmd->op.bytes = bytes;
+    cmd->bytes = bytes;
     /* Its one reference, the planner's, becomes the execution's (the
      * target instance's last write holds none). */
     mti_coh_root_ref(r);
@@ -167,8 +151,8 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
     if (cmd->absorb) /* segments final: collections drop its pages from now on */
         mti_coh_track_inflight(cmd->absorb, cmd);
     c->st_migrations += 1;
-    uint64_t *ctr = cmd->op.kind == MT_COH_OP_UPLOAD     ? &c->st_h2d
-                    : cmd->op.kind == MT_COH_OP_DOWNLOAD ? &c->st_d2h
+    uint64_t *ctr = cmd->opkind == MT_COH_OP_UPLOAD     ? &c->st_h2d
+                    : cmd->opkind == MT_COH_OP_DOWNLOAD ? &c->st_d2h
                                                          : &c->st_d2d;
     *ctr += bytes;
     if (main) {

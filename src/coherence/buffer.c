@@ -61,17 +61,6 @@ static void slot_free(mt_coh *c, coh_view *v)
     c->free_slot = v->slot + 1;
 }
 
-coh_view *mti_coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h)
-{
-    uint32_t idx = (uint32_t)h - 1, gen = (uint32_t)(h >> 32);
-    if ((uint32_t)h == 0 || idx >= c->nslots)
-        return NULL;
-    coh_view *v = c->slots[idx].view;
-    if (!v || c->slots[idx].gen != gen || v->client != cl)
-        return NULL;
-    return v;
-}
-
 coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size)
 {
     uintptr_t a = (uintptr_t)p;

@@ -90,7 +90,11 @@ static inline uint32_t mti_coh_runs_find(const coh_runs *r, uint64_t off)
 }
 /* Room for `extra` more runs; 0 or -ENOMEM. Each single-range update below
  * needs 2. */
-int mti_coh_runs_reserve(coh_runs *r, uint32_t extra);
+int mti_coh_runs_grow(coh_runs *r, uint32_t extra);
+static inline int mti_coh_runs_reserve(coh_runs *r, uint32_t extra)
+{
+    return r->n + extra <= r->cap ? 0 : mti_coh_runs_grow(r, extra);
+}
 /* mask := (mask & and) | or over [a, b). */
 void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask);
 /* mask := `mask` over every range of `rg` (sorted, disjoint, non-empty), in
@@ -366,8 +370,17 @@ static inline int mti_coh_cmd_depend(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
     return mti_coh_cmd_link(c, cmd, dep, COH_DEP_DATA);
 }
 /* The same where dep is a command the planner is building and has not armed
- * yet (no other thread can reach it): no lock. */
-int mti_coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep);
+ * yet (no other thread can reach it): no lock, and no status to look at. */
+int mti_coh_cmd_depend_fresh_slow(coh_cmd *cmd, coh_cmd *dep);
+static inline int mti_coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep)
+{
+    if (dep->ndeps == dep->capdeps)
+        return mti_coh_cmd_depend_fresh_slow(cmd, dep); /* grows the list */
+    dep->deps[dep->ndeps++] = cmd; /* a data link: tag bit clear (sched.c) */
+    /* relaxed: cmd's other dependencies may be completing (decrements). */
+    atomic_fetch_add_explicit(&cmd->pending, 1, memory_order_relaxed);
+    return 0;
+}
 /* cmd waits for the last write into `in` (mti_coh_depend_write). */
 int mti_coh_depend_write_slow(mt_coh *c, coh_cmd *cmd, coh_cmd *w, uint32_t loc, uint64_t seq);
 /* Records cmd, which took `seq` at in's location, as the last write into in. */
@@ -389,6 +402,15 @@ void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd);
  * (one per location per command). 0 or -ENOMEM. */
 int mti_coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq);
 int mti_coh_cmd_add_root(coh_cmd *cmd, coh_root *root);
+/* The same for a root cmd does not hold yet (no search). */
+static inline int mti_coh_cmd_add_root_new(coh_cmd *cmd, coh_root *root)
+{
+    if (cmd->nroots == cmd->caproots)
+        return mti_coh_cmd_add_root(cmd, root);
+    atomic_fetch_add_explicit(&root->refs, 1, memory_order_relaxed); /* mti_coh_root_ref */
+    cmd->roots[cmd->nroots++] = root;
+    return 0;
+}
 int mti_coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f);
 int mti_coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len);
 /* Appends a segment, extending the last one when they touch. 0 or -ENOMEM. */
@@ -539,7 +561,18 @@ static inline int mti_coh_depend_write(mt_coh *c, coh_cmd *cmd, const coh_inst *
 }
 
 /* handles and views (buffer.c) */
-coh_view *mti_coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h);
+/* The view a handle names: `generation << 32 | slot`, so a freed or forged
+ * handle finds nothing, and neither does another client's. */
+static inline coh_view *mti_coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh_buf h)
+{
+    uint32_t idx = (uint32_t)h - 1, gen = (uint32_t)(h >> 32);
+    if ((uint32_t)h == 0 || idx >= c->nslots)
+        return NULL;
+    coh_view *v = c->slots[idx].view;
+    if (!v || c->slots[idx].gen != gen || v->client != cl)
+        return NULL;
+    return v;
+}
 coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size);
 void mti_coh_view_free(mt_coh *c, coh_view *v);
 void mti_coh_svm_release(mt_coh *c, coh_svm *s);
@@ -554,8 +587,22 @@ int mti_coh_root_host(mt_coh *c, coh_root *r);
 /* Makes sure root has an instance at loc, evicting at that device if full.
  * *created = 1 when this call made it. 0, MT_EDEVMEM or -ENOMEM. `pinned`
  * lists roots the current enqueue needs (never evicted). */
-int mti_coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinned,
-                    uint32_t npinned, int *created);
+int mti_coh_inst_make(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinned,
+                      uint32_t npinned, int *created);
+static inline void mti_coh_inst_touch(mt_coh *c, coh_inst *in)
+{
+    in->stamp = ++c->clock;
+}
+static inline int mti_coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc,
+                                      coh_root *const *pinned, uint32_t npinned, int *created)
+{
+    if (r->inst[loc]) { /* the steady state: nothing to make */
+        *created = 0;
+        mti_coh_inst_touch(c, r->inst[loc]);
+        return 0;
+    }
+    return mti_coh_inst_make(c, r, loc, pinned, npinned, created);
+}
 /* Drops an instance: clears its location's bit and releases its memory once
  * its last user completed. */
 void mti_coh_inst_drop(mt_coh *c, coh_inst *in);
@@ -563,10 +610,6 @@ void mti_coh_inst_drop(mt_coh *c, coh_inst *in);
  * eviction may free? No means the enqueue must fail before evicting. */
 int mti_coh_room_possible(mt_coh *c, uint32_t loc, uint64_t need, coh_root *const *pinned,
                       uint32_t npinned);
-static inline void mti_coh_inst_touch(mt_coh *c, coh_inst *in)
-{
-    in->stamp = ++c->clock;
-}
 
 /* planning (planner.c, transfer.c) */
 typedef struct coh_plan coh_plan;

@@ -177,14 +177,10 @@ int mti_coh_root_host(mt_coh *c, coh_root *r)
     return host_memory(c, r);
 }
 
-int mti_coh_inst_ensure(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinned,
-                    uint32_t npinned, int *created)
+int mti_coh_inst_make(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pinned,
+                      uint32_t npinned, int *created)
 {
     *created = 0;
-    if (r->inst[loc]) {
-        mti_coh_inst_touch(c, r->inst[loc]);
-        return 0;
-    }
     if (loc == MT_COH_HOST) {
         int rc = host_memory(c, r);
         *created = rc == 0;

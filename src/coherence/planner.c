@@ -276,7 +276,7 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
 /* Step 3b for one argument: its write, its dependency on the instance's
  * previous write, its sequence number and its address. */
 static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_t i, int map,
-                      void **map_ptr)
+                      void **map_ptr, uint64_t seq0, uint64_t *tseq)
 {
     int rc = 0;
     if (!x->root) { /* fine-grained SVM: used in place, kept alive by host sequence */
@@ -302,15 +302,17 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
             rc = mti_coh_cmd_add_fix(main, &f);
         }
     }
-    if (!rc)
+    /* The instance's last write; one this enqueue issued (numbered after
+     * seq0) is one of main's migrations, a dependency already. */
+    if (!rc && in->lw_seq <= seq0)
         rc = mti_coh_depend_write(c, main, in);
-    if (!rc)
-        rc = mti_coh_cmd_add_root(main, r);
+    if (!rc && x->first) /* the first argument on its root: not held yet */
+        rc = mti_coh_cmd_add_root_new(main, r);
     if (!rc && !map) {
-        uint64_t seq = 0;
-        rc = mti_coh_cmd_use_loc(c, main, to, &seq);
+        if (!*tseq) /* one number at the target for the whole command */
+            rc = mti_coh_cmd_use_loc(c, main, to, tseq);
         if (!rc)
-            in->last_seq = seq;
+            in->last_seq = *tseq;
     }
     mti_coh_inst_touch(c, in);
     if (map)
@@ -384,12 +386,15 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
     main->user = user;
     main->nargs = nargs;
     /* From here on the enqueue happens; an allocation failure below leaves
-     * consistent state (issued migrations are prefetches) and is reported. */
+     * consistent state (issued migrations are prefetches) and is reported.
+     * Numbers the target hands out from here on are this enqueue's. */
+    uint64_t seq0 = atomic_load_explicit(&mti_coh_loc_of(c, target)->next, memory_order_relaxed);
     for (uint32_t i = 0; !rc && i < nargs; i++) {
         rc = fetch_arg(c, main, target, &res[i], res[i].on_root == 1);
     }
+    uint64_t tseq = 0;
     for (uint32_t i = 0; !rc && i < nargs; i++)
-        rc = commit_arg(c, main, target, &res[i], i, map, map_ptr);
+        rc = commit_arg(c, main, target, &res[i], i, map, map_ptr, seq0, &tseq);
     if (!rc && map)
         rc = add_map(cl, &res[0], *map_ptr);
     /* The previous write of each instance is the last dependency to add; the

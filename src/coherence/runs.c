@@ -34,7 +34,7 @@ void mti_coh_runs_free(coh_runs *r)
     r->cap = 2;
 }
 
-int mti_coh_runs_reserve(coh_runs *r, uint32_t extra)
+int mti_coh_runs_grow(coh_runs *r, uint32_t extra)
 {
     if (r->n + extra <= r->cap)
         return 0;

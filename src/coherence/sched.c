@@ -123,40 +123,14 @@ void mti_coh_pool_close(mt_coh *c)
     pool_put_n(p, n);
 }
 
-coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
+/* A command as the pool keeps it: inline storage in use, nothing taken.
+ * Written by whichever thread frees it (or at malloc), so that the planner
+ * writes only what differs per command. Not here: what the planner may
+ * still read of a freed command (mti_coh_depend_write_slow: its sequence
+ * numbers, status, lock and fix_applied), which only the planner writes,
+ * and the lock and waiter count, which are 0 again whenever it is freed. */
+static void cmd_reset(coh_cmd *cmd)
 {
-    coh_pool *p = c->pool;
-    coh_cmd *cmd = p->local;
-    if (!cmd) {
-        /* acquire: pairs with the release of the pushes. */
-        cmd = p->local = atomic_exchange_explicit(&p->head, NULL, memory_order_acquire);
-    }
-    if (cmd)
-        p->local = cmd->next;
-    else if (!(cmd = malloc(sizeof *cmd)))
-        return NULL;
-    /* The command's reference on the pool, from references taken 64 at a
-     * time (one atomic per 64 commands). */
-    if (!p->credit) {
-        atomic_fetch_add_explicit(&p->refs, 64, memory_order_relaxed);
-        p->credit = 64;
-    }
-    p->credit--;
-    /* Field by field, the hot ones only: a memset of the whole command cost
-     * more than the stores, and every line written is a line the planner
-     * pulls in (thousands of commands in flight do not stay in cache). */
-    atomic_init(&cmd->refs, 1);
-    atomic_init(&cmd->status, COH_PENDING);
-    atomic_init(&cmd->pending, 1);
-    atomic_init(&cmd->dep_error, 0);
-    atomic_init(&cmd->waiters, 0);
-    atomic_init(&cmd->lk, 0);
-    cmd->kind = kind;
-    cmd->nloc = 0;
-    cmd->ctx = c;
-    cmd->pool = p;
-    cmd->eng = eng;
-    cmd->next = NULL;
     cmd->deps = cmd->deps_inline;
     cmd->ndeps = 0;
     cmd->capdeps = COH_INLINE_DEPS;
@@ -177,7 +151,45 @@ coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
     cmd->absorb = NULL;
     cmd->hostatt = NULL;
     cmd->inflight = 0;
+}
+
+coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
+{
+    coh_pool *p = c->pool;
+    coh_cmd *cmd = p->local;
+    if (!cmd) {
+        /* acquire: pairs with the release of the pushes (and so with the
+         * freeing thread's cmd_reset). */
+        cmd = p->local = atomic_exchange_explicit(&p->head, NULL, memory_order_acquire);
+    }
+    if (cmd) {
+        p->local = cmd->next;
+    } else {
+        if (!(cmd = malloc(sizeof *cmd)))
+            return NULL;
+        atomic_init(&cmd->lk, 0);
+        atomic_init(&cmd->waiters, 0);
+        cmd_reset(cmd);
+    }
+    /* The command's reference on the pool, from references taken 64 at a
+     * time (one atomic per 64 commands). */
+    if (!p->credit) {
+        atomic_fetch_add_explicit(&p->refs, 64, memory_order_relaxed);
+        p->credit = 64;
+    }
+    p->credit--;
+    /* The rest was reset when it was freed (cmd_reset). */
+    atomic_init(&cmd->refs, 1);
+    atomic_init(&cmd->status, COH_PENDING);
+    atomic_init(&cmd->pending, 1);
+    atomic_init(&cmd->dep_error, 0);
+    cmd->nloc = 0;
     cmd->fix_applied = 0;
+    cmd->kind = kind;
+    cmd->ctx = c;
+    cmd->pool = p;
+    cmd->eng = eng;
+    cmd->next = NULL;
     if (kind != COH_KIND_MIGRATION) { /* what an event reports */
         cmd->bytes_in = cmd->bytes_relay = 0;
         cmd->migrations = 0;
@@ -217,6 +229,7 @@ void mti_coh_cmd_unref(coh_cmd *cmd)
     if (atomic_load_explicit(&p->closed, memory_order_acquire)) {
         free(cmd);
     } else {
+        cmd_reset(cmd);
         coh_cmd *h = atomic_load_explicit(&p->head, memory_order_relaxed);
         do
             cmd->next = h;
@@ -354,13 +367,29 @@ int mti_coh_depend_write_slow(mt_coh *c, coh_cmd *cmd, coh_cmd *w, uint32_t loc,
      * stays a command while the context lives. Not the same command: the
      * write completed (and a failed one is kept, not reused, until its fixup
      * is applied). */
-    for (uint32_t i = 0; i < w->nloc; i++)
-        if (w->loc[i] == loc && w->seq[i] == seq)
-            return mti_coh_cmd_depend(c, cmd, w);
-    return 0;
+    uint32_t i = 0;
+    while (i < w->nloc && !(w->loc[i] == loc && w->seq[i] == seq))
+        i++;
+    if (i == w->nloc)
+        return 0;
+    int st = atomic_load_explicit(&w->status, memory_order_acquire);
+    if (st == 0)
+        return 0;
+    if (st != COH_PENDING) {
+        /* Failed: it matters until its fixup is applied (it is then held
+         * by the fixup list, not freed; a freed command is not locked). */
+        if (!w->fix_applied) {
+            int zero = 0;
+            atomic_compare_exchange_strong_explicit(&cmd->dep_error, &zero, st,
+                                                    memory_order_relaxed, memory_order_relaxed);
+        }
+        return 0;
+    }
+    /* Pending: alive until it completes, and it re-checks under its lock. */
+    return mti_coh_cmd_link(c, cmd, w, COH_DEP_DATA);
 }
 
-int mti_coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep)
+int mti_coh_cmd_depend_fresh_slow(coh_cmd *cmd, coh_cmd *dep)
 {
     return link_locked(cmd, dep, COH_DEP_DATA);
 }

@@ -313,6 +313,10 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
             rc = mti_coh_cmd_use_loc(c, main, to, tseq);
         if (!rc)
             in->last_seq = *tseq;
+        /* Its write becomes the instance's last (another argument on the
+         * same instance finds main itself there: no dependency). */
+        if (!rc && (x->access & MT_COH_WRITE))
+            mti_coh_set_write(in, main, *tseq);
     }
     mti_coh_inst_touch(c, in);
     if (map)
@@ -346,14 +350,13 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
     int rc = c->closing ? MT_ECANCELED : 0;
     if (!rc && target != MT_COH_HOST)
         rc = atomic_load_explicit(&q->dev->lost, memory_order_acquire);
-    for (uint32_t i = 0; !rc && i < nargs; i++)
-        rc = resolve(c, cl, target, &args[i], map, &res[i]);
-    /* Arguments sharing a root (once, for reserve and the updates). */
     for (uint32_t i = 0; !rc && i < nargs; i++) {
+        rc = resolve(c, cl, target, &args[i], map, &res[i]);
+        /* Arguments sharing a root (once, for reserve and the updates). */
         res[i].on_root = 1;
         res[i].first = 1;
-        for (uint32_t j = 0; j < i; j++)
-            if (res[i].root && res[j].root == res[i].root) {
+        for (uint32_t j = 0; j < i && res[i].root; j++)
+            if (res[j].root == res[i].root) {
                 res[i].on_root++;
                 res[j].on_root++;
                 res[i].first = 0;
@@ -397,15 +400,6 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
         rc = commit_arg(c, main, target, &res[i], i, map, map_ptr, seq0, &tseq);
     if (!rc && map)
         rc = add_map(cl, &res[0], *map_ptr);
-    /* The previous write of each instance is the last dependency to add; the
-     * writes of this command then become the instances' last writes. */
-    for (uint32_t i = 0; !rc && i < nargs; i++) {
-        coh_res *x = &res[i];
-        if (x->root && (x->access & MT_COH_WRITE) && !map) {
-            coh_inst *in = x->root->inst[target];
-            mti_coh_set_write(in, main, in->last_seq); /* commit_arg took it */
-        }
-    }
     if (!rc) /* queue order: after it, even if it failed (as OpenCL queues) */
         rc = mti_coh_cmd_after(c, main, q->last);
     for (uint32_t i = 0; !rc && i < nwait; i++)

@@ -97,6 +97,38 @@ static void update_split(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
 
 #define UPDATE_WINDOW 32
 
+/* mask := m over [a, b) (a write): the runs it covers become one, so the
+ * result is the runs before it, at most one run cut at a, the new run, at
+ * most one cut at b and the runs after, merged at both seams; one memmove. */
+static void set_range(coh_runs *r, uint64_t a, uint64_t b, uint64_t m)
+{
+    uint32_t i0 = mti_coh_runs_find(r, a);
+    uint32_t i1 = b >= r->size ? r->n - 1 : mti_coh_runs_find(r, b - 1);
+    uint64_t tail_mask = r->v[i1].mask;
+    int cut_tail = b < mti_coh_run_end(r, i1); /* [b, end of i1) keeps tail_mask */
+    /* Runs kept before: [0, keep), the new run merging into v[keep - 1]. */
+    uint32_t keep = r->v[i0].start < a ? i0 + 1 : i0;
+    int merge_prev = keep > 0 && r->v[keep - 1].mask == m;
+    /* Runs kept after: [after, n), a cut tail entering as one more. */
+    uint32_t after = i1 + 1;
+    int tail = cut_tail && tail_mask != m;
+    uint64_t last = tail ? tail_mask : m; /* the mask before v[after] */
+    if (after < r->n && r->v[after].mask == last)
+        after++; /* equal to what precedes it: merged away */
+    coh_run mid[2];
+    uint32_t k = 0;
+    if (!merge_prev)
+        mid[k++] = (coh_run){a, m};
+    if (tail)
+        mid[k++] = (coh_run){b, tail_mask};
+    uint32_t old = after - keep;
+    if (k != old)
+        memmove(&r->v[keep + k], &r->v[after], (r->n - after) * sizeof *r->v);
+    for (uint32_t j = 0; j < k; j++)
+        r->v[keep + j] = mid[j];
+    r->n = r->n - old + k;
+}
+
 void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask)
 {
     if (a >= b)
@@ -104,6 +136,10 @@ void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
     /* Whole buffer, one run: the common case costs two stores. */
     if (r->n == 1 && a == 0 && b >= r->size) {
         r->v[0].mask = (r->v[0].mask & and_mask) | or_mask;
+        return;
+    }
+    if (!and_mask) {
+        set_range(r, a, b, or_mask);
         return;
     }
     /* One pass over the runs i0..i1 that overlap [a, b): their new runs,

@@ -27,8 +27,13 @@ static void clear(coh_root *r, uint32_t loc, uint64_t a, uint64_t b)
 
 static void apply_fix(coh_cmd *cmd)
 {
-    for (uint32_t i = 0; i < cmd->nfix; i++) {
-        const coh_fix *f = &cmd->fix[i];
+    /* A migration's fixup is implicit: the destinations of its segments
+     * in its root's instance at to_loc. */
+    coh_fix mig = {.root = cmd->nroots ? cmd->roots[0] : NULL, .uid = cmd->fix_uid,
+                   .loc = cmd->to_loc, .use_segs = 1};
+    int is_mig = cmd->kind == COH_KIND_MIGRATION && mig.root;
+    for (uint32_t i = 0; i < (is_mig ? 1 : cmd->nfix); i++) {
+        const coh_fix *f = is_mig ? &mig : &cmd->fix[i];
         coh_root *r = f->root;
         coh_inst *in = r->dead ? NULL : r->inst[f->loc];
         if (!in || in->uid != f->uid)

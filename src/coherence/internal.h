@@ -280,9 +280,12 @@ enum { COH_KIND_RUN = 0, COH_KIND_MIGRATION = 1, COH_KIND_MARKER = 2 };
 #define COH_INLINE_ROOTS 4
 
 struct coh_cmd {
-    /* Hot: what creating, linking and completing any command touches, in
-     * the first cache lines (a migration's whole enqueue-time footprint is
-     * about four lines; the op is built by the engine thread at submit). */
+    /* Hot: what creating, linking and completing a command touches, in the
+     * first five cache lines (lines 0-2: the header; 3: a migration's fixup
+     * and segments; 4: its root and dependents). A migration writes nothing
+     * else at enqueue: the op is built by the engine thread at submit, and
+     * the fields that stay the same from one use to the next (context,
+     * pool) are written when the command is first allocated. */
     _Atomic int refs;
     _Atomic int status;        /* COH_PENDING, 0 or an error */
     _Atomic uint32_t pending;  /* dependencies not complete, +1 while being built */
@@ -291,13 +294,12 @@ struct coh_cmd {
     _Atomic int lk;            /* guards status transition and deps (sched.c) */
     int kind;
     uint32_t nloc;             /* sequence numbers taken at locations */
-    mt_coh *ctx;
-    coh_pool *pool;            /* where it returns when freed */
     coh_engine *eng;           /* NULL: no work of its own (marker) */
     coh_cmd *next;             /* engine FIFO / batch / fixup list / pool */
     /* Dependents, under lk. */
     coh_cmd **deps;
     uint32_t ndeps, capdeps;
+    /* line 1 */
     uint32_t loc[2];
     uint64_t seq[2];
     /* Roots it references (released when done; kept for fixups on failure). */
@@ -306,17 +308,15 @@ struct coh_cmd {
     mt_coh_seg *segs;
     uint32_t nsegs, capsegs;
     coh_fix *fix;
+    /* line 2 */
     uint32_t nfix, capfix;
     uint32_t from_loc, to_loc; /* migrations: for the byte counters */
     /* What the engine turns into `op` at submit (build_op, engine.c). */
     uint32_t opkind;           /* mt_coh_op_kind */
-    uint32_t nargs;            /* RUN */
+    int fix_applied;           /* the planner applied its fixup (planner's lock) */
     uint64_t bytes;            /* copies: sum of the segments */
     uint64_t dev_addr;         /* copies: this device's instance */
     uint64_t xaddr;            /* UPLOAD/DOWNLOAD: host memory; PEER: the source instance */
-    mt_coh_kernel_fn fn;       /* RUN */
-    void *user;
-    uint64_t *argv;            /* RUN: addr[nargs] then size[nargs] */
     /* A download into tracked host memory: pages it wrote are not host writes.
      * In the root's list of in-flight downloads from issue to completion
      * (hosttrack.c; anext/aprev/inflight under the track's ilock; anext and
@@ -325,21 +325,29 @@ struct coh_cmd {
     /* op.host is a root's host memory: attach it (pinning) on first use
      * (host_len is set with it). */
     coh_hostatt *hostatt;
+    /* line 3: a migration's fixup is implicit (fixup.c): its segments'
+     * destinations in roots[0]'s instance `fix_uid` at to_loc. */
+    uint64_t fix_uid;
     int inflight;
-    int fix_applied;           /* the planner applied its fixup (planner's lock) */
     /* Inline storage, used through the pointers above (not cleared); the
      * first entries are what a migration or a small command uses. */
     mt_coh_seg segs_inline[2];
     coh_root *roots_inline[COH_INLINE_ROOTS];
     coh_cmd *deps_inline[COH_INLINE_DEPS];
+    /* Warm: commands (RUN) only. */
     coh_fix fix_inline[COH_INLINE_FIX];
+    mt_coh_kernel_fn fn;
+    void *user;
+    uint64_t *argv;            /* addr[nargs] then size[nargs] */
+    uint32_t nargs;
+    uint32_t migrations;       /* what the planner decided (event info; */
+    uint64_t bytes_in, bytes_relay; /* not kept for migrations) */
     uint64_t argv_inline[8];
-    /* Cold: set for some commands only. */
+    /* Cold: set once per allocation, or for some commands only. */
+    mt_coh *ctx;
+    coh_pool *pool;            /* where it returns when freed */
     coh_cmd *anext, *aprev;
     uint64_t host_len;
-    /* What the planner decided (event info; not kept for migrations). */
-    uint64_t bytes_in, bytes_relay;
-    uint32_t migrations;
     /* The operation, written by the engine thread (build_op). */
     mt_coh_op op;
 };

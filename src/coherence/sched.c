@@ -169,6 +169,8 @@ coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
             return NULL;
         atomic_init(&cmd->lk, 0);
         atomic_init(&cmd->waiters, 0);
+        cmd->ctx = c; /* the same for every use: commands stay in their pool */
+        cmd->pool = p;
         cmd_reset(cmd);
     }
     /* The command's reference on the pool, from references taken 64 at a
@@ -186,8 +188,6 @@ coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
     cmd->nloc = 0;
     cmd->fix_applied = 0;
     cmd->kind = kind;
-    cmd->ctx = c;
-    cmd->pool = p;
     cmd->eng = eng;
     cmd->next = NULL;
     if (kind != COH_KIND_MIGRATION) { /* what an event reports */
@@ -476,7 +476,7 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
      * clears the host's bit there): absorbed whatever the status. */
     if (cmd->absorb)
         mti_coh_track_absorb(cmd->absorb, cmd);
-    if (status < 0 && cmd->nfix)
+    if (status < 0 && (cmd->nfix || cmd->kind == COH_KIND_MIGRATION))
         fixup_push(c, cmd); /* keeps its roots for the planner */
     else
         release_roots(cmd);

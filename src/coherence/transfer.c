@@ -119,8 +119,7 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
     mti_coh_root_ref(r);
     cmd->roots[0] = r;
     cmd->nroots = 1;
-    cmd->fix[0] = (coh_fix){.root = r, .uid = dst->uid, .loc = to, .use_segs = 1};
-    cmd->nfix = 1;
+    cmd->fix_uid = dst->uid; /* its fixup: the segments in this instance (fixup.c) */
     /* RAW on the source, writes into the target in order, and the command
      * that needs the data waits for this copy (not armed yet: no lock). */
     int rc = mti_coh_depend_write(c, cmd, src);

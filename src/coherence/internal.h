@@ -78,15 +78,17 @@ static inline uint64_t mti_coh_run_end(const coh_runs *r, uint32_t i)
 /* Index of the run containing off (< size). */
 static inline uint32_t mti_coh_runs_find(const coh_runs *r, uint64_t off)
 {
-    uint32_t lo = 0, hi = r->n; /* the answer is in [lo, hi) */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->v[mid].start <= off)
-            lo = mid;
-        else
-            hi = mid;
+    /* Branch-free binary search (a conditional move per step): the answer
+     * is in [base, base + n); the runs of random ranges would mispredict
+     * every branch of the usual loop. */
+    const coh_run *base = r->v;
+    uint32_t n = r->n;
+    while (n > 1) {
+        uint32_t half = n / 2;
+        base = base[half].start <= off ? base + half : base;
+        n -= half;
     }
-    return lo;
+    return (uint32_t)(base - r->v);
 }
 /* Room for `extra` more runs; 0 or -ENOMEM. Each single-range update below
  * needs 2. */

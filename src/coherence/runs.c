@@ -102,8 +102,9 @@ static void update_split(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
  * most one cut at b and the runs after, merged at both seams; one memmove. */
 static void set_range(coh_runs *r, uint64_t a, uint64_t b, uint64_t m)
 {
-    uint32_t i0 = mti_coh_runs_find(r, a);
-    uint32_t i1 = b >= r->size ? r->n - 1 : mti_coh_runs_find(r, b - 1);
+    uint32_t i0 = mti_coh_runs_find(r, a), i1 = i0;
+    while (i1 + 1 < r->n && r->v[i1 + 1].start < b) /* the few runs it covers */
+        i1++;
     uint64_t tail_mask = r->v[i1].mask;
     int cut_tail = b < mti_coh_run_end(r, i1); /* [b, end of i1) keeps tail_mask */
     /* Runs kept before: [0, keep), the new run merging into v[keep - 1]. */

@@ -71,6 +71,43 @@ static int check_maps(const coh_root *r, uint64_t a, uint64_t b, uint32_t access
     return 0;
 }
 
+/* Starts loading what validating the arguments reads: slot -> view ->
+ * root -> (runs, target instance) is a chain of dependent cache misses per
+ * argument (thousands of buffers do not stay in cache). Walked level by
+ * level across the arguments, the chains overlap instead of following one
+ * another; a bad handle is simply not followed (resolve judges it). */
+static void prefetch_args(mt_coh *c, const mt_coh_arg *args, uint32_t nargs, uint32_t target)
+{
+    enum { N = 8 }; /* the first arguments: most commands have a few */
+    coh_view *v[N];
+    uint32_t n = nargs < N ? nargs : N;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t idx = (uint32_t)args[i].buf - 1;
+        if ((uint32_t)args[i].buf && idx < c->nslots)
+            __builtin_prefetch(&c->slots[idx]);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t idx = (uint32_t)args[i].buf - 1;
+        v[i] = (uint32_t)args[i].buf && idx < c->nslots ? c->slots[idx].view : NULL;
+        if (v[i])
+            __builtin_prefetch(v[i]);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = v[i] && v[i]->kind != COH_VIEW_FINE ? v[i] : NULL;
+        if (v[i]) {
+            __builtin_prefetch(v[i]->root);
+            __builtin_prefetch(&v[i]->root->inst[target]);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i]) {
+            coh_root *r = v[i]->root;
+            __builtin_prefetch(r->runs.v);
+            if (r->inst[target])
+                __builtin_prefetch(r->inst[target]);
+        }
+}
+
 static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_arg *arg, int map,
                    coh_res *x)
 {
@@ -350,6 +387,8 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
     int rc = c->closing ? MT_ECANCELED : 0;
     if (!rc && target != MT_COH_HOST)
         rc = atomic_load_explicit(&q->dev->lost, memory_order_acquire);
+    if (!rc && nargs > 1)
+        prefetch_args(c, args, nargs, target);
     for (uint32_t i = 0; !rc && i < nargs; i++) {
         rc = resolve(c, cl, target, &args[i], map, &res[i]);
         /* Arguments sharing a root (once, for reserve and the updates). */

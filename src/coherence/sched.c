@@ -164,6 +164,13 @@ coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
     }
     if (cmd) {
         p->local = cmd->next;
+        if (p->local) {
+            /* The next command will be written soon (a command's
+             * migrations come in a row): start loading its hot lines. */
+            const char *h = (const char *)p->local;
+            for (size_t o = 0; o < offsetof(coh_cmd, fix_inline); o += 64)
+                __builtin_prefetch(h + o, 1);
+        }
     } else {
         if (!(cmd = malloc(sizeof *cmd)))
             return NULL;

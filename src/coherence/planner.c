@@ -174,6 +174,11 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
                                       &x->pref[i], &lost);
         if (lost)
             return MT_ELOSTDATA;
+        /* The likely source of its migration (valid over every stale run):
+         * start loading its instance while the other arguments validate. */
+        uint64_t p = x->pref[i] & ~COH_BIT(target);
+        if (x->nstale[i] && p && r->inst[__builtin_ctzll(p)])
+            __builtin_prefetch(r->inst[__builtin_ctzll(p)]);
     }
     return 0;
 }

@@ -299,6 +299,33 @@ void mti_coh_fetch_end(coh_builder *b)
     b->n = 0;
 }
 
+/* The usual fetch: a peer of `to` is valid over every stale run, so every
+ * piece's best sources include it and the builder would put them all into
+ * one migration from it. Built directly: one walk, no builder. */
+static int fetch_direct(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
+                        uint32_t from)
+{
+    const coh_runs *rs = &r->runs;
+    uint64_t bit = COH_BIT(to);
+    coh_cmd *cmd = make_mig(c, r, from, to);
+    if (!cmd)
+        return -ENOMEM;
+    int rc = 0;
+    for (uint32_t k = mti_coh_runs_find(rs, a); k < rs->n && rs->v[k].start < b && !rc; k++) {
+        uint64_t m = rs->v[k].mask;
+        if ((m & bit) || !m)
+            continue; /* valid there already, or lost (validation refused reads of it) */
+        uint64_t s = rs->v[k].start > a ? rs->v[k].start : a;
+        uint64_t e = mti_coh_run_end(rs, k) < b ? mti_coh_run_end(rs, k) : b;
+        rc = mti_coh_cmd_add_seg(cmd, s, s, e - s);
+    }
+    if (rc) {
+        mti_coh_cmd_unref(cmd); /* never issued */
+        return rc;
+    }
+    return issue(c, r, cmd, main);
+}
+
 int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
                    uint64_t pref)
 {
@@ -306,6 +333,9 @@ int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t
     const coh_runs *rs = &r->runs;
     if (rs->n == 1 && (rs->v[0].mask & COH_BIT(to)))
         return 0;
+    uint64_t direct = to != MT_COH_HOST && pref && pref != ~0ull ? pref & c->dev[to]->peer_mask : 0;
+    if (direct)
+        return fetch_direct(c, r, to, a, b, main, lowest(direct));
     coh_builder bld;
     mti_coh_fetch_begin(&bld, c, r, to, main);
     bld.pref = pref ? pref : ~0ull;

@@ -106,8 +106,24 @@ int mti_coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t m
 void mti_coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any);
 /* One walk over [a, b): the number of runs without `bit` (stale there),
  * the AND of their masks, and whether any run is lost (mask 0). */
-uint32_t mti_coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
-                        uint64_t *and_mask, int *lost);
+static inline uint32_t mti_coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b,
+                                          uint64_t bit, uint64_t *and_mask, int *lost)
+{
+    uint32_t n = 0;
+    uint64_t m_and = ~0ull;
+    int l = 0;
+    for (uint32_t k = mti_coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
+        uint64_t m = r->v[k].mask;
+        l |= !m;
+        if (!(m & bit)) {
+            n++;
+            m_and &= m;
+        }
+    }
+    *and_mask = m_and;
+    *lost = l;
+    return n;
+}
 /* Bytes of [a, b) whose mask is 0. */
 uint64_t mti_coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b);
 /* 1 when the runs are well formed (tests). */
@@ -421,7 +437,14 @@ static inline int mti_coh_cmd_add_root_new(coh_cmd *cmd, coh_root *root)
     cmd->roots[cmd->nroots++] = root;
     return 0;
 }
-int mti_coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f);
+int mti_coh_cmd_add_fix_slow(coh_cmd *cmd, const coh_fix *f);
+static inline int mti_coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f)
+{
+    if (cmd->nfix == cmd->capfix)
+        return mti_coh_cmd_add_fix_slow(cmd, f); /* grows the array */
+    cmd->fix[cmd->nfix++] = *f;
+    return 0;
+}
 int mti_coh_cmd_add_seg_slow(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len);
 /* Appends a segment, extending the last one when they touch. 0 or -ENOMEM. */
 static inline int mti_coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, uint64_t len)

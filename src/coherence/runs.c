@@ -267,25 +267,6 @@ void mti_coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all
         *any = or_m;
 }
 
-uint32_t mti_coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b, uint64_t bit,
-                        uint64_t *and_mask, int *lost)
-{
-    uint32_t n = 0;
-    uint64_t m_and = ~0ull;
-    int l = 0;
-    for (uint32_t k = mti_coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
-        uint64_t m = r->v[k].mask;
-        l |= !m;
-        if (!(m & bit)) {
-            n++;
-            m_and &= m;
-        }
-    }
-    *and_mask = m_and;
-    *lost = l;
-    return n;
-}
-
 uint64_t mti_coh_runs_lost(const coh_runs *r, uint64_t a, uint64_t b)
 {
     uint64_t lost = 0;

@@ -279,7 +279,7 @@ int mti_coh_cmd_add_root(coh_cmd *cmd, coh_root *root)
     return 0;
 }
 
-int mti_coh_cmd_add_fix(coh_cmd *cmd, const coh_fix *f)
+int mti_coh_cmd_add_fix_slow(coh_cmd *cmd, const coh_fix *f)
 {
     if (cmd->nfix == cmd->capfix &&
         grow_array((void **)&cmd->fix, &cmd->capfix, sizeof *cmd->fix, cmd->fix_inline, cmd->nfix))

@@ -104,8 +104,8 @@ static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
 }
 
 /* Links a filled migration into the graph and lets it go. The command is
- * fresh (make_mig): its first root, fixup and locations go straight into
- * their inline slots. */
+ * fresh (make_mig): its root and locations go straight into their inline
+ * slots; its fixup is implicit (fixup.c). */
 static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
 {
     uint32_t from = cmd->from_loc, to = cmd->to_loc;

@@ -24,6 +24,7 @@
  *    with a 256 MiB buffer, against memcpy of the whole buffer: what the
  *    tracker and planner cost where copies are cheap.
  * MT_BENCH_COH_PARTS=decision,upload-host,upload picks parts (default all);
+ * MT_BENCH_COH_HOST_MIB sets upload-host's size (default 256);
  * MT_BENCH_COH_VARIANTS=1 adds upload variants (below). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -501,6 +502,11 @@ int mt_bench_suite_coherence(mt_bench_ctx *ctx)
     if (part_on("decision"))
         bench_decision(ctx);
     upload_cfg host = {"upload-host", quick ? 32u << 20 : 256u << 20, 0, quick ? 2 : 5, {0}, 0};
+    /* MT_BENCH_COH_HOST_MIB: the host device's buffer size (1024: the GPU
+     * part's size, to compare the collection costs). */
+    const char *hm = getenv("MT_BENCH_COH_HOST_MIB");
+    if (hm && atoi(hm) > 0)
+        host.size = (uint64_t)atoi(hm) << 20;
     if (part_on("upload-host"))
         bench_upload(ctx, &host);
     upload_cfg gpu = {"upload", quick ? 64u << 20 : 1u << 30, 1, quick ? 2 : 5, {0}, 1};

@@ -7,7 +7,8 @@
  *    memory while the download is still in flight (a gated device holds it
  *    there, its pages written).
  *  - A large buffer is collected in parallel and uploaded in pipelined
- *    pieces: several migrations, one command, the right content.
+ *    pieces: several migrations, one command, the right content, exactly
+ *    the written pages, in dense (30%) and sparse (1%) rounds.
  *  - Host writes racing with nothing else are never lost across many
  *    rounds (random pages, random devices). */
 #include <errno.h>
@@ -281,10 +282,12 @@ static void test_pipelined(mt_track_backend be)
     uint32_t migs;
     MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, ref, &migs), n);
     uint64_t rng = 12345, dirty = 0;
-    for (int round = 0; round < 4; round++) {
-        /* 30% of the pages, at random. */
+    for (int round = 0; round < 6; round++) {
+        /* 30% of the pages at random, or 1% (sparse rounds: chunks are
+         * cheap to collect, the planner waits on the workers more often). */
+        size_t writes = round % 2 ? n / page / 100 : n / page * 3 / 10;
         uint8_t *seen = calloc(1, n / page);
-        for (size_t i = 0; i < n / page * 3 / 10; i++) {
+        for (size_t i = 0; i < writes; i++) {
             size_t pg = mt_test_below(&rng, n / page);
             size_t at = pg * page + mt_test_below(&rng, page);
             mem[at] = ref[at] = (uint8_t)mt_test_rand(&rng);
@@ -294,7 +297,7 @@ static void test_pipelined(mt_track_backend be)
         free(seen);
         uint64_t in = readq(e.qs, b, 0, n, ref, &migs);
         MT_CHECK_UINT_EQ(in, dirty * page);
-        MT_CHECK(migs >= 2);
+        MT_CHECK(migs >= (round % 2 ? 1u : 2u));
         dirty = 0;
     }
     MT_CHECK_UINT_EQ(readq(e.qh, b, 0, n, ref, NULL), n);

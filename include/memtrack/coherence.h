@@ -87,7 +87,7 @@ typedef struct mt_coh_opts {
     uint64_t track_chunk;
     /* Uploads of tracked buffers are issued in pieces of about this many
      * bytes as their pages are collected, so the copy starts before the
-     * collection ends (a piece of an eighth of it goes early when the copy
+     * collection ends (a piece of a 32nd of it goes early when the copy
      * engine has nothing to do); 0 = 32 MiB. */
     uint64_t pipeline_bytes;
     mt_track_backend track_backend; /* for tracked buffers; 0 = auto (uffd where possible) */

@@ -111,6 +111,10 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
         if (!rc)
             rc = mti_coh_fetch_flush(bld, 1);
         mti_coh_fetch_end(bld);
+        /* The last piece goes to the copy engine now, not with the batch
+         * at the end of the enqueue: the device is idle or finishing the
+         * previous piece, and the rest of the enqueue needs no copy. */
+        mti_coh_engine_doorbell(&c->dev[to]->eng[MT_COH_ENGINE_COPY]);
     }
     if (parallel) {
         pthread_mutex_lock(&w->lock);

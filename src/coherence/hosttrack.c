@@ -9,8 +9,9 @@
  * pipelined: chunk by chunk the written pages are applied, their fetch is
  * planned and, once enough bytes are gathered (or the copy engine is idle),
  * issued, so the device copies early chunks while later ones are read.
- * Large buffers are collected by a pool of threads in parallel (the planner
- * takes chunks too); the planner consumes chunks in address order.
+ * Large buffers are collected by a pool of threads in parallel; the planner
+ * consumes chunks in address order and takes unclaimed chunks too, but none
+ * past the one it applies next (that would hold back the next copy).
  *
  * memtrack's own downloads into the memory (a map, a relay) also show up as
  * written pages. Each is registered as in flight when the planner issues it
@@ -122,24 +123,28 @@ int mti_coh_track_drop_inflight(coh_track *tr, coh_range **v, size_t *n, size_t 
     return 0;
 }
 
-/* Collects chunk k of r into `out` (root offsets, widened to granules).
- * Returns 0, or -ENOMEM after which the whole chunk must count as dirty.
- * The run array holds every run the chunk can have (one per two pages): a
- * collect that fills its array puts the rest back and the next one scans
- * the chunk again (another PAGEMAP_SCAN walk over all its pages), so a
- * small array made a half-dirty chunk cost five scans instead of one. */
-static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, coh_range **v, size_t *n, size_t *cap)
+/* Room for every run a chunk can have (one per two pages): a collect that
+ * fills its array puts the rest back and the next one scans the chunk again
+ * (another PAGEMAP_SCAN walk over all its pages), so a small array made a
+ * half-dirty chunk cost five scans instead of one. */
+static size_t chunk_runs(uint64_t chunk, uint64_t page)
+{
+    return (size_t)(chunk / page) / 2 + 1;
+}
+
+/* Collects chunk k of r into `out` (root offsets, widened to granules),
+ * using the caller's run array `runs` of `max` entries (NULL: a small one
+ * on the stack, more walks for a dirty chunk). Returns 0, or -ENOMEM after
+ * which the whole chunk must count as dirty. */
+static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, mt_dirty_run *runs, size_t max,
+                         coh_range **v, size_t *n, size_t *cap)
 {
     coh_track *tr = r->track;
     uint64_t base = (uint64_t)k * tr->chunk, g = c->gran > c->page ? c->gran : c->page;
-    mt_dirty_run small[256], *runs = small;
-    size_t max = 256, want = (size_t)(tr->chunk / tr->page) / 2 + 1;
-    if (want > max) {
-        mt_dirty_run *big = malloc(want * sizeof *big);
-        if (big) {
-            runs = big;
-            max = want;
-        }
+    mt_dirty_run small[256];
+    if (!runs) {
+        runs = small;
+        max = 256;
     }
     int rc = 0;
     for (;;) {
@@ -157,16 +162,28 @@ static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, coh_range **v, size
         if ((size_t)got < max)
             break;
     }
-    if (runs != small)
-        free(runs);
     return rc;
 }
 
-static void collect_into(mt_coh *c, coh_root *r, uint32_t k)
+/* The run array of whoever holds r's track lock, allocated on first use
+ * (for the chunk size, or the root's when smaller). */
+static mt_dirty_run *locked_runs(coh_root *r, size_t *max)
+{
+    coh_track *tr = r->track;
+    if (!tr->scratch) {
+        size_t want = chunk_runs(r->size < tr->chunk ? r->size : tr->chunk, tr->page);
+        tr->scratch = malloc(want * sizeof *tr->scratch);
+        tr->nscratch = tr->scratch ? want : 0;
+    }
+    *max = tr->nscratch;
+    return tr->scratch;
+}
+
+static void collect_into(mt_coh *c, coh_root *r, uint32_t k, mt_dirty_run *runs, size_t max)
 {
     chunk_res *cr = &r->track->res[k];
     cr->n = 0;
-    cr->all = collect_chunk(c, r, k, &cr->v, &cr->n, &cr->cap) != 0;
+    cr->all = collect_chunk(c, r, k, runs, max, &cr->v, &cr->n, &cr->cap) != 0;
     /* release: the planner reading `done` sees the results. */
     atomic_store_explicit(&cr->done, 1, memory_order_release);
 }
@@ -178,6 +195,12 @@ static void *worker(void *arg)
     mt_coh *c = arg;
     coh_workers *w = c->workers;
     uint64_t seen = 0;
+    /* This thread's run array, for its whole life (every root of the
+     * context has the same chunk size). */
+    size_t max = chunk_runs(c->o.track_chunk, c->page);
+    mt_dirty_run *runs = malloc(max * sizeof *runs);
+    if (!runs)
+        max = 0;
     pthread_mutex_lock(&w->lock);
     for (;;) {
         while (!w->stop && (!w->job || w->gen == seen))
@@ -190,9 +213,14 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&w->lock);
         uint32_t k;
         while ((k = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) <= job->k1) {
-            collect_into(job->c, job->r, k);
+            collect_into(job->c, job->r, k, runs, max);
+            /* Only the chunk the planner sleeps on wakes it: it consumes
+             * chunks in address order, the others it finds done. `done`
+             * was stored before this lock: a planner checking it under the
+             * lock after us sees it, one before us has set `want`. */
             pthread_mutex_lock(&w->lock);
-            pthread_cond_broadcast(&w->done_cond);
+            if (w->want == k)
+                pthread_cond_broadcast(&w->done_cond);
             pthread_mutex_unlock(&w->lock);
         }
         pthread_mutex_lock(&w->lock);
@@ -200,6 +228,7 @@ static void *worker(void *arg)
             pthread_cond_broadcast(&w->done_cond);
     }
     pthread_mutex_unlock(&w->lock);
+    free(runs);
     return NULL;
 }
 
@@ -221,6 +250,7 @@ int mti_coh_workers_start(mt_coh *c)
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
     pthread_cond_init(&w->done_cond, NULL);
+    w->want = UINT32_MAX;
     c->workers = w;
     for (uint32_t i = 0; i < n; i++) {
         if (pthread_create(&w->th[i], NULL, worker, c))
@@ -249,20 +279,36 @@ void mti_coh_workers_stop(mt_coh *c)
     c->workers = NULL;
 }
 
-/* Waits until chunk k is collected, collecting unclaimed chunks meanwhile. */
+/* Waits until chunk k is collected (the planner, holding r's track lock).
+ * Meanwhile it collects unclaimed chunks of `job` (NULL: k alone), but
+ * none after k: it applies chunks and issues their copies in address
+ * order, and a later chunk collected here would hold back chunk k's copy
+ * (the workers take those). */
 void mti_coh_track_await(mt_coh *c, coh_root *r, coh_job *job, uint32_t k)
 {
-    chunk_res *cr = &r->track->res[k];
+    coh_track *tr = r->track;
+    chunk_res *cr = &tr->res[k];
+    size_t max;
+    mt_dirty_run *runs = locked_runs(r, &max);
+    if (!job) {
+        collect_into(c, r, k, runs, max);
+        return;
+    }
     while (!atomic_load_explicit(&cr->done, memory_order_acquire)) {
-        uint32_t j = job ? atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed) : k;
-        if (j <= (job ? job->k1 : k)) {
-            collect_into(c, r, j);
+        uint32_t j = atomic_load_explicit(&job->next, memory_order_relaxed);
+        if (j <= k) {
+            if (atomic_compare_exchange_weak_explicit(&job->next, &j, j + 1, memory_order_relaxed,
+                                                      memory_order_relaxed))
+                collect_into(c, r, j, runs, max);
             continue;
         }
+        /* A worker has chunk k. */
         coh_workers *w = c->workers;
         pthread_mutex_lock(&w->lock);
+        w->want = k;
         while (!atomic_load_explicit(&cr->done, memory_order_acquire))
             pthread_cond_wait(&w->done_cond, &w->lock);
+        w->want = UINT32_MAX;
         pthread_mutex_unlock(&w->lock);
     }
 }
@@ -323,6 +369,7 @@ void mti_coh_track_destroy(mt_coh *c, coh_root *r)
     free(tr->res);
     free(tr->ids);
     free(tr->stash);
+    free(tr->scratch);
     pthread_mutex_destroy(&tr->lock);
     pthread_mutex_destroy(&tr->ilock);
     free(tr);
@@ -337,8 +384,10 @@ static void absorb_chunk(mt_coh *c, coh_root *r, uint32_t k)
 {
     coh_track *tr = r->track;
     coh_range *v = NULL;
-    size_t nv = 0, cap = 0;
-    if (collect_chunk(c, r, k, &v, &nv, &cap) || mti_coh_track_drop_inflight(tr, &v, &nv, &cap)) {
+    size_t nv = 0, cap = 0, max;
+    mt_dirty_run *runs = locked_runs(r, &max);
+    if (collect_chunk(c, r, k, runs, max, &v, &nv, &cap) ||
+        mti_coh_track_drop_inflight(tr, &v, &nv, &cap)) {
         /* No memory to tell them apart: the whole chunk counts as host
          * writes (an upload too many, nothing lost). */
         uint64_t ca = (uint64_t)k * tr->chunk;

@@ -22,6 +22,11 @@ struct coh_track {
     coh_range *stash;
     size_t nstash, capstash;
     uint64_t page;
+    /* Run array for collections by whoever holds `lock` (the planner, an
+     * absorbing engine thread; workers have their own): allocated once,
+     * not per chunk. */
+    mt_dirty_run *scratch;
+    size_t nscratch;
     /* Downloads into the memory issued and not yet completed (a leaf lock:
      * taken under `lock` or the planner's, never the other way). */
     pthread_mutex_t ilock;
@@ -41,19 +46,23 @@ struct coh_workers {
     uint32_t n;
     pthread_mutex_t lock;
     pthread_cond_t cond;      /* workers: a job or stop */
-    pthread_cond_t done_cond; /* planner: a chunk done, or workers left */
+    pthread_cond_t done_cond; /* planner: the chunk it waits for done, or workers left */
     coh_job *job;
     uint64_t gen;
     uint32_t active;
     int stop;
+    /* The chunk the planner sleeps on (under `lock`; UINT32_MAX: none): a
+     * worker wakes it for that chunk only, not for every chunk done. */
+    uint32_t want;
 };
 
 /* Removes from the sorted, disjoint ranges *v the pages that in-flight
  * downloads write. 0 or -ENOMEM (then *v is unchanged). Caller holds
  * tr->lock. */
 int mti_coh_track_drop_inflight(coh_track *tr, coh_range **v, size_t *n, size_t *cap);
-/* Waits until chunk k of r is collected, collecting unclaimed chunks of
- * `job` (NULL: k alone) meanwhile. */
+/* Waits until chunk k of r is collected (the planner, holding r's track
+ * lock), collecting unclaimed chunks of `job` up to k (NULL: k alone)
+ * meanwhile. */
 void mti_coh_track_await(mt_coh *c, coh_root *r, coh_job *job, uint32_t k);
 
 #endif

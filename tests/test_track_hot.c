@@ -145,6 +145,50 @@ static void test_small_array(mt_track_backend b)
     munmap(m, NP * ps);
 }
 
+/* collect_all sweeps: every sweep is a new pass for every range, also for a
+ * range the sweep first reaches in a later call (the ranges before it
+ * filled the array): a hot page written since the last sweep is reported by
+ * the next one. */
+static void test_sweeps(mt_track_backend b)
+{
+    size_t ps = tu_page();
+    unsigned char *m = tu_map(2 * NP * ps);
+    mt_tracker_opts to = {.backend = b};
+    mt_tracker *t;
+    MT_CHECK_OK(mt_tracker_create(&to, &t));
+    mt_range_opts ro = {.flags = MT_RANGE_HOT_PAGES};
+    mt_range_id a, h;
+    MT_CHECK_OK(mt_tracker_add(t, m, NP * ps, NULL, &a));             /* cold pages, first */
+    MT_CHECK_OK(mt_tracker_add(t, m + NP * ps, NP * ps, &ro, &h));  /* hot pages, second */
+    unsigned char *hp = m + NP * ps;
+    mt_dirty_run runs[8];
+    size_t max_hot = 0;
+    for (int sweep = 0; sweep < 24; sweep++) {
+        /* From sweep 4 on (the page is hot by then), 8 separate dirty runs
+         * in the first range fill each sweep's first call. */
+        if (sweep == 4)
+            MT_CHECK_UINT_EQ(hot_pages(t, h), 1);
+        for (size_t p = 0; sweep >= 4 && p < 16; p += 2)
+            m[p * ps] = (unsigned char)sweep;
+        hp[5 * ps] = (unsigned char)(sweep + 1);
+        int seen = 0, calls = 0;
+        long n;
+        do {
+            n = mt_tracker_collect_all(t, runs, 8);
+            MT_CHECK_OK(n);
+            for (long i = 0; i < n; i++)
+                seen += runs[i].range == h && runs[i].offset <= 5 * ps && 5 * ps < runs[i].offset + runs[i].length;
+            MT_CHECK(++calls < 100);
+        } while (n == 8);
+        MT_CHECK_INT_EQ(seen, 1); /* written since the last sweep: reported once */
+        if (hot_pages(t, h) > max_hot)
+            max_hot = hot_pages(t, h);
+    }
+    MT_CHECK_UINT_EQ(max_hot, 1);
+    mt_tracker_destroy(t);
+    munmap(m, 2 * NP * ps);
+}
+
 /* A range that starts and ends mid-page: its end pages are shared with
  * untracked bytes and never become hot. */
 static void test_partial_ends(mt_track_backend b)
@@ -175,6 +219,7 @@ int main(void)
         test_heat_and_cooling(be[i]);
         test_small_array(be[i]);
         test_partial_ends(be[i]);
+        test_sweeps(be[i]);
     }
     puts("track hot: ok");
     return 0;

@@ -268,10 +268,9 @@ static void run_one(mt_track_backend b, int nthreads, int churn, uint64_t seed, 
         MT_CHECK_OK(mt_tracker_stats(c.t, atomic_load(&c.r[k].id), &st));
         hot += st.hot_pages;
     }
-#ifndef MT_SANITIZER_BUILD
-    if (flags && !churn) /* hot pages were exercised (churn may reset them all) */
-        MT_CHECK(hot > 0);
-#endif
+    /* How many pages are hot depends on how writers and collector
+     * interleave (a loaded machine can starve the writers between passes):
+     * printed, not asserted; test_track_hot checks heat exactly. */
     mt_dirty_run runs[4];
     if (!flags) /* hot pages are reported by every pass, written or not */
         MT_CHECK_INT_EQ(mt_tracker_collect_all(c.t, runs, 4), 0);

@@ -257,12 +257,12 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
     return (long)n;
 }
 
-long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max, int continuing)
+long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max, uint64_t sweep)
 {
     atomic_fetch_add_explicit(&r->collects, 1, memory_order_relaxed);
     int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
     /* A clean signal range: nothing to report or re-arm, no system call. */
-    uint32_t pass = r->hot ? mti_hot_pass_begin(r, continuing) : 0;
+    uint32_t pass = r->hot ? mti_hot_pass_begin(r, sweep) : 0;
     if (r->backend == MT_TRACK_SIGNAL && !any_bit(r)) {
         if (r->hot) /* still a pass: "consecutive" means consecutive passes */
             mti_hot_pass_end(r, 0);

@@ -43,12 +43,11 @@ void mti_hot_add_window(mt_range *r, size_t w0, size_t nw, uint64_t *local, uint
                 continue;
             /* Reported earlier in this pass (the caller's array filled up
              * and it called again): not again, or a pass of hot pages would
-             * never end. The bit makes the next pass report it. */
+             * never end. The bit makes the next pass report it whatever
+             * becomes of the page meanwhile. */
             hot &= ~(1ull << (p % 64));
-            if (local[i] >> (p % 64) & 1) {
-                local[i] &= ~(1ull << (p % 64));
-                mti_bits_set(r->bits, p);
-            }
+            local[i] &= ~(1ull << (p % 64));
+            mti_bits_set(r->bits, p);
         }
         local[i] |= hot;
     }
@@ -85,9 +84,17 @@ int mti_hot_any(const mt_range *r, size_t first, size_t last)
     return 0;
 }
 
-uint32_t mti_hot_pass_begin(mt_range *r, int continuing)
+uint32_t mti_hot_pass_begin(mt_range *r, uint64_t sweep)
 {
-    if (continuing || atomic_load_explicit(&r->pass_open, memory_order_relaxed))
+    /* A later call of the collect_all sweep that already visited r goes on
+     * with r's pass. Its first visit starts one, whichever call of the
+     * sweep reaches r first: a sweep whose first calls were filled by the
+     * ranges before r must still report r's hot pages. */
+    if (sweep) {
+        if (atomic_exchange_explicit(&r->sweep_seen, sweep, memory_order_relaxed) == sweep)
+            return atomic_load_explicit(&r->pass, memory_order_relaxed);
+    }
+    if (atomic_load_explicit(&r->pass_open, memory_order_relaxed))
         return atomic_load_explicit(&r->pass, memory_order_relaxed);
     return atomic_fetch_add_explicit(&r->pass, 1, memory_order_relaxed) + 1;
 }

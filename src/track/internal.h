@@ -123,6 +123,7 @@ struct mt_range {
     _Atomic uint16_t *heat;
     _Atomic uint32_t pass;    /* the current collect pass (hot.c) */
     _Atomic int pass_open;    /* the last collect call filled its room */
+    _Atomic uint64_t sweep_seen; /* the collect_all sweep that last visited it */
 };
 
 static inline size_t mti_page_index(const mt_range *r, uintptr_t page)
@@ -161,6 +162,7 @@ struct mt_tracker {
      * the tracker's tables may be half-updated, every call fails. */
     _Atomic int poisoned;
     _Atomic int sweep_open; /* the last collect_all filled the caller's array */
+    _Atomic uint64_t sweep; /* collect_all sweeps begun */
     struct mt_tracker *next_registered; /* fork.c's list */
 };
 
@@ -301,9 +303,9 @@ void mti_track_share_page(mt_tracker *t, const mt_range *r, uintptr_t page);
 /* Index in t->sorted of the first range whose end is above addr. */
 uint32_t mti_track_sorted_lower(const mt_tracker *t, uintptr_t addr);
 
-/* `continuing`: this call goes on with a collect_all sweep whose last call
- * filled the caller's array (no range starts a new pass, see hot.c). */
-long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max, int continuing);
+/* `sweep`: the collect_all sweep this call belongs to (a sweep goes on while
+ * its calls fill the caller's array), 0 for a collect of one range. */
+long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max, uint64_t sweep);
 
 /* ---- hot pages (hot.c) ------------------------------------------------------
  * For ranges with MT_RANGE_HOT_PAGES, inside a collect. */
@@ -316,11 +318,11 @@ int mti_hot_keep(mt_range *r, size_t p, uint32_t pass);
 /* Whether any of pages [first, last] is hot now. */
 int mti_hot_any(const mt_range *r, size_t first, size_t last);
 size_t mti_hot_count(const mt_range *r);
-/* A collect call on r begins: the pass it belongs to. A new pass starts only
- * when the last call returned fewer runs than its room (a caller looping
- * until then never sees a hot page twice in one loop) and the call does not
- * continue a collect_all sweep. */
-uint32_t mti_hot_pass_begin(mt_range *r, int continuing);
+/* A collect call on r begins: the pass it belongs to. A new pass starts when
+ * the last call returned fewer runs than its room (a caller looping until
+ * then never sees a hot page twice in one loop), except in a collect_all
+ * sweep (`sweep` != 0) that already visited r. */
+uint32_t mti_hot_pass_begin(mt_range *r, uint64_t sweep);
 /* The call returns; `full`: it filled its room (the pass goes on). */
 void mti_hot_pass_end(mt_range *r, int full);
 

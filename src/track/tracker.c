@@ -328,14 +328,15 @@ long mt_tracker_collect_all(mt_tracker *t, mt_dirty_run *runs, size_t max)
         return -ENOTRECOVERABLE;
     pthread_rwlock_rdlock(&t->lock);
     size_t n = 0;
-    /* The last sweep filled the caller's array: this one goes on with it
-     * (hot pages it reported are not reported again, see hot.c). A hint:
-     * racing sweeps only make a hot page wait for the next pass. */
-    int continuing = atomic_load_explicit(&t->sweep_open, memory_order_relaxed);
+    /* The last call filled the caller's array: this one goes on with its
+     * sweep (hot pages it reported are not reported again, see hot.c). */
+    uint64_t sweep = atomic_load_explicit(&t->sweep_open, memory_order_relaxed)
+                         ? atomic_load_explicit(&t->sweep, memory_order_relaxed)
+                         : atomic_fetch_add_explicit(&t->sweep, 1, memory_order_relaxed) + 1;
     for (uint32_t i = 0; i < t->nsorted && n < max; i++) {
         /* A range the application unmapped reports its live pages here; that
          * it is gone shows in its stats and its own collect. */
-        long k = mti_collect_range(t, t->sorted[i], runs + n, max - n, continuing);
+        long k = mti_collect_range(t, t->sorted[i], runs + n, max - n, sweep);
         if (k > 0)
             n += (size_t)k;
     }

@@ -88,9 +88,11 @@ enum {
      * passes and cools down if not written then. For callers that compare
      * reported pages against a copy (extra reports cost a compare, never a
      * lost write); mt_tracker_peek says "written" for a hot page. A pass is
-     * one collect, or the calls up to one that returns fewer than `max`: a
-     * hot page is reported once per pass. Partial pages at the range's ends
-     * never become hot. */
+     * one collect, or the calls up to one that returns fewer than `max` (a
+     * caller that stops earlier goes on with that pass at its next call);
+     * for collect_all, one sweep (its calls up to one that returns fewer
+     * than `max`) is one pass of every range. A hot page is reported once
+     * per pass. Partial pages at the range's ends never become hot. */
     MT_RANGE_HOT_PAGES = 1u << 1,
 };
 

@@ -10,8 +10,6 @@
  * decision needs). Only the starting point changes: every mode is exact,
  * and the autopilot goes on judging the new memory on its own captures.
  * dev->lock held. */
-#include <string.h>
-
 #include "layer.h"
 
 static lt_heir *find(lt_device *dev, const lt_memory *m)

@@ -126,12 +126,18 @@ static void collect_everything(ctx *c)
 static void *collector(void *arg)
 {
     ctx *c = arg;
+    /* Each call counts: writers that dirty 32 new runs between two calls
+     * (hot pages make them fast: no faults) would otherwise keep one sweep
+     * going, and the writers, waiting for MIN_COLLECTS, going with it. */
+    mt_dirty_run runs[32];
     while (atomic_load(&c->writers_left) > 0) {
-        collect_everything(c);
+        long n = mt_tracker_collect_all(c->t, runs, 32);
+        MT_CHECK_OK(n);
+        apply_runs(c, runs, n);
         atomic_fetch_add(&c->collects, 1);
         /* Hot runs: several writes per pass, so that the burst pages are
          * written in consecutive passes and turn hot. */
-        if (c->range_flags)
+        if (c->range_flags && n < 32)
             usleep(50);
     }
     return NULL;

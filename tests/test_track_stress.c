@@ -112,6 +112,9 @@ static void apply_runs(ctx *c, const mt_dirty_run *runs, long n)
     pthread_mutex_unlock(&c->map_lock);
 }
 
+/* One sweep: calls until one returns fewer runs than the array holds (with
+ * hot pages, a sweep is a pass: it must end before the next one begins, or
+ * what hot pages took since its first call waits for the pass after it). */
 static void collect_everything(ctx *c)
 {
     mt_dirty_run runs[32]; /* small on purpose: exercises partial collects */
@@ -120,24 +123,21 @@ static void collect_everything(ctx *c)
         n = mt_tracker_collect_all(c->t, runs, 32);
         MT_CHECK_OK(n);
         apply_runs(c, runs, n);
+        /* Each call counts: writers that dirty 32 new runs between two
+         * calls (hot pages make them fast: no faults) would otherwise keep
+         * the sweep going, and the writers, waiting for MIN_COLLECTS, with it. */
+        atomic_fetch_add(&c->collects, 1);
     } while (n == 32);
 }
 
 static void *collector(void *arg)
 {
     ctx *c = arg;
-    /* Each call counts: writers that dirty 32 new runs between two calls
-     * (hot pages make them fast: no faults) would otherwise keep one sweep
-     * going, and the writers, waiting for MIN_COLLECTS, going with it. */
-    mt_dirty_run runs[32];
     while (atomic_load(&c->writers_left) > 0) {
-        long n = mt_tracker_collect_all(c->t, runs, 32);
-        MT_CHECK_OK(n);
-        apply_runs(c, runs, n);
-        atomic_fetch_add(&c->collects, 1);
+        collect_everything(c);
         /* Hot runs: several writes per pass, so that the burst pages are
          * written in consecutive passes and turn hot. */
-        if (c->range_flags && n < 32)
+        if (c->range_flags)
             usleep(50);
     }
     return NULL;

@@ -131,11 +131,7 @@ static void *submitter(void *arg)
         if (rc == 1) {
             pthread_mutex_lock(&e->lock);
             cmd->next = NULL;
-            if (e->itail)
-                e->itail->next = cmd;
-            else
-                e->ihead = cmd;
-            e->itail = cmd;
+            mti_coh_cmds_append(&e->ihead, &e->itail, cmd, cmd);
             if (e->isleeping)
                 pthread_cond_signal(&e->icond);
             continue; /* lock held */

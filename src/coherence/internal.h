@@ -485,6 +485,17 @@ struct coh_engine {
     coh_cmd *bhead, *btail;
 };
 
+/* Appends the chain first..last (last->next NULL) to the list head/tail: an
+ * engine's ready, in-flight or batch list. */
+static inline void mti_coh_cmds_append(coh_cmd **head, coh_cmd **tail, coh_cmd *first, coh_cmd *last)
+{
+    if (*tail)
+        (*tail)->next = first;
+    else
+        *head = first;
+    *tail = last;
+}
+
 int mti_coh_engine_start(coh_engine *e, coh_device *d, int kind);
 /* Stops an engine: queued commands fail with MT_ECANCELED, in-flight ones
  * are waited for (the backend's shutdown releases stuck waits). */

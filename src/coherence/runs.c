@@ -97,6 +97,18 @@ static void update_split(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
 
 #define UPDATE_WINDOW 32
 
+/* Runs [from, to) become the k runs of `with` (one memmove; the room for a
+ * longer result was made by the caller). Inlined: both callers are on the
+ * planner's per-argument path, where a call measured +22 instructions/arg. */
+static inline __attribute__((always_inline)) void splice(coh_runs *r, uint32_t from, uint32_t to, const coh_run *with, uint32_t k)
+{
+    if (k != to - from)
+        memmove(&r->v[from + k], &r->v[to], (r->n - to) * sizeof *r->v);
+    for (uint32_t j = 0; j < k; j++)
+        r->v[from + j] = with[j];
+    r->n = r->n - (to - from) + k;
+}
+
 /* mask := m over [a, b) (a write): the runs it covers become one, so the
  * result is the runs before it, at most one run cut at a, the new run, at
  * most one cut at b and the runs after, merged at both seams; one memmove. */
@@ -122,12 +134,7 @@ static void set_range(coh_runs *r, uint64_t a, uint64_t b, uint64_t m)
         mid[k++] = (coh_run){a, m};
     if (tail)
         mid[k++] = (coh_run){b, tail_mask};
-    uint32_t old = after - keep;
-    if (k != old)
-        memmove(&r->v[keep + k], &r->v[after], (r->n - after) * sizeof *r->v);
-    for (uint32_t j = 0; j < k; j++)
-        r->v[keep + j] = mid[j];
-    r->n = r->n - old + k;
+    splice(r, keep, after, mid, k);
 }
 
 void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask)
@@ -183,12 +190,7 @@ void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
         if ((k || have_prev) && last == r->v[old_end].mask)
             old_end++; /* it merges into the window's last run */
     }
-    uint32_t old = old_end - i0;
-    if (k != old)
-        memmove(&r->v[i0 + k], &r->v[old_end], (r->n - old_end) * sizeof *r->v);
-    for (uint32_t j = 0; j < k; j++)
-        r->v[i0 + j] = out[j];
-    r->n = r->n - old + k;
+    splice(r, i0, old_end, out, k);
 }
 
 int mti_coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)

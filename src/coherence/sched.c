@@ -560,11 +560,7 @@ void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
     /* Ready now: into the engine's batch, handed over at the next doorbell. */
     coh_engine *e = cmd->eng;
     cmd->next = NULL;
-    if (e->btail)
-        e->btail->next = cmd;
-    else
-        e->bhead = cmd;
-    e->btail = cmd;
+    mti_coh_cmds_append(&e->bhead, &e->btail, cmd, cmd);
     c->batch_count++;
     if (cmd->bytes >= (1u << 20)) /* a large copy starts at once */
         c->batch_big = 1;
@@ -574,24 +570,32 @@ void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
  * Here rather than in engine.c: a command that becomes ready goes to its
  * engine, and one an engine no longer takes completes at once, so hand-over
  * and completion call each other; engine.c's threads only call in. */
-static void engine_push(coh_engine *e, coh_cmd *cmd)
+/* Hands the chain h..t (n commands) to e's ready list and wakes its
+ * submitter, or completes them all with MT_ECANCELED when e no longer takes
+ * work (`refuse_stopping`: also while it is being stopped). */
+static void hand_over(coh_engine *e, coh_cmd *h, coh_cmd *t, uint32_t n, int refuse_stopping)
 {
     pthread_mutex_lock(&e->lock);
-    if (e->stopped) {
+    if (e->stopped || (refuse_stopping && e->stop)) {
         pthread_mutex_unlock(&e->lock);
-        mti_coh_cmd_complete(cmd, MT_ECANCELED);
+        while (h) {
+            coh_cmd *nx = h->next;
+            mti_coh_cmd_complete(h, MT_ECANCELED);
+            h = nx;
+        }
         return;
     }
-    atomic_fetch_add_explicit(&e->busy, 1, memory_order_relaxed);
-    cmd->next = NULL;
-    if (e->tail)
-        e->tail->next = cmd;
-    else
-        e->head = cmd;
-    e->tail = cmd;
+    atomic_fetch_add_explicit(&e->busy, n, memory_order_relaxed);
+    mti_coh_cmds_append(&e->head, &e->tail, h, t);
     if (e->sleeping)
         pthread_cond_signal(&e->cond);
     pthread_mutex_unlock(&e->lock);
+}
+
+static void engine_push(coh_engine *e, coh_cmd *cmd)
+{
+    cmd->next = NULL;
+    hand_over(e, cmd, cmd, 1, 0);
 }
 
 void mti_coh_engine_doorbell(coh_engine *e)
@@ -603,25 +607,7 @@ void mti_coh_engine_doorbell(coh_engine *e)
     for (coh_cmd *x = h; x; x = x->next)
         n++;
     e->bhead = e->btail = NULL;
-    pthread_mutex_lock(&e->lock);
-    if (e->stopped || e->stop) {
-        pthread_mutex_unlock(&e->lock);
-        while (h) {
-            coh_cmd *nx = h->next;
-            mti_coh_cmd_complete(h, MT_ECANCELED);
-            h = nx;
-        }
-        return;
-    }
-    atomic_fetch_add_explicit(&e->busy, n, memory_order_relaxed);
-    if (e->tail)
-        e->tail->next = h;
-    else
-        e->head = h;
-    e->tail = t;
-    if (e->sleeping)
-        pthread_cond_signal(&e->cond);
-    pthread_mutex_unlock(&e->lock);
+    hand_over(e, h, t, n, 1);
 }
 
 void mti_coh_doorbell_all(mt_coh *c)

@@ -41,16 +41,23 @@ static size_t hot_pages(mt_tracker *t, mt_range_id id)
     return st.hot_pages;
 }
 
-static void test_heat_and_cooling(mt_track_backend b)
+/* A tracker on backend b with one hot-pages range [addr, addr+len). */
+static mt_tracker *hot_tracker(mt_track_backend b, void *addr, size_t len, mt_range_id *id)
 {
-    size_t ps = tu_page();
-    unsigned char *m = tu_map(NP * ps), seen[NP];
     mt_tracker_opts to = {.backend = b};
     mt_tracker *t;
     MT_CHECK_OK(mt_tracker_create(&to, &t));
     mt_range_opts ro = {.flags = MT_RANGE_HOT_PAGES};
+    MT_CHECK_OK(mt_tracker_add(t, addr, len, &ro, id));
+    return t;
+}
+
+static void test_heat_and_cooling(mt_track_backend b)
+{
+    size_t ps = tu_page();
+    unsigned char *m = tu_map(NP * ps), seen[NP];
     mt_range_id id;
-    MT_CHECK_OK(mt_tracker_add(t, m, NP * ps, &ro, &id));
+    mt_tracker *t = hot_tracker(b, m, NP * ps, &id);
 
     /* Pages 0-99 written every pass, page 200 every other pass. */
     int pass = 0;
@@ -116,12 +123,8 @@ static void test_small_array(mt_track_backend b)
 {
     size_t ps = tu_page();
     unsigned char *m = tu_map(NP * ps), seen[NP];
-    mt_tracker_opts to = {.backend = b};
-    mt_tracker *t;
-    MT_CHECK_OK(mt_tracker_create(&to, &t));
-    mt_range_opts ro = {.flags = MT_RANGE_HOT_PAGES};
     mt_range_id id;
-    MT_CHECK_OK(mt_tracker_add(t, m, NP * ps, &ro, &id));
+    mt_tracker *t = hot_tracker(b, m, NP * ps, &id);
     for (int pass = 0; pass < 8; pass++) {
         for (size_t p = 0; p < NP; p += 2)
             m[p * ps] = (unsigned char)pass;
@@ -195,12 +198,8 @@ static void test_partial_ends(mt_track_backend b)
 {
     size_t ps = tu_page();
     unsigned char *m = tu_map(8 * ps), seen[NP];
-    mt_tracker_opts to = {.backend = b};
-    mt_tracker *t;
-    MT_CHECK_OK(mt_tracker_create(&to, &t));
-    mt_range_opts ro = {.flags = MT_RANGE_HOT_PAGES};
     mt_range_id id;
-    MT_CHECK_OK(mt_tracker_add(t, m + 100, 4 * ps, &ro, &id)); /* pages 0-4, partial 0 and 4 */
+    mt_tracker *t = hot_tracker(b, m + 100, 4 * ps, &id); /* pages 0-4, partial 0 and 4 */
     for (int pass = 0; pass < 6; pass++) {
         for (size_t p = 0; p < 5; p++)
             m[100 + p * ps - (p == 4)] = (unsigned char)pass; /* page 4: the range's last byte */

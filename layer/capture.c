@@ -36,6 +36,8 @@
 #include <xxhash.h>
 
 #include "layer.h"
+#include "refcache.h"
+#include "slices.h"
 #include "workers.h"
 
 #define RUNS 256
@@ -224,6 +226,96 @@ static void emit(lt_memory *m, const unsigned char *src, VkDeviceSize off, VkDev
     }
 }
 
+/* Diffs one job whose offset 0 is window offset `base`, emitting its changes
+ * and adding the changed bytes to *changed. Returns the number of pages that
+ * held changes, or a negative error. Any thread (one per job). */
+static long diff_job(lt_memory *m, mt_diff_job *job, size_t base, size_t *changed)
+{
+    mt_diff_opts o = {.merge_gap = lt_cfg()->merge_gap};
+    mt_diff_region runs[RUNS];
+    size_t pages = 0, last_page = SIZE_MAX, ps = page_size();
+    long n;
+    do {
+        n = mt_diff(job, &o, runs, RUNS);
+        if (n < 0)
+            return n;
+        for (long i = 0; i < n; i++) {
+            size_t off = base + runs[i].offset;
+            emit(m, m->reference, m->map_offset + off, runs[i].length);
+            *changed += runs[i].length;
+            size_t p0 = off / ps, p1 = (off + runs[i].length - 1) / ps;
+            pages += p1 - p0 + 1 - (p0 == last_page);
+            last_page = p1;
+        }
+    } while (n == RUNS && job->cursor < job->size);
+    return (long)pages;
+}
+
+/* A diff worth several threads is cut into slices of about SLICE candidate
+ * bytes (slices.c), each a job of its own on a stretch of the window that
+ * shares no page with another, run with the capture threads' help
+ * (workers.c). Packets of one memory may then be written
+ * in any order: they never overlap, and all come before the SUBMIT. */
+#define SLICE ((size_t)2 << 20)
+
+typedef struct slice {
+    lt_memory *m;
+    mt_diff_job job;
+    size_t base, changed;
+    long pages;
+} slice;
+
+static void slice_item(void *item)
+{
+    slice *sl = item;
+    sl->pages = diff_job(sl->m, &sl->job, sl->base, &sl->changed);
+}
+
+/* Cuts the diff into slices (slices.c); returns how many, 0 when it is not
+ * worth it or there is no memory for it (the caller diffs in one piece).
+ * *out and (*out)[0].job.candidates are the two allocations to free. */
+static size_t make_slices(lt_memory *m, const unsigned char *live, const cand *c, void *writeback,
+                          slice **out)
+{
+    size_t size = (size_t)m->map_size, total = 0, nc = c ? c->n : 0;
+    for (size_t i = 0; i < nc; i++)
+        total += c->v[i].length;
+    if (!c)
+        total = size;
+    if (total < 2 * SLICE || !lt_workers_available())
+        return 0;
+    size_t max = lt_slices_max(total, nc, SLICE);
+    lt_slice *cut = malloc(max * sizeof *cut);
+    slice *v = calloc(max, sizeof *v);
+    mt_diff_region *rc = nc ? malloc(lt_slices_max_cands(total, nc, SLICE) * sizeof *rc) : NULL;
+    if (!cut || !v || (nc && !rc)) {
+        free(cut);
+        free(v);
+        free(rc);
+        return 0;
+    }
+    size_t ns = lt_slices_cut(size, nc ? c->v : NULL, nc, page_size(), SLICE, cut, rc);
+    for (size_t i = 0; i < ns; i++) {
+        slice *sl = &v[i];
+        sl->m = m;
+        sl->base = cut[i].base;
+        sl->job.candidates = rc ? rc + cut[i].first : NULL;
+        sl->job.ncandidates = cut[i].n;
+        sl->job.live = live + sl->base;
+        sl->job.shadow = m->reference + m->map_offset + sl->base;
+        sl->job.writeback = writeback ? (unsigned char *)writeback + sl->base : NULL;
+        sl->job.size = cut[i].size;
+    }
+    free(cut);
+    if (!ns) { /* (not reached: total > 0) */
+        free(v);
+        free(rc);
+        return 0;
+    }
+    *out = v;
+    return ns;
+}
+
 /* Diffs live (the window, relative offsets) against the reference over `c`
  * (NULL: everything), optionally writing changed bytes back, and emits the
  * changes. Returns the number of pages that held changes. */
@@ -231,34 +323,49 @@ static size_t diff_emit(lt_memory *m, const unsigned char *live, const cand *c, 
 {
     if (c && c->n == 0)
         return 0;
-    mt_diff_job job = {
-        .live = live,
-        .shadow = m->reference + m->map_offset,
-        .size = (size_t)m->map_size,
-        .candidates = c ? c->v : NULL,
-        .ncandidates = c ? c->n : 0,
-        .writeback = writeback,
-    };
-    mt_diff_opts o = {.merge_gap = lt_cfg()->merge_gap};
-    mt_diff_region runs[RUNS];
-    size_t pages = 0, last_page = SIZE_MAX, ps = page_size();
-    long n;
     m->changed_bytes = 0;
-    do {
-        n = mt_diff(&job, &o, runs, RUNS);
-        if (n < 0) {
-            lt_rec_note(m->id, "diff", "diff failed (%s): a capture was skipped", mt_strerror((int)n));
-            return pages;
+    slice *sl = NULL;
+    size_t ns = make_slices(m, live, c, writeback, &sl);
+    long pages = 0, err = 0;
+    void **items = ns ? malloc(ns * sizeof *items) : NULL;
+    if (ns && !items) {
+        free((void *)sl[0].job.candidates);
+        free(sl);
+        ns = 0;
+    }
+    if (ns) {
+        for (size_t i = 0; i < ns; i++)
+            items[i] = &sl[i];
+        lt_workers_share(slice_item, items, ns);
+        lt_stat_add(LT_ST_SLICES, (int64_t)ns);
+        free(items);
+        for (size_t i = 0; i < ns; i++) {
+            m->changed_bytes += sl[i].changed;
+            if (sl[i].pages < 0)
+                err = sl[i].pages;
+            else
+                pages += sl[i].pages;
         }
-        for (long i = 0; i < n; i++) {
-            emit(m, m->reference, m->map_offset + runs[i].offset, runs[i].length);
-            m->changed_bytes += runs[i].length;
-            size_t p0 = runs[i].offset / ps, p1 = (runs[i].offset + runs[i].length - 1) / ps;
-            pages += p1 - p0 + 1 - (p0 == last_page);
-            last_page = p1;
-        }
-    } while (n == RUNS && job.cursor < job.size);
-    return pages;
+        free((void *)sl[0].job.candidates);
+        free(sl);
+    } else {
+        mt_diff_job job = {
+            .live = live,
+            .shadow = m->reference + m->map_offset,
+            .size = (size_t)m->map_size,
+            .candidates = c ? c->v : NULL,
+            .ncandidates = c ? c->n : 0,
+            .writeback = writeback,
+        };
+        size_t changed = 0;
+        pages = diff_job(m, &job, 0, &changed);
+        m->changed_bytes = changed;
+        if (pages < 0)
+            err = pages, pages = 0;
+    }
+    if (err)
+        lt_rec_note(m->id, "diff", "diff failed (%s): a capture was skipped", mt_strerror((int)err));
+    return (size_t)pages;
 }
 
 /* Diffs what the device may have written (driver -> reference, and to the
@@ -380,13 +487,21 @@ static int ensure_reference(lt_memory *m)
 {
     if (m->reference)
         return 0;
-    /* Zero-filled like replay's fresh image; only touched pages use memory. */
-    void *p = mmap(NULL, (size_t)m->size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    /* Zero-filled like replay's fresh image; only touched pages use memory.
+     * A freed memory's of the same size is reused, zeroed (refcache.c). */
+    size_t bytes = lt_reference_bytes(m);
+    void *p = lt_refcache_take(bytes);
+    if (!p)
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return -errno;
     m->reference = p;
     return 0;
+}
+
+size_t lt_reference_bytes(const lt_memory *m)
+{
+    return ((size_t)m->size + page_size() - 1) & ~(page_size() - 1);
 }
 
 const char *lt_capture_untrackable(const lt_memory *m)
@@ -970,8 +1085,11 @@ void lt_capture_after_wait(lt_device *dev, const lt_seen *seen)
         return;
     pthread_mutex_lock(&dev->lock);
     note_seen(dev, seen);
-    if (__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED))
+    if (__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED)) {
+        uint64_t t0 = lt_now_ns();
         for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
             lt_capture_sync_in(m);
+        lt_stat_add(LT_ST_SYNC_IN_NS, (int64_t)(lt_now_ns() - t0));
+    }
     pthread_mutex_unlock(&dev->lock);
 }

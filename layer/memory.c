@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "layer.h"
+#include "refcache.h"
 
 /* What the allocation's pNext chain says about sharing. The sType values
  * exist in every header version, platform structures included. */
@@ -119,7 +120,7 @@ static void forget_memory(lt_memory *m)
     free(m->binds);
     free(m->stale);
     if (m->reference) {
-        munmap(m->reference, (size_t)m->size);
+        lt_refcache_give(m->reference, lt_reference_bytes(m));
         lt_stat_add(LT_ST_EXTRA_BYTES, -(int64_t)(m->known_hi - m->known_lo));
     }
     free(m);

@@ -21,6 +21,7 @@
 
 #include "layer.h"
 #include "process.h"
+#include "refcache.h"
 #include "workers.h"
 
 static pid_t g_pid;
@@ -31,6 +32,7 @@ static void on_fork_child(void)
     lt_session_forked_child();
     lt_registry_after_fork();
     lt_workers_after_fork();
+    lt_refcache_after_fork();
 }
 
 static void at_exit(void) { lt_session_exit(); }

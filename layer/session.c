@@ -463,13 +463,14 @@ static void write_stats(const mt_trace_writer_stats *ws)
             "{\"mode\":\"%s\",\"submits\":%llu,\"frames\":%llu,\"capture_ns\":%llu,"
             "\"capture_ns_max\":%llu,\"packets\":%llu,\"packet_bytes\":%llu,\"hashes\":%llu,"
             "\"extra_bytes_peak\":%llu,\"mode_switches\":%llu,\"fallbacks\":%llu,"
-            "\"trace_raw_bytes\":%llu,\"trace_file_bytes\":%llu}\n",
+            "\"sync_in_ns\":%llu,\"slices\":%llu,\"trace_raw_bytes\":%llu,\"trace_file_bytes\":%llu}\n",
             lt_mode_name(g_cfg.mode), (unsigned long long)stat_of(LT_ST_SUBMITS),
             (unsigned long long)stat_of(LT_ST_FRAMES), (unsigned long long)stat_of(LT_ST_CAPTURE_NS),
             (unsigned long long)atomic_load(&g_capture_max), (unsigned long long)stat_of(LT_ST_PACKETS),
             (unsigned long long)stat_of(LT_ST_PACKET_BYTES), (unsigned long long)stat_of(LT_ST_HASHES),
             (unsigned long long)atomic_load(&g_extra_peak),
             (unsigned long long)stat_of(LT_ST_MODE_SWITCHES), (unsigned long long)stat_of(LT_ST_FALLBACKS),
+            (unsigned long long)stat_of(LT_ST_SYNC_IN_NS), (unsigned long long)stat_of(LT_ST_SLICES),
             (unsigned long long)ws->raw_bytes, (unsigned long long)ws->file_bytes);
     fclose(f);
 }

@@ -93,7 +93,7 @@ uint64_t lt_now_ns(void);
 /* Statistics (atomic counters). */
 typedef enum lt_stat {
     LT_ST_SUBMITS, LT_ST_FRAMES, LT_ST_CAPTURE_NS, LT_ST_PACKETS, LT_ST_PACKET_BYTES, LT_ST_HASHES,
-    LT_ST_EXTRA_BYTES, LT_ST_MODE_SWITCHES, LT_ST_FALLBACKS, LT_ST_COUNT
+    LT_ST_EXTRA_BYTES, LT_ST_MODE_SWITCHES, LT_ST_FALLBACKS, LT_ST_SYNC_IN_NS, LT_ST_SLICES, LT_ST_COUNT
 } lt_stat;
 void lt_stat_add(lt_stat s, int64_t v);
 void lt_stat_max(uint64_t capture_ns); /* capture_ns_max and the extra-bytes peak */

@@ -11,7 +11,14 @@
  * by a thread of ours. Created on first use, min(4, CPUs / 2) capture threads
  * in all counting the caller (just the caller on up to 3 CPUs: it does
  * everything, as before), or MEMTRACK_CAPTURE_THREADS; a forked child starts
- * without them and creates its own if it ever captures. */
+ * without them and creates its own if it ever captures.
+ *
+ * One memory can also be worth several threads (a 32 MiB readback buffer
+ * the GPU rewrote, a big arena the app rewrote): its diff is cut into slices
+ * shared with the pool (lt_workers_share). Pool threads take slices when
+ * they are idle or have finished their own items, so a submit with one big
+ * memory among small ones costs about its share of the big one's diff, and a
+ * wait's sync-in (the app's thread, outside any job) gets the whole pool. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -35,6 +42,42 @@ static size_t g_nitems;
 static _Atomic size_t g_next;
 static unsigned g_generation, g_busy;
 
+/* Shared slices (lt_workers_share), under g_lock: each slot is a sharer's
+ * item list; pool threads claim items by index. A sharer waits only for
+ * items already claimed, so nobody waits on work nobody does. */
+#define MAX_SHARED 8
+typedef struct shared {
+    lt_work_fn fn;
+    void **items;
+    size_t n, next, done; /* n == 0: free slot */
+} shared;
+static shared g_shared[MAX_SHARED];
+static unsigned g_nshared; /* slots with items left to claim */
+static pthread_cond_t g_shared_done = PTHREAD_COND_INITIALIZER;
+
+/* Runs one unclaimed shared item, if any (g_lock held; released while the
+ * item runs). Returns 0 when there was none. */
+static int help_one(void)
+{
+    if (!g_nshared)
+        return 0;
+    for (int k = 0; k < MAX_SHARED; k++) {
+        shared *s = &g_shared[k];
+        if (s->next >= s->n)
+            continue;
+        size_t i = s->next++;
+        if (s->next == s->n)
+            g_nshared--;
+        pthread_mutex_unlock(&g_lock);
+        s->fn(s->items[i]);
+        pthread_mutex_lock(&g_lock);
+        if (++s->done == s->n)
+            pthread_cond_broadcast(&g_shared_done);
+        return 1;
+    }
+    return 0;
+}
+
 static void run_items(lt_work_fn fn, void **items, size_t n)
 {
     for (size_t i; (i = atomic_fetch_add_explicit(&g_next, 1, memory_order_relaxed)) < n;)
@@ -47,8 +90,10 @@ static void *worker(void *arg)
     unsigned seen = 0;
     pthread_mutex_lock(&g_lock);
     for (;;) {
-        while (g_generation == seen)
-            pthread_cond_wait(&g_go, &g_lock);
+        while (g_generation == seen) {
+            if (!help_one())
+                pthread_cond_wait(&g_go, &g_lock);
+        }
         seen = g_generation;
         lt_work_fn fn = g_fn;
         void **items = g_items;
@@ -57,6 +102,10 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&g_lock);
         run_items(fn, items, n);
         pthread_mutex_lock(&g_lock);
+        /* Done with the job's items: help its slow ones' slices before
+         * saying so (the submit waits for the slices either way). */
+        while (help_one())
+            ;
         if (--g_busy == 0)
             pthread_cond_broadcast(&g_done);
     }
@@ -109,9 +158,56 @@ void lt_workers_run(lt_work_fn fn, void **items, size_t n)
     run_items(fn, items, n);
     pthread_mutex_lock(&g_lock);
     g_busy--;
-    /* Workers that woke up late find no item left and finish at once. */
+    /* Workers that woke up late find no item left and finish at once; those
+     * still on a big memory may have shared its slices: take some. */
     while (g_busy)
-        pthread_cond_wait(&g_done, &g_lock);
+        if (!help_one())
+            pthread_cond_wait(&g_done, &g_lock);
+    pthread_mutex_unlock(&g_lock);
+}
+
+int lt_workers_available(void)
+{
+    pthread_mutex_lock(&g_lock);
+    if (g_nworkers < 0)
+        start();
+    int n = g_nworkers;
+    pthread_mutex_unlock(&g_lock);
+    return n > 0;
+}
+
+void lt_workers_share(lt_work_fn fn, void **items, size_t n)
+{
+    pthread_mutex_lock(&g_lock);
+    if (g_nworkers < 0)
+        start();
+    shared *s = NULL;
+    if (n > 1 && g_nworkers > 0)
+        for (int k = 0; k < MAX_SHARED && !s; k++)
+            if (g_shared[k].n == 0)
+                s = &g_shared[k];
+    if (!s) { /* nobody to share with, or every slot taken: alone */
+        pthread_mutex_unlock(&g_lock);
+        for (size_t i = 0; i < n; i++)
+            fn(items[i]);
+        return;
+    }
+    *s = (shared){.fn = fn, .items = items, .n = n};
+    g_nshared++;
+    pthread_cond_broadcast(&g_go);   /* idle pool threads */
+    pthread_cond_broadcast(&g_done); /* a job's caller waiting for its last items */
+    while (s->next < s->n) {
+        size_t i = s->next++;
+        if (s->next == s->n)
+            g_nshared--;
+        pthread_mutex_unlock(&g_lock);
+        fn(items[i]);
+        pthread_mutex_lock(&g_lock);
+        s->done++;
+    }
+    while (s->done < s->n)
+        pthread_cond_wait(&g_shared_done, &g_lock);
+    s->n = 0; /* the slot is free again */
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -124,6 +220,9 @@ void lt_workers_after_fork(void)
     memcpy(&g_lock, &m, sizeof m);
     memcpy(&g_go, &c, sizeof c);
     memcpy(&g_done, &c, sizeof c);
+    memcpy(&g_shared_done, &c, sizeof c);
+    memset(g_shared, 0, sizeof g_shared);
+    g_nshared = 0;
     g_nworkers = -1;
     g_busy = 0;
 }

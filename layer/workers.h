@@ -10,6 +10,14 @@
 typedef void (*lt_work_fn)(void *item);
 
 void lt_workers_run(lt_work_fn fn, void **items, size_t n);
+/* Runs fn on each of n items like lt_workers_run, but may be called from
+ * anywhere, a job's item included: pool threads that are idle or done with
+ * their own items help; the caller runs what nobody took. fn must not share
+ * again. */
+void lt_workers_share(lt_work_fn fn, void **items, size_t n);
+/* Whether the pool has threads besides the caller's (starting it if needed):
+ * when not, sharing only adds work. */
+int lt_workers_available(void);
 /* A forked child: the pool's threads and locks are the parent's. */
 void lt_workers_after_fork(void);
 

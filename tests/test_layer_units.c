@@ -1,10 +1,11 @@
-/* The layer's pure parts, without Vulkan: the MEMTRACK_* parser and the
- * autopilot's policy. */
+/* The layer's pure parts, without Vulkan: the MEMTRACK_* parser, the
+ * autopilot's policy and the cutting of big diffs into slices. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../layer/autopilot.h"
 #include "../layer/config.h"
+#include "../layer/slices.h"
 #include <signal.h>
 
 #include "memtrack/trace.h"
@@ -255,6 +256,100 @@ static void test_ignores_other_modes(void)
     MT_CHECK_INT_EQ(s.nhist, 0);
 }
 
+/* ---- slices ------------------------------------------------------------------ */
+
+static uint64_t g_rng = 0x5eed;
+static size_t rnd_below(size_t n)
+{
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return n ? (size_t)(g_rng % n) : 0;
+}
+
+/* Checks one cut of a window of `size` bytes over c[0..nc) against the
+ * contract: page-aligned slices sharing no page, each but the last holding
+ * at least slice_bytes, candidates exactly the input's. */
+static void check_cut(size_t size, const mt_diff_region *c, size_t nc, size_t sb)
+{
+    const size_t ps = 4096;
+    size_t total = 0;
+    for (size_t i = 0; i < nc; i++)
+        total += c[i].length;
+    if (!nc)
+        total = size;
+    size_t max = lt_slices_max(total, nc, sb), maxc = lt_slices_max_cands(total, nc, sb);
+    lt_slice *out = malloc(max * sizeof *out);
+    mt_diff_region *oc = malloc((maxc ? maxc : 1) * sizeof *oc);
+    unsigned char *want = calloc(size, 1), *got = calloc(size, 1);
+    MT_CHECK(out && oc && want && got);
+    for (size_t i = 0; i < nc; i++)
+        memset(want + c[i].offset, 1, c[i].length);
+    if (!nc)
+        memset(want, 1, size);
+    size_t ns = lt_slices_cut(size, c, nc, ps, sb, out, oc), used = 0;
+    MT_CHECK(ns >= 1 && ns <= max);
+    for (size_t k = 0; k < ns; k++) {
+        const lt_slice *sl = &out[k];
+        MT_CHECK(sl->base % ps == 0 && sl->size > 0 && sl->base + sl->size <= size);
+        if (k)
+            MT_CHECK((out[k - 1].base + out[k - 1].size - 1) / ps < sl->base / ps);
+        size_t bytes = 0;
+        if (!nc) {
+            MT_CHECK_UINT_EQ(sl->n, 0);
+            memset(got + sl->base, 1, sl->size);
+            bytes = sl->size;
+        } else {
+            MT_CHECK(sl->n > 0 && sl->first == used);
+            used += sl->n;
+            for (size_t j = 0; j < sl->n; j++) {
+                const mt_diff_region *r = &oc[sl->first + j];
+                MT_CHECK(r->length > 0 && r->offset + r->length <= sl->size);
+                if (j)
+                    MT_CHECK(r->offset >= oc[sl->first + j - 1].offset + oc[sl->first + j - 1].length);
+                for (size_t b = 0; b < r->length; b++) {
+                    MT_CHECK(!got[sl->base + r->offset + b]);
+                    got[sl->base + r->offset + b] = 1;
+                }
+                bytes += r->length;
+            }
+            /* The slice ends where its last candidate does. */
+            const mt_diff_region *last = &oc[sl->first + sl->n - 1];
+            MT_CHECK_UINT_EQ(last->offset + last->length, sl->size);
+        }
+        if (k + 1 < ns)
+            MT_CHECK(bytes >= sb);
+    }
+    MT_CHECK(used <= maxc);
+    MT_CHECK_MEM_EQ(got, want, size);
+    free(out), free(oc), free(want), free(got);
+}
+
+static void test_slices(void)
+{
+    /* The whole window, and a single candidate, in pieces of a few pages. */
+    check_cut(10 * 4096 + 100, NULL, 0, 3 * 4096);
+    check_cut(1, NULL, 0, 4096);
+    mt_diff_region one = {5000, 50000};
+    check_cut(70000, &one, 1, 8192);
+    check_cut(70000, &one, 1, 1 << 20);
+    /* Random candidates: tiny ones sharing pages, long ones crossing the
+     * mark, small slices so that every case comes up. */
+    for (int iter = 0; iter < 2000; iter++) {
+        size_t size = 1 + rnd_below(300000), nc = 0;
+        mt_diff_region c[64];
+        for (size_t at = rnd_below(3000); at < size && nc < 64;) {
+            size_t len = 1 + (rnd_below(4) ? rnd_below(600) : rnd_below(40000));
+            if (len > size - at)
+                len = size - at;
+            c[nc++] = (mt_diff_region){at, len};
+            at += len + 1 + (rnd_below(3) ? rnd_below(500) : rnd_below(20000));
+        }
+        size_t sb = 1 + (rnd_below(2) ? rnd_below(9000) : rnd_below(100000));
+        check_cut(size, c, nc, sb);
+        if (iter % 8 == 0)
+            check_cut(size, NULL, 0, sb);
+    }
+}
+
 int main(void)
 {
     test_defaults();
@@ -268,6 +363,7 @@ int main(void)
     test_remap_cost_counts();
     test_bulk();
     test_ignores_other_modes();
+    test_slices();
     printf("layer units: ok\n");
     return 0;
 }

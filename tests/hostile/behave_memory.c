@@ -298,18 +298,11 @@ static int heap_small(hv *h, int argc, char **argv)
 
 /* ---- memory imported from a host pointer (VK_EXT_external_memory_host) ----- */
 
-static int host_pointer(hv *h, int argc, char **argv)
+/* Imports [host, host+size) as src (a buffer bound over all of it). */
+static void import_host(hv *h, hv_mem *src, unsigned char *host, size_t size)
 {
-    (void)argc, (void)argv;
-    static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
-    hv_opts o = {exts, 2, 0};
-    int rc = hv_init(h, &o);
-    if (rc)
-        return rc;
     PFN_vkGetMemoryHostPointerPropertiesEXT props_of =
         (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(h->dev, "vkGetMemoryHostPointerPropertiesEXT");
-    size_t size = 1u << 20;
-    unsigned char *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     VkMemoryHostPointerPropertiesEXT hp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
     HV_VK(props_of(h->dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, host, &hp));
     uint32_t type = UINT32_MAX;
@@ -322,16 +315,37 @@ static int host_pointer(hv *h, int argc, char **argv)
                                              .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT};
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &ebci,
                               .size = size, .usage = HV_SRC, .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-    hv_mem src = {.size = size, .ptr = host};
-    src.model = calloc(1, size);
-    HV_VK(vkCreateBuffer(h->dev, &bci, NULL, &src.buf));
+    src->size = size;
+    src->ptr = host;
+    HV_VK(vkCreateBuffer(h->dev, &bci, NULL, &src->buf));
     VkImportMemoryHostPointerInfoEXT imp = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
                                             .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
                                             .pHostPointer = host};
     VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &imp,
                                 .allocationSize = size, .memoryTypeIndex = type};
-    HV_VK(vkAllocateMemory(h->dev, &mai, NULL, &src.mem));
-    HV_VK(vkBindBufferMemory(h->dev, src.buf, src.mem, 0));
+    HV_VK(vkAllocateMemory(h->dev, &mai, NULL, &src->mem));
+    HV_VK(vkBindBufferMemory(h->dev, src->buf, src->mem, 0));
+}
+
+static void unimport_host(hv *h, hv_mem *src)
+{
+    vkDestroyBuffer(h->dev, src->buf, NULL);
+    vkFreeMemory(h->dev, src->mem, NULL);
+}
+
+static int host_pointer(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
+    hv_opts o = {exts, 2, 0};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    size_t size = 1u << 20;
+    unsigned char *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    hv_mem src = {0};
+    src.model = calloc(1, size);
+    import_host(h, &src, host, size);
     hv_mem rb;
     hv_alloc(h, &rb, size, HV_DST);
     int bad = 0;
@@ -341,9 +355,42 @@ static int host_pointer(hv *h, int argc, char **argv)
             hv_write(&src, (VkDeviceSize)k * 40000 + (VkDeviceSize)f * 3, 2000, (uint64_t)(f * 50 + k));
         bad |= hv_gpu_check(h, &src, &rb, "host-pointer: GPU copy of imported host memory");
     }
-    vkDestroyBuffer(h->dev, src.buf, NULL);
-    vkFreeMemory(h->dev, src.mem, NULL);
+    unimport_host(h, &src);
     free(src.model);
+    munmap(host, size);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
+/* The same host memory imported again and again, each memory freed before
+ * the next: every new memory starts with the content its predecessor had
+ * (a capture layer that reuses what it knew of a freed memory must not
+ * take it for what replay knows of the new one). */
+static int host_pointer_reimport(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
+    hv_opts o = {exts, 2, 0};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    size_t size = 1u << 20;
+    unsigned char *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *model = calloc(1, size);
+    hv_pattern(host, size, 77);
+    memcpy(model, host, size);
+    hv_mem rb;
+    hv_alloc(h, &rb, size, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        hv_mem src = {.model = model};
+        import_host(h, &src, host, size);
+        hv_write(&src, (VkDeviceSize)f * 4096 + 5, 100, (uint64_t)f);
+        bad |= hv_gpu_check(h, &src, &rb, "host-pointer-reimport: GPU copy of the imported memory");
+        unimport_host(h, &src);
+    }
+    free(model);
     munmap(host, size);
     hv_free(h, &rb);
     hv_fini(h);
@@ -417,6 +464,8 @@ const hv_behaviour hv_memory_behaviours[] = {
      gpu_write_unmapped},
     {"heap-small", "20 mapped allocations of 12-30 KB written by 3 threads", heap_small},
     {"host-pointer", "memory imported from a host pointer, written through it", host_pointer},
+    {"host-pointer-reimport", "the same host memory imported anew each frame, the last import freed first",
+     host_pointer_reimport},
     {"export-memory", "exported memory written through an importer and by another process",
      export_memory},
     {NULL, NULL, NULL},

@@ -6,6 +6,8 @@
  *                  what capture costs the application, fault handling in its
  *                  threads included, not only the layer's own time at submit
  * capture/submit   the layer's time inside vkQueueSubmit per submit
+ * sync_in/submit   shadow: the layer's time bringing the device's writes
+ *                  into the app's mapping at waits, per submit
  * trace/changed    update bytes written to the trace (before compression)
  *                  over the bytes that changed in mapped memory: what the
  *                  application wrote, plus what the GPU wrote into the mapped
@@ -41,7 +43,7 @@ static const char *const g_modes[] = {"guard", "shadow", "scan", "copy", "auto"}
 #define NM 5
 
 typedef struct run_result {
-    double loop_ns, capture_ns, packet_bytes, bytes_written, extra_bytes, trace_bytes;
+    double loop_ns, capture_ns, sync_in_ns, packet_bytes, bytes_written, extra_bytes, trace_bytes;
     int ok;
 } run_result;
 
@@ -90,7 +92,7 @@ static int run_argv(char *const argv[], const char *stats_env)
 static run_result run_once(const char *bindir, const char *tmp, const char *workload,
                            const char *mode, int frames)
 {
-    run_result r = {NAN, NAN, NAN, NAN, NAN, NAN, 0};
+    run_result r = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0};
     char sample[PATH_MAX], memtrack[PATH_MAX], sstats[PATH_MAX], lstats[PATH_MAX], trace[PATH_MAX];
     char fr[16];
     snprintf(sample, sizeof sample, "%s/memtrack-sample", bindir);
@@ -123,6 +125,7 @@ static run_result run_once(const char *bindir, const char *tmp, const char *work
         }
         double submits = json_num(text, "submits");
         r.capture_ns = json_num(text, "capture_ns") / (submits > 0 ? submits : 1);
+        r.sync_in_ns = json_num(text, "sync_in_ns") / (submits > 0 ? submits : 1);
         r.packet_bytes = json_num(text, "packet_bytes");
         r.extra_bytes = json_num(text, "extra_bytes_peak");
         r.trace_bytes = json_num(text, "trace_file_bytes");
@@ -317,6 +320,8 @@ int mt_bench_suite_capture(mt_bench_ctx *ctx)
             }
             mt_bench_emit(ctx, &row);
             mt_bench_emit_value(ctx, name, "capture_us", res[mi].capture_ns / 1e3, "us");
+            if (strcmp(m, "shadow") == 0) /* the device's writes brought back at waits */
+                mt_bench_emit_value(ctx, name, "sync_in_us", res[mi].sync_in_ns / 1e3, "us");
             double tc = res[mi].packet_bytes / base.bytes_written;
             int exact_mode = strcmp(m, "copy") != 0;
             mt_bench_row tr = {name, "trace/changed", tc, "x", NULL, NAN, NAN,

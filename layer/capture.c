@@ -818,10 +818,19 @@ void lt_capture_sync_in(lt_memory *m)
         diff_device_writes(m, m->app_ptr);
 }
 
-void lt_capture_conceal(lt_memory *m)
+void lt_capture_conceal(lt_memory *m, int freeing)
 {
+    /* Writes since the last submit reach the device only through a later
+     * submit: a memory being freed has none (it must be idle), so its last
+     * capture would only tell replay about bytes nothing reads (a memory
+     * filled, submitted and freed per frame paid a diff of all of it, or a
+     * second copy, at each free). Kept where the bytes outlive the memory
+     * for someone: shadow mode owes the driver's memory the app's writes,
+     * and memory shared with other processes or APIs lives on there. */
+    int skip = freeing && m->mode != LT_SHADOW && !(m->external & (LT_EXT_EXPORTED | LT_EXT_IMPORTED));
     m->concealing = 1;
-    lt_capture_memory(m);
+    if (!skip)
+        lt_capture_memory(m);
     m->concealing = 0;
     if (m->auto_mode)
         m->auto_pref = m->mode;

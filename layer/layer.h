@@ -291,13 +291,14 @@ size_t lt_registry_remove_device(lt_device *dev);
 void lt_registry_after_fork(void);
 
 /* ---- capture engine (capture.c) -------------------------------------------- */
-/* Sets a freshly exposed memory up for its mode and records its initial
- * content where replay does not know it yet. dev->lock held. */
 /* The length of m's reference copy's mapping (its size, page-rounded). */
 size_t lt_reference_bytes(const lt_memory *m);
+/* Sets a freshly exposed memory up for its mode and records its initial
+ * content where replay does not know it yet. dev->lock held. */
 void lt_capture_expose(lt_memory *m);
-/* Final capture and teardown of m's exposure. dev->lock held. */
-void lt_capture_conceal(lt_memory *m);
+/* Final capture (unless `freeing` makes it pointless) and teardown of m's
+ * exposure. dev->lock held. */
+void lt_capture_conceal(lt_memory *m, int freeing);
 /* Captures what changed in m since its last capture (and syncs shadow mode
  * both ways). dev->lock held. */
 void lt_capture_memory(lt_memory *m);

@@ -113,7 +113,7 @@ LT_HOOK(VkResult, AllocateMemory, VkDevice device, const VkMemoryAllocateInfo *a
 static void forget_memory(lt_memory *m)
 {
     if (m->mapped)
-        lt_capture_conceal(m);
+        lt_capture_conceal(m, 1);
     lt_heirs_leave(m);
     for (size_t i = 0; i < m->nbinds; i++)
         m->binds[i]->mem = NULL;
@@ -259,7 +259,7 @@ static void unmapping(lt_device *dev, VkDeviceMemory memory)
     pthread_mutex_lock(&dev->lock);
     lt_memory *m = lt_map_get(&dev->memories, (uint64_t)memory);
     if (m && m->mapped && !(m->external & LT_EXT_HOST_PTR))
-        lt_capture_conceal(m); /* before the driver's mapping goes away */
+        lt_capture_conceal(m, 0); /* before the driver's mapping goes away */
     pthread_mutex_unlock(&dev->lock);
 }
 

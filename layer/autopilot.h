@@ -78,6 +78,15 @@ typedef enum lt_bulk_step {
 /* What a capture of a bulk memory does. */
 lt_bulk_step lt_autopilot_bulk_step(lt_ap_state *s);
 
+/* Short-lived bulk memories (heirs.c): a freed memory that was in bulk and
+ * lived at most LT_AP_SHORT_LIFE captures hands `copy` to the next memory
+ * like it, which then keeps no reference and diffs nothing at map (a
+ * video decoder's frames: written whole, submitted once, freed). Such a
+ * memory that lives past LT_AP_COPY_LIFE captures goes to scan in bulk,
+ * its reference filled by that capture's copy. */
+#define LT_AP_SHORT_LIFE 2u
+#define LT_AP_COPY_LIFE 4u
+
 /* After a diffing capture of a scanned memory that changed `changed` of
  * `mapped` bytes: enters or leaves bulk. Returns 1 while in bulk. */
 int lt_autopilot_bulk_vote(lt_ap_state *s, size_t mapped, size_t changed);

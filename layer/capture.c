@@ -511,6 +511,8 @@ const char *lt_capture_untrackable(const lt_memory *m)
     return NULL;
 }
 
+static int whole_window(const lt_memory *m) { return m->map_offset == 0 && m->map_size == m->size; }
+
 /* The mode a freshly exposed memory starts in. */
 static lt_mode initial_mode(lt_memory *m)
 {
@@ -519,7 +521,7 @@ static lt_mode initial_mode(lt_memory *m)
     if (m->auto_mode) { /* guard until the autopilot has seen the write density */
         const lt_ap_cal *cal = lt_autopilot_calibration(lt_cfg()->backend);
         mode = lt_autopilot_always_scan(cal, exposed_pages(m)) ? LT_SCAN : LT_GUARD;
-        if (m->auto_pref == LT_SCAN || m->auto_pref == LT_GUARD) {
+        if (m->auto_pref == LT_SCAN || m->auto_pref == LT_GUARD || m->auto_pref == LT_COPY) {
             mode = m->auto_pref;
             /* Mapped again; an inherited choice keeps its own history's. */
             if (!m->inherited)
@@ -527,6 +529,14 @@ static lt_mode initial_mode(lt_memory *m)
             m->inherited = 0;
         }
         m->pending_guard = 0; /* the map decides afresh */
+        /* auto's copy leaves for scan by filling the reference with the
+         * whole memory (copy_to_bulk): it needs windows over all of it. A
+         * memory copied before keeps being copied in a partial window (its
+         * reference cannot say what replay holds outside it). */
+        if (mode == LT_COPY && !whole_window(m))
+            mode = m->copied ? LT_COPY : LT_SCAN;
+        if (mode == LT_COPY && !whole_window(m))
+            m->auto_mode = 0; /* for this exposure */
     }
     if (mode == LT_SHADOW && (m->external & LT_EXT_HOST_PTR)) {
         /* The app writes through its own pointer: there is no mapping to
@@ -731,6 +741,28 @@ static int bulk_capture(lt_memory *m)
     return 1;
 }
 
+/* An auto memory in copy that lives longer than the memories it inherited
+ * copy from: this capture writes the whole memory through the reference
+ * (a copy, as before), which makes the reference what replay holds, and
+ * the memory goes on in scan, in bulk (probed like any bulk memory). */
+static void copy_to_bulk(lt_memory *m)
+{
+    size_t size = (size_t)m->size;
+    memcpy(m->reference, m->driver_ptr, size);
+    emit(m, m->reference, 0, size);
+    stale_consumed(m);
+    account((int64_t)size - (int64_t)(m->known_hi - m->known_lo));
+    m->known_lo = 0;
+    m->known_hi = size;
+    m->ref_stale = 0;
+    m->copied = 0;
+    m->mode = LT_SCAN;
+    m->ap.bulk = 1;
+    m->ap.bulk_n = 0;
+    lt_stat_add(LT_ST_MODE_SWITCHES, 1);
+    write_mode(m, "lives longer than the memories it took copy from");
+}
+
 void lt_capture_memory(lt_memory *m)
 {
     if (!recording(m))
@@ -738,8 +770,16 @@ void lt_capture_memory(lt_memory *m)
     cand c = {0};
     size_t pages = 0;
     uint64_t t0 = lt_now_ns();
+    if (!m->concealing)
+        m->lives++;
     switch (m->mode) {
     case LT_COPY:
+        if (m->auto_mode && !m->concealing && m->lives > LT_AP_COPY_LIFE && whole_window(m) &&
+            ensure_reference(m) == 0) {
+            copy_to_bulk(m);
+            return;
+        }
+        m->copied = 1;
         /* With verify, through the reference: the packets and the content
          * hash then come from the same instant (see verify_memory). */
         if (lt_cfg()->verify && ensure_reference(m) == 0) {

@@ -24,14 +24,19 @@ static lt_heir *find(lt_device *dev, const lt_memory *m)
 
 void lt_heirs_leave(lt_memory *m)
 {
-    if (!m->auto_mode || m->pinned || (m->auto_pref != LT_SCAN && m->auto_pref != LT_GUARD))
+    lt_mode pref = m->auto_pref;
+    if (!m->auto_mode || m->pinned || (pref != LT_SCAN && pref != LT_GUARD && pref != LT_COPY))
         return;
+    /* Written whole and gone after a capture or two: the next one is
+     * copied (autopilot.h, LT_AP_SHORT_LIFE). */
+    if (pref == LT_SCAN && m->ap.bulk && m->lives <= LT_AP_SHORT_LIFE)
+        pref = LT_COPY;
     lt_device *dev = m->dev;
     lt_heir *h = find(dev, m);
     if (!h) /* the oldest entry makes room */
         h = &dev->heirs[dev->next_heir++ % LT_HEIRS];
     *h = (lt_heir){.used = 1, .size = m->size, .type_index = m->type_index, .external = m->external,
-                   .pref = m->auto_pref, .ap = m->ap};
+                   .pref = pref, .ap = m->ap};
 }
 
 int lt_heirs_take(lt_memory *m)

@@ -161,6 +161,10 @@ struct lt_memory {
     lt_ap_state ap;
     int inherited;     /* auto_pref and ap come from a freed memory like it (heirs.c) */
     int concealing;    /* the capture running is the last before an unmap or free */
+    unsigned lives;    /* captures since allocation (the last before an unmap or free not counted) */
+    /* A capture in copy wrote the window without updating the reference:
+     * replay knows bytes the reference does not (see initial_mode). */
+    int copied;
     uint64_t verify_hash; /* this submit's content hash (capture threads) */
 
     /* Ranges the device may have written through objects no longer bound

@@ -31,12 +31,22 @@ done
 "$MEMTRACK" verify "$TMP/b.mtrace" >/dev/null || fail "bulk: verify failed"
 echo "  dump (auto, bulk): ok"
 # Heirs: memories allocated, written whole and freed every frame; later ones
-# start where the earlier ones' history led (scan, then bulk), not in guard.
+# start where the earlier ones' history led (scan, then bulk), not in guard,
+# and once bulk memories are seen to live one capture, in copy.
 "$MEMTRACK" record --quiet -o "$TMP/c.mtrace" --mode auto --verify -- \
   "$SAMPLE" --workload churn --frames 20 >/dev/null 2>&1 || fail "churn: sample failed"
 "$MEMTRACK" verify "$TMP/c.mtrace" >/dev/null || fail "churn: verify failed"
 "$MEMTRACK" info "$TMP/c.mtrace" --memories | awk '$2 == 4194304' >"$TMP/c.modes"
 [ "$(wc -l <"$TMP/c.modes")" -eq 40 ] || fail "churn: expected 40 memories of 4 MiB"
-tail -10 "$TMP/c.modes" | grep -qv "scan (auto, bulk)\$" && { cat "$TMP/c.modes"; fail "churn: the last memories do not start in bulk"; }
+grep -q "scan (auto, bulk)" "$TMP/c.modes" || { cat "$TMP/c.modes"; fail "churn: no memory reached bulk"; }
+tail -10 "$TMP/c.modes" | grep -qv "copy (auto)\$" && { cat "$TMP/c.modes"; fail "churn: the last memories do not start in copy"; }
 echo "  heirs (auto, churn): ok"
+# A memory like the short-lived ones before it that stays: it leaves copy
+# for scan in bulk (its reference filled by a copy) and still verifies.
+"$MEMTRACK" record --quiet -o "$TMP/k.mtrace" --mode auto --verify -- \
+  "$SAMPLE" --workload churn --frames 30 --churn-keep 18 >/dev/null 2>&1 || fail "churn-keep: sample failed"
+"$MEMTRACK" verify "$TMP/k.mtrace" >/dev/null || fail "churn-keep: verify failed"
+"$MEMTRACK" info "$TMP/k.mtrace" --memories | grep -q "copy (auto), scan (auto, bulk): lives longer" ||
+  fail "churn-keep: the kept memory did not leave copy"
+echo "  heirs (auto, churn, a memory kept): ok"
 echo "dump: ok"

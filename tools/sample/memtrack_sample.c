@@ -15,7 +15,7 @@
  * freed once the GPU is done: a video decoder's frames).
  *
  * usage: memtrack-sample [--workload W] [--frames N] [--threads T] [--seed S]
- *                        [--stats FILE] [--save-frame N FILE]
+ *                        [--stats FILE] [--save-frame N FILE] [--churn-keep F]
  * Exit: 0 ok, 1 a check failed, 2 usage, 3 Vulkan unavailable. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -350,14 +350,15 @@ static int check_frame(int frame)
 static int usage(void)
 {
     fprintf(stderr, "usage: memtrack-sample [--workload sparse|dense|mixed|many-small|churn] [--frames N]\n"
-                    "                       [--threads T] [--seed S] [--stats FILE] [--save-frame N FILE]\n");
+                    "                       [--threads T] [--seed S] [--stats FILE] [--save-frame N FILE]\n"
+                    "                       [--churn-keep F]\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     const workload *w = &g_workloads[0];
-    int frames = 60, save_frame = -1;
+    int frames = 60, save_frame = -1, churn_keep = -1;
     const char *stats = NULL, *save_path = NULL;
     S.threads = 4;
     S.seed = 1;
@@ -379,6 +380,8 @@ int main(int argc, char **argv)
             S.seed = strtoull(argv[++i], NULL, 0);
         else if (strcmp(argv[i], "--stats") == 0 && next)
             stats = argv[++i];
+        else if (strcmp(argv[i], "--churn-keep") == 0 && next)
+            churn_keep = atoi(argv[++i]);
         else if (strcmp(argv[i], "--save-frame") == 0 && i + 2 < argc) {
             save_frame = atoi(argv[++i]);
             save_path = argv[++i];
@@ -429,6 +432,8 @@ int main(int argc, char **argv)
         pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
 
     uint64_t t_loop = now_ns(), t_write = 0, t_submit = 0, bytes = 0, gpu_bytes = 0;
+    VkDeviceMemory kept = VK_NULL_HANDLE; /* --churn-keep */
+    void *kept_ptr = NULL;
     int bad = 0;
     for (int f = 0; f < frames && !bad; f++) {
         plan_frame(w, f);
@@ -461,12 +466,20 @@ int main(int argc, char **argv)
         }
         /* churn: fresh memories, written whole, handed to this submit. */
         VkDeviceMemory churned[4];
+        void *churn_ptr[4];
+        /* --churn-keep F: frame F's first churned memory is not freed but
+         * stays mapped, 64 KiB of it rewritten per frame (a memory that
+         * outlives the ones like it before). */
+        if (kept_ptr)
+            for (size_t q = 0; q < (64u << 10) / 8; q++)
+                ((uint64_t *)kept_ptr)[q] = (uint64_t)f * 0x2545f4914f6cdd1dull + q;
         for (int j = 0; j < w->churn && j < 4; j++) {
             VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                         .allocationSize = 4u << 20, .memoryTypeIndex = S.mem_type};
             VK(vkAllocateMemory(S.dev, &mai, NULL, &churned[j]));
             void *p;
             VK(vkMapMemory(S.dev, churned[j], 0, VK_WHOLE_SIZE, 0, &p));
+            churn_ptr[j] = p;
             for (size_t q = 0; q < (4u << 20) / 8; q++)
                 ((uint64_t *)p)[q] = (uint64_t)f * 0x9e3779b97f4a7c15ull + q * 0x2545f4914f6cdd1dull + (uint64_t)j;
             bytes += 4u << 20;
@@ -480,10 +493,18 @@ int main(int argc, char **argv)
         VK(vkWaitForFences(S.dev, 1, &S.fence, VK_TRUE, UINT64_MAX));
         VK(vkResetFences(S.dev, 1, &S.fence));
         bad |= check_frame(f);
-        for (int j = 0; j < w->churn && j < 4; j++)
+        for (int j = 0; j < w->churn && j < 4; j++) {
+            if (j == 0 && f == churn_keep) { /* stays mapped */
+                kept = churned[0];
+                kept_ptr = churn_ptr[0];
+                continue;
+            }
             vkFreeMemory(S.dev, churned[j], NULL); /* frees the mapping too */
+        }
     }
     uint64_t loop = now_ns() - t_loop;
+    if (kept)
+        vkFreeMemory(S.dev, kept, NULL);
     S.quit = 1;
     pthread_barrier_wait(&S.start);
     for (int i = 0; i < S.threads; i++)

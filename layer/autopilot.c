@@ -74,7 +74,8 @@ lt_ap_decision lt_autopilot_decide(lt_ap_state *s, const lt_ap_cal *cal, lt_mode
 
 lt_bulk_step lt_autopilot_bulk_step(lt_ap_state *s)
 {
-    return ++s->bulk_n % LT_AP_BULK_PERIOD == 0 ? LT_BULK_PROBE : LT_BULK_COPY;
+    unsigned k = ++s->bulk_n % LT_AP_BULK_PERIOD;
+    return k == 0 ? LT_BULK_PROBE : k == LT_AP_BULK_PERIOD - 1 ? LT_BULK_REFRESH : LT_BULK_COPY;
 }
 
 int lt_autopilot_bulk_vote(lt_ap_state *s, size_t mapped, size_t changed)

@@ -68,10 +68,13 @@ lt_ap_decision lt_autopilot_decide(lt_ap_state *s, const lt_ap_cal *cal, lt_mode
  * captures in a row >= 85% of the window) is written whole without a diff
  * (bulk), like `copy`: the diff would read the reference and the memory to
  * find what the packets carry anyway. Every BULK_PERIOD-th capture of a
- * bulk memory diffs (PROBE): below 85% changed it leaves bulk. */
+ * bulk memory diffs (PROBE): below 85% changed it leaves bulk. The reference
+ * is left behind by the other captures, like copy keeps none, and brought up
+ * to date by the one before each probe (REFRESH). */
 #define LT_AP_BULK_PERIOD 16u
 typedef enum lt_bulk_step {
-    LT_BULK_COPY = 0, /* write the window whole (through the reference) */
+    LT_BULK_COPY = 0, /* write the window whole from the memory */
+    LT_BULK_REFRESH,  /* write it whole through the reference (the probe diffs against it) */
     LT_BULK_PROBE,    /* diff against the reference, then lt_autopilot_bulk_vote */
 } lt_bulk_step;
 

@@ -555,6 +555,18 @@ static lt_mode initial_mode(lt_memory *m)
 
 /* The window's whole content, written as it is now: where replay's idea of
  * the memory cannot be trusted (capture was paused). */
+static int window_lags(const lt_memory *m)
+{
+    return m->lag_lo < m->lag_hi && m->lag_lo < m->map_offset + m->map_size && m->map_offset < m->lag_hi;
+}
+
+/* The window's reference was just brought up to what replay holds. */
+static void window_caught_up(lt_memory *m)
+{
+    if (m->lag_lo >= m->map_offset && m->lag_hi <= m->map_offset + m->map_size)
+        m->lag_lo = m->lag_hi = 0;
+}
+
 static void emit_whole(lt_memory *m)
 {
     memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
@@ -603,9 +615,10 @@ static void start_capture(lt_memory *m, int reopen)
      * image starts as zeros); elsewhere only what the device may have
      * written while the memory was not exposed. */
     VkDeviceSize lo = m->map_offset, hi = m->map_offset + m->map_size;
-    if (m->ref_stale || reopen) {
+    if (m->ref_stale || reopen || window_lags(m)) {
         emit_whole(m);
         m->ref_stale = 0;
+        window_caught_up(m);
         account((int64_t)(hi - lo) - (int64_t)(m->known_hi - m->known_lo));
         m->known_lo = lo;
         m->known_hi = hi;
@@ -725,18 +738,36 @@ static void autopilot(lt_memory *m, size_t pages, uint64_t ns)
 }
 
 /* A capture of a scanned memory in bulk (autopilot.h): returns 1 when the
- * window was written whole, 0 when this capture diffs (the probe, or the
- * last capture before an unmap or free: right after a submit's capture it
- * usually finds nothing, where writing whole would write it all again). The
- * window goes through the reference, which stays what replay knows: a
- * copy costs one read of the memory and one write, a diff two reads, and
- * packets and content hash come from the same instant (verify). */
+ * window was written whole, 0 when this capture diffs. Most captures write
+ * it straight from the memory, as copy does, leaving the reference behind
+ * (lag_lo/lag_hi); the one before a probe writes it through the reference,
+ * so that the probe's diff measures one capture's changes. Through the
+ * reference always with verify (packets and content hash then come from the
+ * same instant), and for the last capture before an unmap or free when the
+ * reference lags (else that one diffs: right after a submit's capture it
+ * usually finds nothing). */
 static int bulk_capture(lt_memory *m)
 {
-    if (m->concealing || lt_autopilot_bulk_step(&m->ap) == LT_BULK_PROBE)
+    int lags = window_lags(m);
+    if (m->concealing && !lags)
         return 0;
-    memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
-    emit(m, m->reference, m->map_offset, m->map_size);
+    lt_bulk_step step = m->concealing ? LT_BULK_REFRESH : lt_autopilot_bulk_step(&m->ap);
+    if (step == LT_BULK_PROBE && !lags)
+        return 0;
+    if (step != LT_BULK_COPY || lt_cfg()->verify) { /* a probe on a lagging reference refreshes instead */
+        memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
+        emit(m, m->reference, m->map_offset, m->map_size);
+        window_caught_up(m);
+    } else {
+        emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
+        VkDeviceSize lo = m->map_offset, hi = m->map_offset + m->map_size;
+        if (m->lag_lo < m->lag_hi) {
+            lo = lo < m->lag_lo ? lo : m->lag_lo;
+            hi = hi > m->lag_hi ? hi : m->lag_hi;
+        }
+        m->lag_lo = lo;
+        m->lag_hi = hi;
+    }
     stale_consumed(m);
     return 1;
 }

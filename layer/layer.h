@@ -177,6 +177,11 @@ struct lt_memory {
      * went unrecorded while capture was paused): the next exposure writes
      * the window's full content. */
     int ref_stale;
+    /* Bulk captures written straight from the memory (bulk_capture) leave
+     * the reference behind replay in [lag_lo, lag_hi) (empty: lo == hi): a
+     * diff there could miss bytes, so a probe refreshes first and an
+     * exposure overlapping it writes its window whole. */
+    VkDeviceSize lag_lo, lag_hi;
     size_t changed_bytes; /* bytes the last diff_emit wrote as packets (merge gaps included) */
 
     /* bindings sorted by offset */

@@ -46,7 +46,8 @@ echo "  heirs (auto, churn): ok"
 "$MEMTRACK" record --quiet -o "$TMP/k.mtrace" --mode auto --verify -- \
   "$SAMPLE" --workload churn --frames 30 --churn-keep 18 >/dev/null 2>&1 || fail "churn-keep: sample failed"
 "$MEMTRACK" verify "$TMP/k.mtrace" >/dev/null || fail "churn-keep: verify failed"
-"$MEMTRACK" info "$TMP/k.mtrace" --memories | grep -q "copy (auto), scan (auto, bulk): lives longer" ||
-  fail "churn-keep: the kept memory did not leave copy"
+"$MEMTRACK" info "$TMP/k.mtrace" --memories >"$TMP/k.modes"
+grep -q "copy (auto), scan (auto, bulk): lives longer" "$TMP/k.modes" ||
+  { cat "$TMP/k.modes"; fail "churn-keep: the kept memory did not leave copy"; }
 echo "  heirs (auto, churn, a memory kept): ok"
 echo "dump: ok"

@@ -406,11 +406,21 @@ static void fall_back_to_scan(lt_memory *m, const char *key, const char *why)
 /* Hot pages: a memory rewritten every frame costs a diff of its pages per
  * submit instead of a fault per page per frame (5-10 us each with the
  * signal backend); every reported page is diffed against the reference
- * anyway, so pages reported unwritten cost a compare, never a packet. */
-static const mt_range_opts *range_opts(void)
+ * anyway, so pages reported unwritten cost a compare, never a packet. The
+ * fault budget does the same for a memory's first frames, before its pages
+ * are hot (and for the autopilot's first captures of a dense memory in
+ * guard): past max(64, pages/8) faults between two captures, the signal
+ * backend opens the range whole and the capture diffs all of it (uffd's
+ * faults cost no signal: it ignores the budget). */
+static mt_range_opts range_opts(size_t len)
 {
-    static const mt_range_opts hot = {.flags = MT_RANGE_HOT_PAGES};
-    return lt_cfg()->hot_pages ? &hot : NULL;
+    size_t pages = (len + page_size() - 1) / page_size(), budget = pages / 8 > 64 ? pages / 8 : 64;
+    mt_range_opts o = {0};
+    if (lt_cfg()->hot_pages)
+        o.flags |= MT_RANGE_HOT_PAGES;
+    if (lt_cfg()->fault_budget)
+        o.fault_budget = budget > UINT32_MAX ? UINT32_MAX : (uint32_t)budget;
+    return o;
 }
 
 static int guard_start(lt_memory *m)
@@ -419,7 +429,8 @@ static int guard_start(lt_memory *m)
     if (!t)
         return MT_EUNSUPPORTED;
     uint64_t t0 = lt_now_ns();
-    int rc = mt_tracker_add(t, m->driver_ptr, (size_t)m->map_size, range_opts(), &m->range);
+    mt_range_opts o = range_opts((size_t)m->map_size);
+    int rc = mt_tracker_add(t, m->driver_ptr, (size_t)m->map_size, &o, &m->range);
     if (rc) {
         m->range = 0;
         return rc;
@@ -457,7 +468,8 @@ static int shadow_start(lt_memory *m)
     memcpy(p, m->driver_ptr, (size_t)m->map_size);
     /* Tracked after the copy: the app gets the pointer only when we return.
      * Only the window's bytes: the page-rounded ends are not the memory's. */
-    int rc = mt_tracker_add(lt_tracker(), p, (size_t)m->map_size, range_opts(), &m->range);
+    mt_range_opts o = range_opts((size_t)m->map_size);
+    int rc = mt_tracker_add(lt_tracker(), p, (size_t)m->map_size, &o, &m->range);
     if (rc) {
         munmap(base, len);
         m->range = 0;

@@ -140,6 +140,7 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
     parser p = {get, warn, arg};
     c->mode = LT_AUTO;
     c->hot_pages = 1;
+    c->fault_budget = 1;
     c->backend = MT_TRACK_AUTO;
     const char *v = value_of(&p, "MEMTRACK_MODE");
     if (v) {
@@ -167,6 +168,7 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
     parse_bool_var(&p, "MEMTRACK_PROGRESS", &c->progress);
     parse_bool_var(&p, "MEMTRACK_FOLLOW_CHILDREN", &c->follow_children);
     parse_bool_var(&p, "MEMTRACK_HOT_PAGES", &c->hot_pages);
+    parse_bool_var(&p, "MEMTRACK_FAULT_BUDGET", &c->fault_budget);
     uint64_t n;
     if ((v = value_of(&p, "MEMTRACK_MERGE_GAP"))) {
         if (parse_u64(v, &n) != 0 || n > (1u << 30))

@@ -15,6 +15,9 @@
  *   MEMTRACK_HOT_PAGES         on/off (default on): guard and shadow leave pages written
  *                              in consecutive submits writable and diff them at every
  *                              submit instead of taking a fault per page per frame
+ *   MEMTRACK_FAULT_BUDGET      on/off (default on): signal-backend ranges take at most
+ *                              max(64, pages/8) faults per submit, then open whole and
+ *                              are diffed whole (a dense writer's first frames)
  *   MEMTRACK_SESSION           set by `memtrack record`: the first process of the session
  *                              creates the trace, later ones are children (see docs/layer.md)
  *   MEMTRACK_FOLLOW_CHILDREN   on/off: a child process that uses Vulkan gets its own
@@ -50,6 +53,7 @@ typedef struct lt_config {
     lt_mode mode;
     int verify, progress, follow_children;
     int hot_pages; /* MT_RANGE_HOT_PAGES for guard and shadow ranges */
+    int fault_budget; /* mt_range_opts.fault_budget for guard and shadow ranges */
     int backend; /* mt_track_backend */
     int compression; /* mt_trace_compression */
     int capture_threads; /* 0: the default */

@@ -104,6 +104,13 @@ typedef struct mt_range_opts {
      * (its own mprotect calls update it, with the interposer), restored on
      * remove, and never widened or narrowed by tracking. */
     int prot;
+    /* Signal backend: once this many write faults have been taken in one
+     * collect pass, the whole range is made writable and the next collect
+     * reports all of it, so that a writer rewriting most of a big range pays
+     * this many faults (~5 us each) and the caller one compare of the range,
+     * not a fault per page. 0: never. uffd ranges ignore it (their faults
+     * cost no signal). Counted in mt_range_stats.budget_opens. */
+    uint32_t fault_budget;
     uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_range_opts;
 
@@ -136,6 +143,7 @@ typedef struct mt_range_stats {
      * every page is reported on each collect. */
     int not_protected;
     size_t hot_pages; /* MT_RANGE_HOT_PAGES: pages kept writable now */
+    uint64_t budget_opens; /* passes whose fault_budget ran out (the range was opened whole) */
 } mt_range_stats;
 
 /* Creates a tracker. `opts` may be NULL (all defaults). Returns 0 and sets

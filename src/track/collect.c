@@ -184,6 +184,10 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
     uint64_t local[MT_WINDOW_WORDS];
     int whole = atomic_load_explicit(&r->whole, memory_order_relaxed);
     int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
+    /* A new pass's fault budget (signal backend): faults from here on count
+     * towards the next collect. */
+    if (r->fault_budget)
+        atomic_store_explicit(&r->pass_faults, 0, memory_order_relaxed);
     /* Hot pages: not while every page is reported anyway. */
     int hot = r->hot && !whole && !atomic_load_explicit(&r->degraded, memory_order_relaxed);
     for (size_t w0 = 0; w0 < r->nwords; w0 += MT_WINDOW_WORDS) {

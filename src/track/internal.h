@@ -117,6 +117,11 @@ struct mt_range {
     _Atomic uint64_t kernel_writes;
     _Atomic uint64_t app_calls;
     _Atomic int degraded; /* signal backend: the whole span is writable and all bits set */
+    /* mt_range_opts.fault_budget: faults taken this pass (reset by collect)
+     * and passes that ran out of it (signal_posix.c). */
+    uint32_t fault_budget;
+    _Atomic uint32_t pass_faults;
+    _Atomic uint64_t budget_opens;
     /* MT_RANGE_HOT_PAGES (hot.c), else NULL: pages kept writable and
      * reported by every pass, and per page its recent history. */
     _Atomic uint64_t *hot;

@@ -33,7 +33,7 @@ static void sig_write(const char *msg)
 /* Makes r's whole span writable (the application's protection) and marks it
  * all dirty; for the pages at its ends, other ranges sharing them are marked
  * too. Async-signal-safe. */
-static int degrade_range(mt_range *r, const mt_sig_entry *e, uint32_t n)
+static int open_range(mt_range *r, const mt_sig_entry *e, uint32_t n)
 {
     int rc = mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
     if (rc)
@@ -45,9 +45,32 @@ static int degrade_range(mt_range *r, const mt_sig_entry *e, uint32_t n)
         for (uint32_t i = mti_sigtable_first_ending_after(e, n, edges[k]);
              i < n && e[i].start < edges[k] + ps; i++)
             mti_bits_set(e[i].range->bits, mti_page_index(e[i].range, edges[k]));
+    return 0;
+}
+
+/* As open_range, as a fallback that loses precision (counted, and flagged
+ * until a collect re-arms the whole span). */
+static int degrade_range(mt_range *r, const mt_sig_entry *e, uint32_t n)
+{
+    int rc = open_range(r, e, n);
+    if (rc)
+        return rc;
     atomic_fetch_add_explicit(&r->degradations, 1, memory_order_relaxed);
     atomic_store_explicit(&r->degraded, 1, memory_order_relaxed);
     return 0;
+}
+
+/* A fault on signal range r: counts it, and opens the whole range once the
+ * pass's fault budget runs out (mt_range_opts.fault_budget). Unlike a
+ * degradation this keeps hot pages going: every page is reported this pass,
+ * which is what it costs. Async-signal-safe. */
+static void count_fault(mt_range *r, const mt_sig_entry *e, uint32_t n)
+{
+    atomic_fetch_add_explicit(&r->faults, 1, memory_order_relaxed);
+    if (r->fault_budget &&
+        atomic_fetch_add_explicit(&r->pass_faults, 1, memory_order_relaxed) + 1 == r->fault_budget &&
+        open_range(r, e, n) == 0)
+        atomic_fetch_add_explicit(&r->budget_opens, 1, memory_order_relaxed);
 }
 
 /* mprotect of one page failed with ENOMEM: vm.max_map_count is exhausted by
@@ -108,7 +131,7 @@ static int handle_tracked_write(uintptr_t addr)
                     continue;
                 mti_bits_set(r->bits, i);
                 if (r->backend == MT_TRACK_SIGNAL)
-                    atomic_fetch_add_explicit(&r->faults, 1, memory_order_relaxed);
+                    count_fault(r, e, n);
             }
     }
     mti_sigtable_leave(tok);

@@ -130,6 +130,7 @@ static mt_range *new_range(mt_tracker *t, uintptr_t start, size_t len, const mt_
         r->heat = (_Atomic uint16_t *)((unsigned char *)r + heat_at);
     }
     atomic_store_explicit(&r->pass, 1, memory_order_relaxed);
+    r->fault_budget = o->fault_budget;
     r->owner = t;
     r->start = start;
     r->end = start + len;
@@ -420,6 +421,7 @@ int mt_tracker_stats(mt_tracker *t, mt_range_id id, mt_range_stats *out)
         out->pages_collected = atomic_load_explicit(&r->pages_collected, memory_order_relaxed);
         out->degradations = atomic_load_explicit(&r->degradations, memory_order_relaxed);
         out->degraded = atomic_load_explicit(&r->degraded, memory_order_relaxed);
+        out->budget_opens = atomic_load_explicit(&r->budget_opens, memory_order_relaxed);
         out->fallback_reason = r->fallback_reason;
         out->unmapped_pages = atomic_load_explicit(&r->gone_pages, memory_order_relaxed);
         out->unmapped = out->unmapped_pages > 0;

@@ -44,7 +44,13 @@ static int slot_alloc(mt_coh *c, coh_view *v)
         idx = c->nslots++;
         c->slots[idx].gen = 1;
     }
-    c->slots[idx].view = v;
+    coh_slot *s = &c->slots[idx];
+    s->view = v;
+    s->client = v->client;
+    s->flags = v->flags;
+    s->root = v->kind == COH_VIEW_ROOT && v->offset == 0 && v->root && v->size == v->root->size
+                  ? v->root
+                  : NULL;
     v->slot = idx;
     v->gen = c->slots[idx].gen;
     return 0;
@@ -54,6 +60,8 @@ static void slot_free(mt_coh *c, coh_view *v)
 {
     coh_slot *s = &c->slots[v->slot];
     s->view = NULL;
+    s->client = NULL;
+    s->root = NULL;
     s->gen++;
     if (s->gen == 0)
         s->gen = 1;
@@ -84,7 +92,7 @@ static coh_root *root_new(mt_coh *c, mt_coh_client *cl, uint64_t size, uint32_t 
         c->roots = v;
         c->caproots = cap;
     }
-    coh_root *r = calloc(1, sizeof *r);
+    coh_root *r = mti_coh_zalloc_lines(sizeof *r);
     if (!r)
         return NULL;
     atomic_init(&r->refs, 1); /* alive */
@@ -326,6 +334,7 @@ static int new_view(mt_coh *c, mt_coh_client *cl, coh_view *tmpl, mt_coh_buf *ou
     if (!v)
         return -ENOMEM;
     *v = *tmpl;
+    v->client = cl; /* the slot copies it */
     if (slot_alloc(c, v)) {
         free(v);
         return -ENOMEM;
@@ -425,7 +434,7 @@ int mt_coh_buffer_create(mt_coh_client *cl, uint64_t size, const mt_coh_buffer_o
     }
     r->views = 1; /* held until the view exists */
     if (o.flags & MT_COH_BUF_USE_HOST_PTR) {
-        coh_inst *in = calloc(1, sizeof *in);
+        coh_inst *in = mti_coh_zalloc_lines(sizeof *in);
         r->hostatt = calloc(COH_NLOC, sizeof *r->hostatt);
         if (!in || !r->hostatt) {
             free(in);

@@ -152,7 +152,7 @@ static int host_memory(mt_coh *c, coh_root *r)
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return -ENOMEM;
-    coh_inst *in = calloc(1, sizeof *in);
+    coh_inst *in = mti_coh_zalloc_lines(sizeof *in);
     coh_hostatt *ha = r->hostatt ? r->hostatt : calloc(COH_NLOC, sizeof *ha);
     if (!in || !ha) {
         free(in);
@@ -200,7 +200,7 @@ int mti_coh_inst_make(mt_coh *c, coh_root *r, uint32_t loc, coh_root *const *pin
     }
     if (rc)
         return rc;
-    coh_inst *in = calloc(1, sizeof *in);
+    coh_inst *in = mti_coh_zalloc_lines(sizeof *in);
     if (!in || add_to_device(d, in)) {
         free(in);
         mti_coh_dev_free(d, &b);

@@ -86,25 +86,30 @@ static void prefetch_args(mt_coh *c, const mt_coh_arg *args, uint32_t nargs, uin
         if ((uint32_t)args[i].buf && idx < c->nslots)
             __builtin_prefetch(&c->slots[idx]);
     }
+    /* A buffer's own handle names its root in the slot; other views are
+     * one level more. */
+    coh_root *r[N];
     for (uint32_t i = 0; i < n; i++) {
         uint32_t idx = (uint32_t)args[i].buf - 1;
-        v[i] = (uint32_t)args[i].buf && idx < c->nslots ? c->slots[idx].view : NULL;
+        const coh_slot *s = (uint32_t)args[i].buf && idx < c->nslots ? &c->slots[idx] : NULL;
+        r[i] = s ? s->root : NULL;
+        v[i] = s && !r[i] ? s->view : NULL;
         if (v[i])
             __builtin_prefetch(v[i]);
     }
     for (uint32_t i = 0; i < n; i++) {
-        v[i] = v[i] && v[i]->kind != COH_VIEW_FINE ? v[i] : NULL;
-        if (v[i]) {
-            __builtin_prefetch(v[i]->root);
-            __builtin_prefetch(&v[i]->root->inst[target]);
+        if (!r[i] && v[i] && v[i]->kind != COH_VIEW_FINE)
+            r[i] = v[i]->root;
+        if (r[i]) {
+            __builtin_prefetch(r[i]);
+            __builtin_prefetch(&r[i]->inst[target]);
         }
     }
     for (uint32_t i = 0; i < n; i++)
-        if (v[i]) {
-            coh_root *r = v[i]->root;
-            __builtin_prefetch(r->runs.v);
-            if (r->inst[target])
-                __builtin_prefetch(r->inst[target]);
+        if (r[i]) {
+            __builtin_prefetch(r[i]->runs.v);
+            if (r[i]->inst[target])
+                __builtin_prefetch(r[i]->inst[target]);
         }
 }
 
@@ -116,8 +121,14 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
     x->nneed = 0;
     uint64_t limit, base;
     uint32_t flags = 0;
-    if (arg->buf) {
-        coh_view *v = mti_coh_view_lookup(c, cl, arg->buf);
+    const coh_slot *sl = arg->buf ? mti_coh_slot_lookup(c, cl, arg->buf) : NULL;
+    if (sl && sl->root) { /* a buffer's own handle: the view is not needed */
+        x->root = sl->root;
+        base = 0;
+        limit = sl->root->size;
+        flags = sl->flags;
+    } else if (arg->buf) {
+        coh_view *v = sl ? sl->view : NULL;
         if (!v)
             return MT_ENOBUF;
         x->root = v->kind == COH_VIEW_FINE ? NULL : v->root;

@@ -105,23 +105,29 @@ int mti_coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t m
 /* AND of the masks over [a, b), and OR. */
 void mti_coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all, uint64_t *any);
 /* One walk over [a, b): the number of runs without `bit` (stale there),
- * the AND of their masks, and whether any run is lost (mask 0). */
+ * the AND of their masks, and in *flags whether any run is lost (mask 0:
+ * COH_STALE_LOST) and whether a stale run is valid at none of `peers`
+ * (COH_STALE_OFF_PEER: fetching it may need host memory). */
+#define COH_STALE_LOST 1
+#define COH_STALE_OFF_PEER 2
 static inline uint32_t mti_coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b,
-                                          uint64_t bit, uint64_t *and_mask, int *lost)
+                                          uint64_t bit, uint64_t peers, uint64_t *and_mask,
+                                          int *flags)
 {
     uint32_t n = 0;
     uint64_t m_and = ~0ull;
-    int l = 0;
+    int l = 0, off = 0;
     for (uint32_t k = mti_coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
         uint64_t m = r->v[k].mask;
         l |= !m;
         if (!(m & bit)) {
             n++;
             m_and &= m;
+            off |= !(m & peers);
         }
     }
     *and_mask = m_and;
-    *lost = l;
+    *flags = (l ? COH_STALE_LOST : 0) | (off ? COH_STALE_OFF_PEER : 0);
     return n;
 }
 /* Bytes of [a, b) whose mask is 0. */

@@ -36,6 +36,7 @@ typedef struct coh_res {
      * tracked roots (collections change their runs in between). */
     uint32_t nstale[2];
     uint64_t pref[2];
+    int off_peer;       /* some stale run is valid at no peer of the target */
     uint32_t on_root;   /* arguments of this command on its root, itself included */
     int first;          /* the first of them */
 } coh_res;
@@ -179,12 +180,17 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
     if (rc)
         return rc;
     needed(x, !!(c->o.flags & MT_COH_WHOLE_BUFFER));
+    /* Host memory can only be needed for a run valid at no peer of the
+     * target (needs_host walks only then). */
+    uint64_t peers = target == MT_COH_HOST ? 0 : c->dev[target]->peer_mask;
+    x->off_peer = 0;
     for (int i = 0; i < x->nneed; i++) {
-        int lost;
+        int st;
         x->nstale[i] = mti_coh_runs_stale(&r->runs, x->need[i].a, x->need[i].b, COH_BIT(target),
-                                      &x->pref[i], &lost);
-        if (lost)
+                                      peers, &x->pref[i], &st);
+        if (st & COH_STALE_LOST)
             return MT_ELOSTDATA;
+        x->off_peer |= !!(st & COH_STALE_OFF_PEER);
         /* The likely source of its migration (valid over every stale run):
          * start loading its instance while the other arguments validate. */
         uint64_t p = x->pref[i] & ~COH_BIT(target);
@@ -198,7 +204,7 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
  * through it? Then the root needs host memory first. */
 static int needs_host(mt_coh *c, const coh_res *x, uint32_t target)
 {
-    if (x->root->inst[0] || target == MT_COH_HOST)
+    if (x->root->inst[0] || target == MT_COH_HOST || !x->off_peer)
         return 0;
     const coh_runs *rs = &x->root->runs;
     uint64_t peers = c->dev[target]->peer_mask;

@@ -289,8 +289,8 @@ static int fetch_pieces(coh_builder *b, uint64_t a, uint64_t bnd)
 
 int mti_coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd)
 {
-    int lost;
-    mti_coh_runs_stale(&b->r->runs, a, bnd, COH_BIT(b->to), &b->pref, &lost);
+    int flags; /* lost runs are skipped by fetch_pieces */
+    mti_coh_runs_stale(&b->r->runs, a, bnd, COH_BIT(b->to), ~0ull, &b->pref, &flags);
     return fetch_pieces(b, a, bnd);
 }
 

@@ -62,6 +62,11 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
     }
     for (uint32_t k = k0; k <= k1; k++)
         atomic_store_explicit(&tr->res[k].done, 0, memory_order_relaxed);
+    /* The collection helper (if any) scans every chunk at once, in its own
+     * process; the collects below then take its results in address order
+     * (they scan themselves when it is not running). */
+    if (c->o.collect_helper)
+        (void)mt_tracker_collect_ahead(c->tracker, tr->ids + k0, k1 - k0 + 1);
     coh_job job = {.c = c, .r = r, .k1 = k1};
     atomic_init(&job.next, k0);
     coh_workers *w = c->workers;

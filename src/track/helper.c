@@ -34,7 +34,6 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,8 +321,11 @@ static uint32_t await(mt_helper *h, mth_job *j)
             return st;
         if (!usable(h))
             return 0;
-        if (spin < 64) { /* a window scans in tens of microseconds */
-            sched_yield();
+        /* A short spin, then sleep: a thread of ours that keeps running
+         * (or yields and runs again) is one more CPU each of the helper's
+         * TLB flushes must interrupt, which is what the helper avoids. */
+        if (spin < 32) {
+            mti_cpu_relax();
             continue;
         }
         if (!t0)

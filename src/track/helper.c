@@ -248,22 +248,20 @@ int mti_helper_status(const mt_tracker *t)
 
 /* ---- jobs ------------------------------------------------------------------------------- */
 
-long mti_helper_post(mt_tracker *t, mt_range *r)
+/* Eligible: a live uffd range whose pages the helper may scan. */
+static int eligible(const mt_range *r)
 {
-    mt_helper *h = t->helper;
-    if (!usable(h) || !r->pend || r->backend != MT_TRACK_UFFD ||
-        atomic_load_explicit(&r->whole, memory_order_relaxed) ||
-        atomic_load_explicit(&r->gone_pages, memory_order_relaxed))
-        return 0;
-    if (!atomic_load_explicit(&h->shm->ready, memory_order_acquire)) {
-        if (exited(h))
-            mark_dead(h, -ECHILD); /* it never came up (exec failed?) */
-        return 0;                  /* still starting: the collect scans itself */
-    }
+    return r->pend && r->backend == MT_TRACK_UFFD &&
+           !atomic_load_explicit(&r->whole, memory_order_relaxed) &&
+           !atomic_load_explicit(&r->gone_pages, memory_order_relaxed);
+}
+
+/* Fills job slots for the windows of r without one pending, queueing them
+ * after `*queued` others not yet published. Returns 1 if any was. */
+static int post_range(mt_helper *h, mt_range *r, uint32_t head, uint32_t *queued)
+{
     mth_shm *sh = h->shm;
-    long posted = 0;
-    pthread_mutex_lock(&h->lock);
-    uint32_t head = atomic_load_explicit(&sh->head, memory_order_relaxed);
+    int any = 0;
     size_t nwin = (r->npages + MTH_WINDOW_PAGES - 1) / MTH_WINDOW_PAGES;
     for (size_t w = 0; w < nwin && h->nfree; w++) {
         if (atomic_load_explicit(&r->pend[w], memory_order_relaxed))
@@ -278,6 +276,8 @@ long mti_helper_post(mt_tracker *t, mt_range *r)
         j->err = 0;
         atomic_store_explicit(&j->waiting, 0, memory_order_relaxed);
         atomic_store_explicit(&j->state, MTH_POSTED, memory_order_relaxed);
+        /* A collector taking the window before the job is published waits
+         * for it like for any other (the helper gets it below). */
         uint32_t none = 0;
         if (!atomic_compare_exchange_strong_explicit(&r->pend[w], &none, s + 1,
                                                      memory_order_relaxed, memory_order_relaxed)) {
@@ -285,20 +285,43 @@ long mti_helper_post(mt_tracker *t, mt_range *r)
             h->free[h->nfree++] = s; /* a concurrent post got there first */
             continue;
         }
-        atomic_store_explicit(&sh->queue[(head + (uint32_t)posted) % MTH_SLOTS], s,
-                              memory_order_relaxed);
-        posted++;
+        atomic_store_explicit(&sh->queue[(head + *queued) % MTH_SLOTS], s, memory_order_relaxed);
+        (*queued)++;
+        any = 1;
     }
-    if (posted) {
-        /* seq_cst: publishes the jobs (release) and pairs with the helper
-         * threads' idle count (they count themselves, then re-read head). */
-        atomic_fetch_add(&sh->head, (uint32_t)posted);
-        uint32_t idle = atomic_load(&sh->idle);
-        if (idle)
-            futex_wake(&sh->head, posted < (long)idle ? (int)posted : (int)idle);
+    return any;
+}
+
+long mti_helper_post(mt_tracker *t, mt_range *const *rs, size_t n)
+{
+    mt_helper *h = t->helper;
+    if (!usable(h))
+        return 0;
+    if (!atomic_load_explicit(&h->shm->ready, memory_order_acquire)) {
+        if (exited(h))
+            mark_dead(h, -ECHILD); /* it never came up (exec failed?) */
+        return 0;                  /* still starting: the collect scans itself */
+    }
+    mth_shm *sh = h->shm;
+    long ranges = 0;
+    uint32_t queued = 0;
+    pthread_mutex_lock(&h->lock);
+    uint32_t head = atomic_load_explicit(&sh->head, memory_order_relaxed);
+    for (size_t i = 0; i < n && h->nfree; i++)
+        if (eligible(rs[i]))
+            ranges += post_range(h, rs[i], head, &queued);
+    uint32_t idle = 0;
+    if (queued) {
+        /* One publication and one wake-up for the whole batch. seq_cst:
+         * publishes the jobs (release) and pairs with the helper threads'
+         * idle count (they count themselves, then re-read head). */
+        atomic_fetch_add(&sh->head, queued);
+        idle = atomic_load(&sh->idle);
     }
     pthread_mutex_unlock(&h->lock);
-    return posted;
+    if (idle) /* after the unlock: collectors freeing slots need not wait */
+        futex_wake(&sh->head, queued < idle ? (int)queued : (int)idle);
+    return ranges;
 }
 
 static int64_t now_ns(void)

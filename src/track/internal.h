@@ -317,9 +317,10 @@ void mti_helper_stop(mt_tracker *t);
 void mti_helper_fork_child(mt_tracker *t);
 /* 1 running, 2 starting, 0 not asked, or the negative reason it is not used. */
 int mti_helper_status(const mt_tracker *t);
-/* Posts a scan of each window of r that has none pending; the number posted
- * (0: no helper, not ready, or r not eligible). Caller holds t->lock (read). */
-long mti_helper_post(mt_tracker *t, mt_range *r);
+/* Posts a scan of each window of rs[0..n) that has none pending, in one
+ * batch (one wake-up); the number of ranges with a scan posted (0: no
+ * helper, not ready, none eligible). Caller holds t->lock (read). */
+long mti_helper_post(mt_tracker *t, mt_range *const *rs, size_t n);
 /* Takes window `win`'s pending job: 0 when none (scan it yourself), 1 with
  * its written pages ORed into out[0..nwords), or a negative code when it
  * failed or the helper died before finishing it (report the whole window:

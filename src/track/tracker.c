@@ -367,11 +367,17 @@ long mt_tracker_collect_ahead(mt_tracker *t, const mt_range_id *ids, size_t n)
     if (poisoned(t))
         return -ENOTRECOVERABLE;
     long posted = 0;
+    mt_range *batch[64]; /* posted together: one wake-up of the helper */
+    size_t nb = 0;
     pthread_rwlock_rdlock(&t->lock);
     for (size_t i = 0; i < n; i++) {
         mt_range *r = lookup(t, ids[i]);
         if (r)
-            posted += mti_helper_post(t, r) > 0;
+            batch[nb++] = r;
+        if (nb == 64 || (i + 1 == n && nb)) {
+            posted += mti_helper_post(t, batch, nb);
+            nb = 0;
+        }
     }
     pthread_rwlock_unlock(&t->lock);
     return posted;

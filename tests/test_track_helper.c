@@ -15,6 +15,7 @@
  *    keeps it and its own child is waited for as usual. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +124,31 @@ static void write_random(unsigned char *m, unsigned char *ref, size_t ps, uint64
         }
 }
 
+typedef struct writer_job {
+    unsigned char *m, *ref;
+    size_t ps;
+    uint64_t rng;
+    unsigned every;
+} writer_job;
+
+static void *writer(void *arg)
+{
+    writer_job *w = arg;
+    write_random(w->m, w->ref, w->ps, &w->rng, w->every);
+    return NULL;
+}
+
+static _Atomic int g_bystander_stop;
+
+/* A thread that exists while the helper starts, doing nothing. */
+static void *bystander(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&g_bystander_stop))
+        sleep_ms(1);
+    return NULL;
+}
+
 /* One collect round of range `id` (tracked bytes [start, ...) of the
  * mapping at m): what it reported, as pages of the mapping. */
 static size_t collect_round(mt_tracker *t, mt_range_id id, unsigned char *m, uintptr_t start,
@@ -138,6 +164,11 @@ static void test_exact(uint64_t seed)
     unsigned char *m = tu_map(NP * ps), *ref = calloc(NP, 1), *seen = calloc(NP, 1);
     MT_CHECK(ref && seen);
     memset(m, 1, NP * ps); /* populated: the scan walks real page tables */
+    /* The helper starts in a multi-threaded process, and threads start
+     * after it (ThreadSanitizer took its start for a fork: they died). */
+    pthread_t by;
+    writer_job none = {m, ref, ps, 1, 1u << 30};
+    MT_CHECK(pthread_create(&by, NULL, bystander, &none) == 0);
     mt_tracker *t = helper_tracker(4);
     await_running(t);
     /* Partial pages at both ends of the range. */
@@ -148,7 +179,14 @@ static void test_exact(uint64_t seed)
     for (int round = 0; round < 12; round++) {
         int ahead = round % 2 == 0; /* helper, in-process, helper, ... */
         memset(ref, 0, NP);
-        write_random(m, ref, ps, &rng, round < 6 ? 100 : 3);
+        if (round == 1) { /* a thread started after the helper (sanitizers' clone handling) */
+            writer_job wj = {m, ref, ps, rng, 100};
+            pthread_t th;
+            MT_CHECK(pthread_create(&th, NULL, writer, &wj) == 0);
+            MT_CHECK(pthread_join(th, NULL) == 0);
+            rng = wj.rng + 1;
+        } else
+            write_random(m, ref, ps, &rng, round < 6 ? 100 : 3);
         if (ahead)
             MT_CHECK_INT_EQ(mt_tracker_collect_ahead(t, &id, 1), 1);
         /* A write after the helper's scan may come now or next time: it is
@@ -171,6 +209,8 @@ static void test_exact(uint64_t seed)
         }
     }
     MT_CHECK_INT_EQ(mt_tracker_helper_status(t), 1);
+    atomic_store(&g_bystander_stop, 1);
+    MT_CHECK(pthread_join(by, NULL) == 0);
     /* Jobs pending at remove and destroy are waited for and dropped. */
     m[5]++;
     MT_CHECK_INT_EQ(mt_tracker_collect_ahead(t, &id, 1), 1);

@@ -96,12 +96,30 @@ static int helper_path(char *buf, size_t size)
     return access(buf, X_OK) == 0 ? 0 : -ENOENT;
 }
 
+typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
+
+/* libc's own clone(), not an interceptor's: ThreadSanitizer takes a clone
+ * child for a fork and resets its state "in the child", which with
+ * CLONE_VM is our memory (threads started afterwards die). */
+static clone_fn real_clone(void)
+{
+    clone_fn f = clone;
+    void *h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *p = h ? dlsym(h, "clone") : NULL;
+    if (p)
+        memcpy(&f, &p, sizeof f);
+    if (h)
+        dlclose(h);
+    return f;
+}
+
 typedef struct spawn_args {
     const char *path;
     char *const *argv;
     int fds[3];
     int pidfd; /* the helper's, set by the middle child */
     void *stack2;
+    clone_fn clone;
 } spawn_args;
 
 /* The helper itself (a vfork child of the middle one, until the exec):
@@ -127,7 +145,7 @@ static int spawn_helper(void *arg)
 static int spawn_middle(void *arg)
 {
     spawn_args *a = arg;
-    int pid = clone(spawn_helper, a->stack2, CLONE_VM | CLONE_VFORK | CLONE_PIDFD, a, &a->pidfd);
+    int pid = a->clone(spawn_helper, a->stack2, CLONE_VM | CLONE_VFORK | CLONE_PIDFD, a, &a->pidfd);
     syscall(SYS_exit, pid < 0 ? 1 : 0);
     return 0;
 }
@@ -174,11 +192,12 @@ int mti_helper_start(mt_tracker *t, unsigned threads)
         snprintf(a3, sizeof a3, "%u", threads);
         snprintf(a4, sizeof a4, "%d", self);
         char *argv[] = {(char *)MT_HELPER_NAME, a1, a2, a3, a4, NULL};
-        spawn_args sa = {path, argv, {t->pagemap_fd, fd, self}, -1, (char *)stk + 2 * stack};
+        spawn_args sa = {path, argv, {t->pagemap_fd, fd, self}, -1, (char *)stk + 2 * stack,
+                         real_clone()};
         sigset_t saved;
         mti_sys_block_all(&saved);
         /* Exit signal 0 (the low byte): no SIGCHLD, invisible to wait(). */
-        pid_t mid = clone(spawn_middle, (char *)stk + stack, CLONE_VM | CLONE_VFORK | CLONE_FILES, &sa);
+        pid_t mid = sa.clone(spawn_middle, (char *)stk + stack, CLONE_VM | CLONE_VFORK | CLONE_FILES, &sa);
         int err = errno, st;
         if (mid > 0)
             while (waitpid(mid, &st, __WCLONE) < 0 && errno == EINTR)

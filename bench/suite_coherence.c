@@ -25,7 +25,9 @@
  *    tracker and planner cost where copies are cheap.
  * MT_BENCH_COH_PARTS=decision,upload-host,upload picks parts (default all);
  * MT_BENCH_COH_HOST_MIB sets upload-host's size (default 256);
- * MT_BENCH_COH_VARIANTS=1 adds upload variants (below). */
+ * MT_BENCH_COH_VARIANTS=1 adds upload variants (below).
+ * The uploads collect with the collection helper process (9 threads,
+ * mt_coh_opts.collect_helper); the variant upload[in-process] without. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -331,6 +333,9 @@ static size_t dirty(uint8_t *mem, uint64_t size, double frac, uint64_t *rng, uin
     return n;
 }
 
+/* Threads of the collection helper process in the uploads. */
+#define MT_BENCH_HELPER 9
+
 typedef struct upload_cfg {
     const char *prefix;   /* "upload" or "upload-host" */
     uint64_t size;
@@ -440,8 +445,11 @@ static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
     }
     mt_coh_stats st;
     mt_coh_stats_get(c, &st);
-    mt_bench_note(ctx, "%s: %llu dirty bytes collected", cfg->prefix,
-                  (unsigned long long)st.host_dirty_bytes);
+    int hs = mt_coh_collect_helper_status(c);
+    mt_bench_note(ctx, "%s: %llu dirty bytes collected; collection helper: %s (%d)", cfg->prefix,
+                  (unsigned long long)st.host_dirty_bytes,
+                  hs == 1 ? "running" : hs == 0 ? "none" : hs == 2 ? "starting" : "failed, in-process",
+                  hs);
     free(pages);
     mt_coh_client_destroy(cl);
     mt_coh_destroy(c);
@@ -501,7 +509,8 @@ int mt_bench_suite_coherence(mt_bench_ctx *ctx)
         return bench_decision_cg(ctx);
     if (part_on("decision"))
         bench_decision(ctx);
-    upload_cfg host = {"upload-host", quick ? 32u << 20 : 256u << 20, 0, quick ? 2 : 5, {0}, 0};
+    upload_cfg host = {"upload-host", quick ? 32u << 20 : 256u << 20, 0, quick ? 2 : 5,
+                       {.collect_helper = MT_BENCH_HELPER}, 0};
     /* MT_BENCH_COH_HOST_MIB: the host device's buffer size (1024: the GPU
      * part's size, to compare the collection costs). */
     const char *hm = getenv("MT_BENCH_COH_HOST_MIB");
@@ -509,28 +518,30 @@ int mt_bench_suite_coherence(mt_bench_ctx *ctx)
         host.size = (uint64_t)atoi(hm) << 20;
     if (part_on("upload-host"))
         bench_upload(ctx, &host);
-    upload_cfg gpu = {"upload", quick ? 64u << 20 : 1u << 30, 1, quick ? 2 : 5, {0}, 1};
+    upload_cfg gpu = {"upload", quick ? 64u << 20 : 1u << 30, 1, quick ? 2 : 5,
+                      {.collect_helper = MT_BENCH_HELPER}, 1};
     if (!part_on("upload"))
         return 0;
     bench_upload(ctx, &gpu);
-    /* MT_BENCH_COH_VARIANTS=1: the GPU upload with other collection thread
-     * counts and piece sizes, to see what the defaults are worth. */
+    /* MT_BENCH_COH_VARIANTS=1: the GPU upload collected in-process (the
+     * collecting threads scan: the TLB flushes of each scan interrupt the
+     * others), with other helper thread counts and piece sizes. */
     const char *v = getenv("MT_BENCH_COH_VARIANTS");
     if (v && *v == '1') {
         static const struct {
             const char *name;
-            uint32_t threads;
+            uint32_t helper;
             uint64_t pipeline;
-        } var[] = {{"upload[threads=1]", 1, 0},
-                   {"upload[threads=4]", 4, 0},
-                   {"upload[piece=8M]", 0, 8u << 20},
-                   {"upload[piece=128M]", 0, 128u << 20}};
+        } var[] = {{"upload[in-process]", 0, 0},
+                   {"upload[helper=4]", 4, 0},
+                   {"upload[helper=15]", 15, 0},
+                   {"upload[piece=8M]", MT_BENCH_HELPER, 8u << 20}};
         for (size_t i = 0; i < sizeof var / sizeof var[0]; i++) {
             upload_cfg x = gpu;
             x.prefix = var[i].name;
             x.reps = 3;
             x.targets = 0;
-            x.opts.collect_threads = var[i].threads;
+            x.opts.collect_helper = var[i].helper;
             x.opts.pipeline_bytes = var[i].pipeline;
             bench_upload(ctx, &x);
         }

@@ -22,6 +22,8 @@
 #include "mt_test.h"
 
 static size_t page;
+/* Threads of the collection helper process (0: collection in-process). */
+static uint32_t g_helper;
 
 typedef struct env {
     mt_coh *c;
@@ -33,7 +35,7 @@ typedef struct env {
 static void setup(env *e, mt_track_backend be, uint64_t chunk, uint64_t pipeline)
 {
     mt_coh_opts o = {.track_backend = be, .track_chunk = chunk, .pipeline_bytes = pipeline,
-                     .collect_threads = 3};
+                     .collect_threads = 3, .collect_helper = g_helper};
     MT_CHECK_OK(mt_coh_create(&o, &e->c));
     MT_CHECK_OK(mt_coh_add_host_device(e->c, 64u << 20, &e->host));
     mt_sim_opts so = {.mem_size = 64u << 20};
@@ -281,6 +283,10 @@ static void test_pipelined(mt_track_backend be)
     uint8_t *ref = calloc(1, n);
     uint32_t migs;
     MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, ref, &migs), n);
+    /* With the helper: once it runs, the rounds below collect through it. */
+    for (int i = 0; g_helper && i < 1000 && mt_coh_collect_helper_status(e.c) == 2; i++)
+        usleep(10000);
+    MT_CHECK_INT_EQ(mt_coh_collect_helper_status(e.c), g_helper ? 1 : 0);
     uint64_t rng = 12345, dirty = 0;
     for (int round = 0; round < 6; round++) {
         /* 30% of the pages at random, or 1% (sparse rounds: chunks are
@@ -301,10 +307,11 @@ static void test_pipelined(mt_track_backend be)
         dirty = 0;
     }
     MT_CHECK_UINT_EQ(readq(e.qh, b, 0, n, ref, NULL), n);
+    MT_CHECK_INT_EQ(mt_coh_collect_helper_status(e.c), g_helper ? 1 : 0);
     MT_CHECK_OK(mt_coh_buffer_free(e.cl, b));
     teardown(&e);
     free(ref);
-    printf("pipelined (%s): ok\n", mt_track_backend_name(be));
+    printf("pipelined (%s%s): ok\n", mt_track_backend_name(be), g_helper ? ", helper" : "");
 }
 
 int main(void)
@@ -319,6 +326,13 @@ int main(void)
         test_dirty_pages(bes[i]);
         test_inflight_download(bes[i]);
         test_pipelined(bes[i]);
+    }
+    /* uffd with the collection helper process: the same exact counts. */
+    if (mt_track_backend_available(MT_TRACK_UFFD)) {
+        g_helper = 3;
+        test_dirty_pages(MT_TRACK_UFFD);
+        test_inflight_download(MT_TRACK_UFFD);
+        test_pipelined(MT_TRACK_UFFD);
     }
     return 0;
 }

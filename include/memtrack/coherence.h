@@ -95,7 +95,13 @@ typedef struct mt_coh_opts {
      * flush, a wait, a finish, a map or a large transfer hand them over at
      * once); 0 = 32. Larger batches wake engine threads less often. */
     uint32_t batch;
-    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
+    /* Tracked host memory on the uffd backend: threads of a collection
+     * helper process that scans the written pages of an upload's chunks
+     * (mt_tracker_opts.helper_threads: its scans do not interrupt the
+     * collecting threads); 0 = none, the collecting threads scan. */
+    uint32_t collect_helper;
+    uint32_t reserved32;  /* zero */
+    uint64_t reserved[3]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_coh_opts;
 
 /* Creates a context with no devices. `opts` may be NULL. Returns 0 and sets
@@ -465,6 +471,12 @@ typedef struct mt_coh_stats {
 
 /* Copies the counters. Returns 0. */
 MT_API int mt_coh_stats_get(mt_coh *c, mt_coh_stats *out);
+
+/* The collection helper of tracked host memory (mt_coh_opts.collect_helper):
+ * mt_tracker_helper_status() of the context's tracker (1 running, 2
+ * starting, 0 not asked or no tracked buffer yet, negative: collection is
+ * in-process, and why). Any thread. */
+MT_API int mt_coh_collect_helper_status(mt_coh *c);
 
 #ifdef __cplusplus
 }

@@ -75,7 +75,15 @@ typedef enum mt_track_backend {
 typedef struct mt_tracker_opts {
     mt_track_backend backend; /* default backend for ranges; 0 = auto */
     uint32_t max_ranges;      /* ranges this tracker can hold at once; 0 = 4096 */
-    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
+    /* uffd ranges: threads of a collection helper process that runs the
+     * scans mt_tracker_collect_ahead() asks for (up to 64); 0 = no helper,
+     * every scan runs in the collecting thread. The helper is invisible to
+     * the application's wait()/SIGCHLD and dies with the process; if it
+     * cannot start or dies, collection goes on in-process
+     * (mt_tracker_helper_status() says why). */
+    uint32_t helper_threads;
+    uint32_t reserved32;  /* zero */
+    uint64_t reserved[3]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_tracker_opts;
 
 enum {
@@ -184,6 +192,21 @@ MT_API long mt_tracker_collect(mt_tracker *t, mt_range_id id, mt_dirty_run *runs
  * Ranges the application unmapped contribute their live pages, no error
  * (check mt_range_stats.unmapped). */
 MT_API long mt_tracker_collect_all(mt_tracker *t, mt_dirty_run *runs, size_t max);
+
+/* Starts scanning the uffd ranges ids[0..n) in the collection helper, in
+ * parallel (opts.helper_threads): their next collect waits for those scans
+ * and reports what they found instead of scanning itself. Writes after a
+ * range's scan are reported by the collect after. Returns the number of
+ * ranges handed over (0 without a running helper: collects then scan
+ * themselves), -EINVAL. Any thread. */
+MT_API long mt_tracker_collect_ahead(mt_tracker *t, const mt_range_id *ids, size_t n);
+
+/* The collection helper: 1 running, 2 starting (collects scan themselves
+ * until it runs), 0 not asked (or no uffd), or why collection fell back to
+ * in-process scanning: -ENOENT (the memtrack-scan program was not found),
+ * -ECHILD (it exited or was killed), -ETIMEDOUT (stuck; killed), or the
+ * error that stopped its start. Any thread. */
+MT_API int mt_tracker_helper_status(mt_tracker *t);
 
 /* Marks [addr, addr+len) of range `id` dirty and writable now, so that the
  * kernel can write into it (e.g. read(2) into a buffer tracked by the signal

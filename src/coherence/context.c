@@ -25,7 +25,7 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
         o.batch = 32;
     if (o.granularity < 16 || (o.granularity & (o.granularity - 1)) ||
         o.track_chunk % (uint64_t)ps || (o.flags & ~(uint32_t)MT_COH_WHOLE_BUFFER) ||
-        (unsigned)o.track_backend > MT_TRACK_UFFD)
+        (unsigned)o.track_backend > MT_TRACK_UFFD || o.collect_helper > 64)
         return -EINVAL;
     mt_coh *c = calloc(1, sizeof *c);
     if (!c)
@@ -250,4 +250,12 @@ int mt_coh_stats_get(mt_coh *c, mt_coh_stats *out)
     pthread_mutex_unlock(&c->lock);
     out->failed = atomic_load_explicit(&c->st_failed, memory_order_relaxed);
     return 0;
+}
+
+int mt_coh_collect_helper_status(mt_coh *c)
+{
+    pthread_mutex_lock(&c->lock); /* the tracker is created under it */
+    mt_tracker *t = c->tracker;
+    pthread_mutex_unlock(&c->lock);
+    return t ? mt_tracker_helper_status(t) : 0;
 }

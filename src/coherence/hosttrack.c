@@ -318,7 +318,8 @@ void mti_coh_track_await(mt_coh *c, coh_root *r, coh_job *job, uint32_t k)
 int mti_coh_track_create(mt_coh *c, coh_root *r)
 {
     if (!c->tracker) {
-        mt_tracker_opts to = {.backend = c->o.track_backend, .max_ranges = 16384};
+        mt_tracker_opts to = {.backend = c->o.track_backend, .max_ranges = 16384,
+                              .helper_threads = c->o.collect_helper};
         int rc = mt_tracker_create(&to, &c->tracker);
         if (rc)
             return rc;

@@ -13,7 +13,7 @@
 
 #include "internal.h"
 
-#define MT_WINDOW_WORDS 64 /* 4096 pages per window */
+#define MT_WINDOW_WORDS 64 /* 4096 pages per window (MTH_WINDOW_PAGES too) */
 
 /* Index of the first set bit at or after `from` in a window of `nbits`, or nbits. */
 static size_t next_set(const uint64_t *w, size_t from, size_t nbits)
@@ -206,7 +206,19 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
         if (r->backend == MT_TRACK_UFFD && !whole) {
             uint64_t scanned[MT_WINDOW_WORDS];
             memset(scanned, 0, nw * sizeof *scanned);
-            if (scan_window(t, r, p0, nbits, scanned) != 0) {
+            /* A scan the collection helper did (or is doing) for this
+             * window replaces ours. One that failed, or that a dead helper
+             * may have begun, counts as a failed scan (pages it re-protected
+             * are unknown); ours then re-protects what is written now, so
+             * that the next collect is exact again. */
+            int rc = mti_helper_take(t, r, w0 / MT_WINDOW_WORDS, scanned, nw);
+            if (rc < 0)
+                (void)scan_window(t, r, p0, nbits, scanned);
+            else if (rc == 0)
+                rc = scan_window(t, r, p0, nbits, scanned);
+            else
+                rc = 0;
+            if (rc != 0) {
                 /* Unknown state: report the whole window. Pages the scan did
                  * not re-protect stay "written" and come back next time. */
                 memset(scanned, 0, nw * sizeof *scanned);

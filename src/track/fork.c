@@ -79,6 +79,7 @@ static void child_tracker(mt_tracker *t)
         }
         pthread_rwlock_unlock(&t->lock);
     }
+    mti_helper_fork_child(t);
     if (t->uffd >= 0)
         close(t->uffd);
     if (t->pagemap_fd >= 0)

@@ -129,6 +129,9 @@ struct mt_range {
     _Atomic uint32_t pass;    /* the current collect pass (hot.c) */
     _Atomic int pass_open;    /* the last collect call filled its room */
     _Atomic uint64_t sweep_seen; /* the collect_all sweep that last visited it */
+    /* With a collection helper (uffd ranges): per window of 4096 pages, the
+     * helper's job scanning it (slot + 1), 0 when none (helper.c). */
+    _Atomic uint32_t *pend;
 };
 
 static inline size_t mti_page_index(const mt_range *r, uintptr_t page)
@@ -169,6 +172,7 @@ struct mt_tracker {
     _Atomic int sweep_open; /* the last collect_all filled the caller's array */
     _Atomic uint64_t sweep; /* collect_all sweeps begun */
     struct mt_tracker *next_registered; /* fork.c's list */
+    struct mt_helper *helper; /* the collection helper, NULL when not asked (helper.c) */
 };
 
 /* ---- the table of ranges (sigtable.c) -------------------------------------
@@ -300,6 +304,32 @@ int mti_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end);
 /* Removes the write protection of [start, end) without a fault (hot pages):
  * the next scan reports them as written. Returns 0 or -errno. */
 int mti_uffd_unprotect(mt_tracker *t, uintptr_t start, uintptr_t end);
+
+/* ---- collection helper (helper.c, helper_main.c) ------------------------
+ * A separate process whose threads run PAGEMAP_SCAN on our pagemap. */
+typedef struct mt_helper mt_helper;
+/* Starts it with `threads` scanning threads (the pagemap is open). 0 or
+ * -errno; on failure t->helper records why and collection stays here. */
+int mti_helper_start(mt_tracker *t, unsigned threads);
+/* Kills and reaps it, frees t->helper. */
+void mti_helper_stop(mt_tracker *t);
+/* A fork child: forgets the parent's helper without touching it. */
+void mti_helper_fork_child(mt_tracker *t);
+/* 1 running, 2 starting, 0 not asked, or the negative reason it is not used. */
+int mti_helper_status(const mt_tracker *t);
+/* Posts a scan of each window of rs[0..n) that has none pending, in one
+ * batch (one wake-up); the number of ranges with a scan posted (0: no
+ * helper, not ready, none eligible). Caller holds t->lock (read). */
+long mti_helper_post(mt_tracker *t, mt_range *const *rs, size_t n);
+/* Takes window `win`'s pending job: 0 when none (scan it yourself), 1 with
+ * its written pages ORed into out[0..nwords), or a negative code when it
+ * failed or the helper died before finishing it (report the whole window:
+ * its pages may have been re-protected). Waits for a running job. */
+int mti_helper_take(mt_tracker *t, mt_range *r, size_t win, uint64_t *out, size_t nwords);
+/* Whether window `win` of r has a job pending. */
+int mti_helper_pending(const mt_range *r, size_t win);
+/* Waits for and drops r's pending jobs (remove: no scan outlives a range). */
+void mti_helper_drop_range(mt_tracker *t, mt_range *r);
 
 /* ---- the tracker's sorted ranges (ranges.c) and collect (collect.c) ------ */
 /* Live uffd ranges of t sharing page `page` with r (other than r) get that

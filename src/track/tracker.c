@@ -36,7 +36,7 @@ int mt_tracker_create(const mt_tracker_opts *opts, mt_tracker **out)
         return -EINVAL;
     if (o.max_ranges == 0)
         o.max_ranges = MT_DEFAULT_MAX_RANGES;
-    if (o.max_ranges > (1u << 24))
+    if (o.max_ranges > (1u << 24) || o.helper_threads > 64)
         return -EINVAL;
     if (o.backend == MT_TRACK_UFFD && !mti_uffd_probe())
         return MT_EUNSUPPORTED;
@@ -68,6 +68,12 @@ int mt_tracker_create(const mt_tracker_opts *opts, mt_tracker **out)
         free_tables(t);
         return -ENOMEM;
     }
+    /* The collection helper: started now, so that its (asynchronous)
+     * start-up is over by the first collect; a failure leaves collection
+     * in-process and is reported by mt_tracker_helper_status(). */
+    if (o.helper_threads && o.backend != MT_TRACK_SIGNAL && mti_uffd_probe() &&
+        mti_uffd_open(t) == 0)
+        (void)mti_helper_start(t, o.helper_threads);
     mti_fork_register(t);
     *out = t;
     return 0;
@@ -119,6 +125,10 @@ static mt_range *new_range(mt_tracker *t, uintptr_t start, size_t len, const mt_
     size_t hot_at = (bytes + 7) & ~(size_t)7, heat_at = hot_at + nwords * sizeof(uint64_t);
     if (o->flags & MT_RANGE_HOT_PAGES)
         bytes = heat_at + npages * sizeof(uint16_t);
+    /* With a collection helper: a pending-job word per window. */
+    size_t pend_at = (bytes + 7) & ~(size_t)7;
+    if (t->helper)
+        bytes = pend_at + (npages + 4095) / 4096 * sizeof(uint32_t);
     mt_range *r = mti_arena_alloc(bytes);
     if (!r)
         return NULL;
@@ -129,6 +139,8 @@ static mt_range *new_range(mt_tracker *t, uintptr_t start, size_t len, const mt_
         r->hot = (_Atomic uint64_t *)((unsigned char *)r + hot_at);
         r->heat = (_Atomic uint16_t *)((unsigned char *)r + heat_at);
     }
+    if (t->helper)
+        r->pend = (_Atomic uint32_t *)((unsigned char *)r + pend_at);
     atomic_store_explicit(&r->pass, 1, memory_order_relaxed);
     r->fault_budget = o->fault_budget;
     r->owner = t;
@@ -261,6 +273,7 @@ static void remove_locked(mt_tracker *t, mt_range *r)
     if (r->backend == MT_TRACK_SIGNAL) {
         mti_sig_disarm_range(r);
     } else {
+        mti_helper_drop_range(t, r);
         mti_sigtable_lock();
         mti_uffd_disarm_range(t, r);
         mti_sigtable_remove(r);
@@ -302,6 +315,7 @@ void mt_tracker_destroy(mt_tracker *t)
         remove_locked(t, r);
         free_range(r);
     }
+    mti_helper_stop(t);
     mti_uffd_close(t);
     pthread_rwlock_unlock(&t->lock);
     pthread_rwlock_destroy(&t->lock);
@@ -344,6 +358,36 @@ long mt_tracker_collect_all(mt_tracker *t, mt_dirty_run *runs, size_t max)
     atomic_store_explicit(&t->sweep_open, n == max, memory_order_relaxed);
     pthread_rwlock_unlock(&t->lock);
     return (long)n;
+}
+
+long mt_tracker_collect_ahead(mt_tracker *t, const mt_range_id *ids, size_t n)
+{
+    if (!t || (!ids && n))
+        return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
+    long posted = 0;
+    mt_range *batch[64]; /* posted together: one wake-up of the helper */
+    size_t nb = 0;
+    pthread_rwlock_rdlock(&t->lock);
+    for (size_t i = 0; i < n; i++) {
+        mt_range *r = lookup(t, ids[i]);
+        if (r)
+            batch[nb++] = r;
+        if (nb == 64 || (i + 1 == n && nb)) {
+            posted += mti_helper_post(t, batch, nb);
+            nb = 0;
+        }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return posted;
+}
+
+int mt_tracker_helper_status(mt_tracker *t)
+{
+    if (!t)
+        return -EINVAL;
+    return mti_helper_status(t);
 }
 
 int mt_tracker_prepare_write(mt_tracker *t, mt_range_id id, void *addr, size_t len)
@@ -396,6 +440,10 @@ int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len)
         /* A hot page is writable without a fault: it may have been written. */
         if (!written)
             written = mti_hot_any(r, first, last);
+        /* A scan the helper may have done already consumed the kernel's
+         * written state: like a hot page, it may have been written. */
+        for (size_t w = first / 4096; w <= last / 4096 && !written; w++)
+            written = mti_helper_pending(r, w);
         if (!written && r->backend == MT_TRACK_UFFD) {
             int w = mti_uffd_peek(t, a, b);
             written = w;

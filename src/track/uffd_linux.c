@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "pmscan.h"
 
 /* Debian 12's kernel headers (6.1) predate these; values from the 6.7 UAPI. */
 #ifndef UFFD_FEATURE_WP_UNPOPULATED
@@ -32,33 +33,6 @@
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
 #endif
-#ifndef PAGEMAP_SCAN
-struct page_region {
-    uint64_t start;
-    uint64_t end;
-    uint64_t categories;
-};
-struct pm_scan_arg {
-    uint64_t size;
-    uint64_t flags;
-    uint64_t start;
-    uint64_t end;
-    uint64_t walk_end;
-    uint64_t vec;
-    uint64_t vec_len;
-    uint64_t max_pages;
-    uint64_t category_inverted;
-    uint64_t category_mask;
-    uint64_t category_anyof_mask;
-    uint64_t return_mask;
-};
-#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
-#define PAGE_IS_WRITTEN (1 << 1)
-#define PM_SCAN_WP_MATCHING (1 << 0)
-#define PM_SCAN_CHECK_WPASYNC (1 << 1)
-#endif
-
-#define MT_SCAN_VEC 256
 
 /* Opens a userfaultfd with the features we need; -errno or MT_EUNSUPPORTED. */
 static int open_uffd(void)
@@ -120,43 +94,9 @@ static int writeprotect(int uffd, uintptr_t start, uintptr_t end, int on)
     return ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) == 0 ? 0 : -errno;
 }
 
-/* Reads and re-protects the written pages of [start, end), setting their bits
- * in `out` (bit 0 = page `start`). Loops when the region vector fills up:
- * PAGEMAP_SCAN then stops at walk_end and leaves later pages untouched. */
-static int scan_fd(int pagemap_fd, uintptr_t start, uintptr_t end, unsigned shift, uint64_t *out)
-{
-    struct page_region vec[MT_SCAN_VEC];
-    uintptr_t cur = start;
-    while (cur < end) {
-        struct pm_scan_arg arg;
-        memset(&arg, 0, sizeof arg);
-        arg.size = sizeof arg;
-        arg.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC;
-        arg.start = cur;
-        arg.end = end;
-        arg.vec = (uint64_t)(uintptr_t)vec;
-        arg.vec_len = MT_SCAN_VEC;
-        arg.category_mask = PAGE_IS_WRITTEN;
-        arg.return_mask = PAGE_IS_WRITTEN;
-        long n = ioctl(pagemap_fd, PAGEMAP_SCAN, &arg);
-        if (n < 0)
-            return -errno;
-        for (long i = 0; i < n; i++) {
-            size_t a = (size_t)((vec[i].start - start) >> shift);
-            size_t b = (size_t)((vec[i].end - start) >> shift);
-            for (size_t p = a; p < b; p++)
-                out[p / 64] |= 1ull << (p % 64);
-        }
-        if (arg.walk_end <= cur)
-            break; /* no progress: nothing more to walk */
-        cur = arg.walk_end;
-    }
-    return 0;
-}
-
 int mti_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_shift, uint64_t *out)
 {
-    return scan_fd(t->pagemap_fd, start, end, page_shift, out);
+    return mti_pmscan(t->pagemap_fd, start, end, page_shift, out);
 }
 
 int mti_uffd_unprotect(mt_tracker *t, uintptr_t start, uintptr_t end)
@@ -217,7 +157,7 @@ int mti_uffd_arm_range(mt_tracker *t, mt_range *r)
         if (!shared[k] || (k == 1 && edges[1] == edges[0] && shared[0]))
             continue;
         uint64_t w = 0;
-        rc = scan_fd(t->pagemap_fd, edges[k], edges[k] + ps, r->page_shift, &w);
+        rc = mti_pmscan(t->pagemap_fd, edges[k], edges[k] + ps, r->page_shift, &w);
         if (rc)
             return rc;
         if (w)
@@ -290,7 +230,7 @@ int mti_uffd_probe(void)
             writeprotect(fd, (uintptr_t)p, (uintptr_t)p + (uintptr_t)ps * 2, 1) == 0) {
             ((volatile char *)p)[ps] = 1;
             uint64_t w = 0;
-            if (scan_fd(pm, (uintptr_t)p, (uintptr_t)p + (uintptr_t)ps * 2, (unsigned)__builtin_ctzl((unsigned long)ps), &w) == 0 && w == 2)
+            if (mti_pmscan(pm, (uintptr_t)p, (uintptr_t)p + (uintptr_t)ps * 2, (unsigned)__builtin_ctzl((unsigned long)ps), &w) == 0 && w == 2)
                 ok = 1;
         }
     }

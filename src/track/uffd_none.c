@@ -22,3 +22,25 @@ int mti_uffd_peek(mt_tracker *t, uintptr_t start, uintptr_t end)
     (void)t; (void)start; (void)end;
     return MT_EUNSUPPORTED;
 }
+
+/* No userfaultfd: no collection helper either. */
+int mti_helper_start(mt_tracker *t, unsigned threads)
+{
+    (void)t; (void)threads;
+    return MT_EUNSUPPORTED;
+}
+void mti_helper_stop(mt_tracker *t) { (void)t; }
+void mti_helper_fork_child(mt_tracker *t) { (void)t; }
+int mti_helper_status(const mt_tracker *t) { (void)t; return 0; }
+long mti_helper_post(mt_tracker *t, mt_range *const *rs, size_t n)
+{
+    (void)t; (void)rs; (void)n;
+    return 0;
+}
+int mti_helper_take(mt_tracker *t, mt_range *r, size_t win, uint64_t *out, size_t nwords)
+{
+    (void)t; (void)r; (void)win; (void)out; (void)nwords;
+    return 0;
+}
+int mti_helper_pending(const mt_range *r, size_t win) { (void)r; (void)win; return 0; }
+void mti_helper_drop_range(mt_tracker *t, mt_range *r) { (void)t; (void)r; }

@@ -233,7 +233,7 @@ static int check_nodes(checker *c)
     for (uint32_t id = a->b_unused; id != NIL; id = NODE(a->b, id)->next_free, n++) {
         if ((rc = mark(c, id, 4, "unused nodes")))
             return rc;
-        if (NODE(a->b, id)->size != 0)
+        if (!blk_is_free(NODE(a->b, id))) /* a stale hint must find no used block */
             return fail(c, "unused node %" PRIu32 " is not marked unused", id);
     }
     if (n != a->b_unused_n)

@@ -31,7 +31,7 @@ static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t
     const blk *pb = NODE(b, lo), *nb = NODE(b, hi);
     if (blk_is_free(pb)) {
         tlsf_unlink(a, lo, pb->size);
-        node_put(a, id);
+        node_put_used(a, id);
         f = lo;
         off = pb->off;
         size += pb->size;
@@ -47,7 +47,8 @@ static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t
     blk *fx = NODE(b, f);
     fx->off = off;
     fx->size = size;
-    chain_link(b, lo, f);
+    /* The left link never changes: f is the block itself or its previous
+     * neighbour, whose own previous neighbour stays. */
     chain_link(b, f, hi);
     tlsf_insert(a, f);
     if (__builtin_expect(lo == hi, 0)) /* both the sentinel: the region is empty */

@@ -71,7 +71,8 @@
  *   size  free block: the size, nothing else (a free block's size and
  *         offset are read as they are on every hot path). Used block: the
  *         size with SZ_USED and SZ_NONLINEAR. Sentinel: SZ_USED | SZ_SENT.
- *         Unused node: 0.
+ *         Unused node: no SZ_USED (0, or the size it had as a
+ *         free block).
  *
  * A free block's class is not stored: class_index(size) gives it. */
 typedef struct blk {

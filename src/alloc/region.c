@@ -75,7 +75,7 @@ void mti_alloc_region_drop(mt_alloc *a, uint32_t rid, int call_release)
     uint32_t first = NODE(a->b, r.sentinel)->next_phys;
     tlsf_unlink(a, first, NODE(a->b, first)->size);
     node_put(a, first);
-    node_put(a, r.sentinel);
+    node_put_used(a, r.sentinel);
     a->reg[rid] = (region){.next_unused = a->reg_unused};
     a->reg_unused = rid + 1;
     a->total -= r.size;

@@ -162,12 +162,21 @@ static inline uint32_t node_take(mt_alloc *a)
     return id;
 }
 
+/* Puts back a node that reads as no used block (a free block's: its size
+ * word has no SZ_USED), so that a stale hint (mt_alloc_free_block) finds
+ * nothing there, without a store. */
 static inline void node_put(mt_alloc *a, uint32_t id)
 {
-    NODE(a->b, id)->size = 0; /* not a used block: a stale hint (mt_alloc_free_block) finds none */
     NODE(a->b, id)->next_free = a->b_unused;
     a->b_unused = id;
     a->b_unused_n++;
+}
+
+/* Puts back a used block's or a sentinel's node, marked unused. */
+static inline void node_put_used(mt_alloc *a, uint32_t id)
+{
+    NODE(a->b, id)->size = 0;
+    node_put(a, id);
 }
 
 #endif

@@ -16,9 +16,9 @@
  *
  * Free blocks sit on one of FL_N x SL_N size-class lists (TLSF): the first
  * level is the power of two of the size in granules, the second splits it
- * into SL_N equal classes. A bitmap with a summary word says which lists
- * are non-empty, so the smallest non-empty class at or above any size is
- * two bit scans away.
+ * into SL_N equal classes. A bitmap says which lists are non-empty, so the
+ * smallest non-empty class at or above any size is a bit scan away (two
+ * when it lies in a later bitmap word).
  *
  * Used blocks are found by the hint of the block the caller got
  * (mt_alloc_free_block), or by (region, offset) through the offset map, a
@@ -151,10 +151,9 @@ typedef struct tlsf_cls {
 } tlsf_cls;
 
 /* A TLSF index: class lists and their bitmap. The classes of 64 / SL_N
- * powers of two share one bitmap word; the summary word says which words
- * are not zero. */
+ * powers of two share one bitmap word (tlsf.h, tlsf_mark: no summary word
+ * over them). */
 typedef struct tlsf_idx {
-    uint64_t summary;              /* bit w: cls_map[w] != 0 */
     uint64_t cls_map[CLS_WORDS];   /* bit c: class c has blocks */
     /* By class index fl * SL_N + sl; cls[N_CLASSES]: always empty
      * (search.h). */

@@ -125,15 +125,12 @@ static inline int mti_alloc_lowest_head(const tlsf_idx *ix, unsigned cw, unsigne
 {
     unsigned w = cw / 64;
     uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64));
-    uint64_t s = ix->summary & (~0ull << w << 1);
     uint64_t best_off = UINT64_MAX;
     int best = -1;
     for (unsigned k = 0; k < heads; k++) {
-        if (m == 0) { /* the next words: 64 classes span 64 / SL_N powers of two */
-            if (s == 0)
-                break;
-            w = (unsigned)__builtin_ctzll(s);
-            s &= s - 1;
+        while (m == 0) { /* the next words: 64 classes span 64 / SL_N powers of two */
+            if (++w == CLS_WORDS)
+                return best;
             m = ix->cls_map[w];
         }
         unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);

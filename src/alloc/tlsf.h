@@ -12,19 +12,11 @@
 
 #include "internal.h"
 
-/* Class c got its first block / lost its last one. */
-static inline void tlsf_mark(tlsf_idx *ix, unsigned c)
-{
-    ix->cls_map[c / 64] |= 1ull << (c % 64);
-    ix->summary |= 1ull << (c / 64);
-}
-
-static inline void tlsf_unmark(tlsf_idx *ix, unsigned c)
-{
-    ix->cls_map[c / 64] &= ~(1ull << (c % 64));
-    if (ix->cls_map[c / 64] == 0)
-        ix->summary &= ~(1ull << (c / 64));
-}
+/* Class c got its first block. There is no summary word over the bitmap
+ * words: keeping it cost two more read-modify-writes on every change of a
+ * class head, and the searches that need a later word (a few in a hundred)
+ * step over at most CLS_WORDS words. */
+static inline void tlsf_mark(tlsf_idx *ix, unsigned c) { ix->cls_map[c / 64] |= 1ull << (c % 64); }
 
 /* Files free block `id` in class list c, and keeps the lower of it and the
  * list's head in front: searches take heads, and preferring low offsets
@@ -66,9 +58,7 @@ static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
     /* Whether the class is now empty is a coin toss for the branch
      * predictor (with 16 classes per power of two, one head removal in
      * three empties its class): the bits are cleared without a branch. */
-    uint64_t w = ix->cls_map[c / 64] & ~((uint64_t)(next == NIL) << (c % 64));
-    ix->cls_map[c / 64] = w;
-    ix->summary &= ~((uint64_t)(w == 0) << (c / 64));
+    ix->cls_map[c / 64] &= ~((uint64_t)(next == NIL) << (c % 64));
 }
 
 /* Takes free block `id`, of `size` granules as filed, off its class list. */
@@ -109,45 +99,27 @@ static inline void tlsf_insert(mt_alloc *a, uint32_t id)
 
 /* The smallest non-empty class at or above class index c <= N_CLASSES, or
  * -1: the rest of c's bitmap word, else the first non-empty word after it
- * (the summary says which). Bit N_CLASSES is never set, so c ==
+ * (at most CLS_WORDS - 1 more reads). Bit N_CLASSES is never set, so c ==
  * N_CLASSES ("no class is certain to fit") needs no test. */
 static inline int tlsf_class_from(const tlsf_idx *ix, unsigned c)
 {
     unsigned w = c / 64;
     uint64_t m = ix->cls_map[w] & (~0ull << (c % 64));
-    if (m == 0) {
-        uint64_t s = ix->summary & (~0ull << w << 1); /* w + 1 may be 64 in theory */
-        if (s == 0)
+    while (m == 0) {
+        if (++w == CLS_WORDS)
             return -1;
-        w = (unsigned)__builtin_ctzll(s);
         m = ix->cls_map[w];
     }
     return (int)(w * 64 + (unsigned)__builtin_ctzll(m));
 }
 
-/* The smallest non-empty class above class c < N_CLASSES, or N_CLASSES:
- * tlsf_class_from without branches (both words are read, the answer
- * selected; the ORs only keep the bit scans defined on words that are
- * then not selected). */
-static inline unsigned tlsf_class_after(const tlsf_idx *ix, unsigned c)
-{
-    unsigned w = (c + 1) / 64;
-    uint64_t m = ix->cls_map[w] & (~0ull << ((c + 1) % 64));
-    uint64_t s = ix->summary & (~0ull << w << 1);
-    unsigned w2 = (unsigned)__builtin_ctzll(s | 1ull << (CLS_WORDS - 1));
-    unsigned in_word = w * 64 + (unsigned)__builtin_ctzll(m | 1ull << 63);
-    unsigned later = w2 * 64 + (unsigned)__builtin_ctzll(ix->cls_map[w2] | 1ull << 63);
-    later = s ? later : N_CLASSES;
-    return m ? in_word : later;
-}
-
 /* Head of the largest non-empty class, or NIL. */
 static inline uint32_t tlsf_top(const tlsf_idx *ix)
 {
-    if (ix->summary == 0)
-        return NIL;
-    unsigned w = msb64(ix->summary);
-    return ix->cls[w * 64 + msb64(ix->cls_map[w])].head;
+    for (unsigned w = CLS_WORDS; w-- > 0;)
+        if (ix->cls_map[w])
+            return ix->cls[w * 64 + msb64(ix->cls_map[w])].head;
+    return NIL;
 }
 
 /* ---- nodes -------------------------------------------------------------------

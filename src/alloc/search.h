@@ -152,7 +152,10 @@ static inline int mti_alloc_lowest_of_two(const tlsf_idx *ix, unsigned cw, unsig
     if (__builtin_expect(m2 == 0, 0))
         return mti_alloc_lowest_head(ix, cw, 2);
     unsigned c1 = w * 64 + (unsigned)__builtin_ctzll(m), c2 = w * 64 + (unsigned)__builtin_ctzll(m2);
-    return ix->cls[c2].hd.off < ix->cls[c1].hd.off && c2 - c1 <= span ? (int)c2 : (int)c1;
+    /* Which head is lower is a coin toss for the branch predictor: both
+     * conditions are evaluated and the class selected without a branch. */
+    unsigned take2 = (ix->cls[c2].hd.off < ix->cls[c1].hd.off) & (c2 - c1 <= span);
+    return (int)(c1 + ((c2 - c1) & -take2));
 }
 
 /* The lowest-offset head among the first `heads` non-empty classes at or

@@ -304,9 +304,10 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
     return 0;
 }
 
-/* Bad arguments told apart, and alignments beyond MT_ALLOC_MAX_SIZE, off
- * the fast path. Offsets are below MT_ALLOC_MAX_SIZE: a larger alignment
- * means offset 0, exactly as MT_ALLOC_MAX_SIZE does. */
+/* Bad arguments told apart, alignment 0 and alignments beyond
+ * MT_ALLOC_MAX_SIZE, off the fast path. Offsets are below
+ * MT_ALLOC_MAX_SIZE: a larger alignment means offset 0, exactly as
+ * MT_ALLOC_MAX_SIZE does. */
 static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size, uint64_t align,
                                                       mt_alloc_kind kind, mt_alloc_block *out)
 {
@@ -316,23 +317,25 @@ static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size
     if (size > MT_ALLOC_MAX_SIZE)
         return -ENOSPC;
     unsigned gs = a->gshift;
-    align = MT_ALLOC_MAX_SIZE >> gs ? MT_ALLOC_MAX_SIZE >> gs : 1;
-    return allocate_slow(a, ((size - 1) >> gs) + 1, align, (unsigned)kind, out);
+    /* 0 means the granule. */
+    align = align > MT_ALLOC_MAX_SIZE ? MT_ALLOC_MAX_SIZE >> gs : align >> gs;
+    return allocate_slow(a, ((size - 1) >> gs) + 1, align ? align : 1, (unsigned)kind, out);
 }
 
 int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
                       mt_alloc_block *restrict out)
 {
-    /* The unusual values OR'ed into one word (size - 1 wraps for 0, and is
-     * below 2^56 = MT_ALLOC_MAX_SIZE for a good size; a power-of-two
-     * alignment above it is at least 2^57, so half of it reaches bit 56
-     * too), then the pointers. */
+    /* The unusual values OR'ed into one word (size - 1 and align - 1 wrap
+     * for 0, and are below 2^56 = MT_ALLOC_MAX_SIZE for a good size and a
+     * power-of-two alignment up to it), then the pointers. Alignment 0 (the
+     * granule) goes the unusual way too, so that here align - 1 shifted to
+     * granules is the alignment's mask, whatever the granule: no test. */
     _Static_assert(MT_ALLOC_MAX_SIZE == 1ull << 56 && MT_ALLOC_NONLINEAR == 1, "checks below");
-    if (__builtin_expect(((align & (align - 1)) | (((size - 1) | (align >> 1)) >> 56) |
+    if (__builtin_expect(((align & (align - 1)) | (((size - 1) | (align - 1)) >> 56) |
                           ((unsigned)kind >> 1)) != 0 || !a || !out, 0))
         return allocate_unusual(a, size, align, kind, out);
     unsigned gs = a->gshift;
-    mta_req r = {((size - 1) >> gs) + 1, align >> gs ? align >> gs : 1, (unsigned)kind};
+    mta_req r = {((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
      * and map room, a block found on the head records. */
     int c;

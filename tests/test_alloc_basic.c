@@ -443,7 +443,16 @@ static void test_no_offset_map(void)
     MT_CHECK_UINT_EQ(sm.metadata_bytes - sa.metadata_bytes,
                      (uint64_t)(m->ht_mask + 1) * sizeof(mbucket)); /* the map, nothing else */
 
+    /* y's right neighbour is the region's free tail: freeing y merges it,
+     * and its node goes back unused with its free block's size kept. A
+     * block naming that node and its old offset frees nothing. */
+    uint32_t tail = NODE(a->b, y.hint)->next_phys;
+    MT_CHECK(blk_is_free(NODE(a->b, tail)));
+    mt_alloc_block gone = {.offset = NODE(a->b, tail)->off << a->gshift, .region = r,
+                           .hint = tail};
     MT_CHECK_OK(mt_alloc_free_block(a, &y));
+    MT_CHECK(NODE(a->b, tail)->size != 0 && blk_is_free(NODE(a->b, tail)));
+    AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &gone), -ENOENT);
     AU_CHECK_ERR_UNCHANGED(a, mt_alloc_free_block(a, &y), -ENOENT); /* double free */
     MT_CHECK_OK(mt_alloc_free_block(a, &x));
     check_stats(a, MiB, 0, 0, 1, MiB);

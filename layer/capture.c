@@ -407,11 +407,11 @@ static void fall_back_to_scan(lt_memory *m, const char *key, const char *why)
  * submit instead of a fault per page per frame (5-10 us each with the
  * signal backend); every reported page is diffed against the reference
  * anyway, so pages reported unwritten cost a compare, never a packet. The
- * fault budget (MEMTRACK_FAULT_BUDGET, off by default: docs/layer.md) does
- * the same for a memory's first frames, before its pages are hot: past
- * max(64, pages/8) faults between two captures, the signal backend opens
- * the range whole and the capture diffs all of it (uffd's faults cost no
- * signal: it ignores the budget). */
+ * fault budget does the same for a memory's first frames, before its pages
+ * are hot (and for the autopilot's first captures of a dense memory in
+ * guard): past max(64, pages/8) faults between two captures, the signal
+ * backend opens the range whole and the capture diffs all of it (uffd's
+ * faults cost no signal: it ignores the budget). */
 static mt_range_opts range_opts(size_t len)
 {
     size_t pages = (len + page_size() - 1) / page_size(), budget = pages / 8 > 64 ? pages / 8 : 64;

@@ -140,7 +140,7 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
     parser p = {get, warn, arg};
     c->mode = LT_AUTO;
     c->hot_pages = 1;
-    c->fault_budget = 0; /* measured: see docs/layer.md (MEMTRACK_FAULT_BUDGET) */
+    c->fault_budget = 1;
     c->backend = MT_TRACK_AUTO;
     const char *v = value_of(&p, "MEMTRACK_MODE");
     if (v) {

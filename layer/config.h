@@ -15,7 +15,7 @@
  *   MEMTRACK_HOT_PAGES         on/off (default on): guard and shadow leave pages written
  *                              in consecutive submits writable and diff them at every
  *                              submit instead of taking a fault per page per frame
- *   MEMTRACK_FAULT_BUDGET      on/off (default off): signal-backend ranges take at most
+ *   MEMTRACK_FAULT_BUDGET      on/off (default on): signal-backend ranges take at most
  *                              max(64, pages/8) faults per submit, then open whole and
  *                              are diffed whole (a dense writer's first frames)
  *   MEMTRACK_SESSION           set by `memtrack record`: the first process of the session

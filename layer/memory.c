@@ -120,8 +120,10 @@ static void forget_memory(lt_memory *m)
     free(m->binds);
     free(m->stale);
     if (m->reference) {
-        lt_refcache_give(m->reference, lt_reference_bytes(m));
+        /* Accounted off first: a kept reference counts again in the cache,
+         * and the peak must not count it twice. */
         lt_stat_add(LT_ST_EXTRA_BYTES, -(int64_t)(m->known_hi - m->known_lo));
+        lt_refcache_give(m->reference, lt_reference_bytes(m));
     }
     free(m);
 }

@@ -183,6 +183,7 @@ struct lt_memory {
      * exposure overlapping it writes its window whole. */
     VkDeviceSize lag_lo, lag_hi;
     size_t changed_bytes; /* bytes the last diff_emit wrote as packets (merge gaps included) */
+    size_t work_bytes;    /* bytes the last capture read (compared or copied): the next one's estimate */
 
     /* bindings sorted by offset */
     lt_object **binds;

@@ -566,8 +566,8 @@ static lt_mode initial_mode(lt_memory *m)
     return mode;
 }
 
-/* The window's whole content, written as it is now: where replay's idea of
- * the memory cannot be trusted (capture was paused). */
+/* Whether the reference lags replay somewhere in the window (bulk captures
+ * written straight from the memory: bulk_capture). */
 static int window_lags(const lt_memory *m)
 {
     return m->lag_lo < m->lag_hi && m->lag_lo < m->map_offset + m->map_size && m->map_offset < m->lag_hi;
@@ -580,6 +580,8 @@ static void window_caught_up(lt_memory *m)
         m->lag_lo = m->lag_hi = 0;
 }
 
+/* The window's whole content, written as it is now: where replay's idea of
+ * the memory cannot be trusted (capture was paused, or the reference lags). */
 static void emit_whole(lt_memory *m)
 {
     memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);

@@ -327,6 +327,20 @@ static void import_host(hv *h, hv_mem *src, unsigned char *host, size_t size)
     HV_VK(vkBindBufferMemory(h->dev, src->buf, src->mem, 0));
 }
 
+/* A device with host-pointer imports, and `size` bytes of host memory. */
+static int host_setup(hv *h, size_t size, unsigned char **host)
+{
+    static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
+    hv_opts o = {exts, 2, 0};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (*host == MAP_FAILED)
+        hv_die("mmap of host memory failed");
+    return 0;
+}
+
 static void unimport_host(hv *h, hv_mem *src)
 {
     vkDestroyBuffer(h->dev, src->buf, NULL);
@@ -336,13 +350,11 @@ static void unimport_host(hv *h, hv_mem *src)
 static int host_pointer(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
-    static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
-    hv_opts o = {exts, 2, 0};
-    int rc = hv_init(h, &o);
+    size_t size = 1u << 20;
+    unsigned char *host;
+    int rc = host_setup(h, size, &host);
     if (rc)
         return rc;
-    size_t size = 1u << 20;
-    unsigned char *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     hv_mem src = {0};
     src.model = calloc(1, size);
     import_host(h, &src, host, size);
@@ -370,13 +382,11 @@ static int host_pointer(hv *h, int argc, char **argv)
 static int host_pointer_reimport(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
-    static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
-    hv_opts o = {exts, 2, 0};
-    int rc = hv_init(h, &o);
+    size_t size = 1u << 20;
+    unsigned char *host;
+    int rc = host_setup(h, size, &host);
     if (rc)
         return rc;
-    size_t size = 1u << 20;
-    unsigned char *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     unsigned char *model = calloc(1, size);
     hv_pattern(host, size, 77);
     memcpy(model, host, size);

@@ -285,7 +285,7 @@ static size_t make_slices(lt_memory *m, const unsigned char *live, const cand *c
     m->work_bytes += total;
     if (total < 2 * SLICE || !lt_workers_available())
         return 0;
-    size_t max = lt_slices_max(total, nc, SLICE);
+    size_t max = lt_slices_max(total, SLICE);
     lt_slice *cut = malloc(max * sizeof *cut);
     slice *v = calloc(max, sizeof *v);
     mt_diff_region *rc = nc ? malloc(lt_slices_max_cands(total, nc, SLICE) * sizeof *rc) : NULL;
@@ -308,12 +308,7 @@ static size_t make_slices(lt_memory *m, const unsigned char *live, const cand *c
         sl->job.size = cut[i].size;
     }
     free(cut);
-    if (!ns) { /* (not reached: total > 0) */
-        free(v);
-        free(rc);
-        return 0;
-    }
-    *out = v;
+    *out = v; /* ns >= 1: total > 0 */
     return ns;
 }
 

@@ -3,16 +3,16 @@
  * a candidate crossing the mark is split at the next page boundary. */
 #include "slices.h"
 
-size_t lt_slices_max(size_t total, size_t nc, size_t slice_bytes)
+size_t lt_slices_max(size_t total, size_t slice_bytes)
 {
-    (void)nc; /* every slice but the last holds slice_bytes or more */
+    /* Every slice but the last holds slice_bytes or more. */
     return total / slice_bytes + 1;
 }
 
 size_t lt_slices_max_cands(size_t total, size_t nc, size_t slice_bytes)
 {
     /* Each slice splits at most one candidate in two. */
-    return nc + lt_slices_max(total, nc, slice_bytes);
+    return nc + lt_slices_max(total, slice_bytes);
 }
 
 size_t lt_slices_cut(size_t size, const mt_diff_region *c, size_t nc, size_t ps, size_t slice_bytes,

@@ -17,7 +17,7 @@ typedef struct lt_slice {
 
 /* The most slices and output candidates lt_slices_cut may produce for
  * `total` bytes to diff in `nc` candidates (0: the whole window). */
-size_t lt_slices_max(size_t total, size_t nc, size_t slice_bytes);
+size_t lt_slices_max(size_t total, size_t slice_bytes);
 size_t lt_slices_max_cands(size_t total, size_t nc, size_t slice_bytes);
 
 /* Cuts the diff of a window of `size` bytes over the sorted, disjoint

@@ -55,26 +55,30 @@ static shared g_shared[MAX_SHARED];
 static unsigned g_nshared; /* slots with items left to claim */
 static pthread_cond_t g_shared_done = PTHREAD_COND_INITIALIZER;
 
-/* Runs one unclaimed shared item, if any (g_lock held; released while the
- * item runs). Returns 0 when there was none. */
+/* Claims and runs one item of s, if one is left (g_lock held; released
+ * while the item runs). Returns 0 when none was. */
+static int run_shared_item(shared *s)
+{
+    if (s->next >= s->n)
+        return 0;
+    size_t i = s->next++;
+    if (s->next == s->n)
+        g_nshared--;
+    pthread_mutex_unlock(&g_lock);
+    s->fn(s->items[i]);
+    pthread_mutex_lock(&g_lock);
+    if (++s->done == s->n)
+        pthread_cond_broadcast(&g_shared_done);
+    return 1;
+}
+
+/* Runs one unclaimed item of any sharer, if any (g_lock held). Returns 0
+ * when there was none. */
 static int help_one(void)
 {
-    if (!g_nshared)
-        return 0;
-    for (int k = 0; k < MAX_SHARED; k++) {
-        shared *s = &g_shared[k];
-        if (s->next >= s->n)
-            continue;
-        size_t i = s->next++;
-        if (s->next == s->n)
-            g_nshared--;
-        pthread_mutex_unlock(&g_lock);
-        s->fn(s->items[i]);
-        pthread_mutex_lock(&g_lock);
-        if (++s->done == s->n)
-            pthread_cond_broadcast(&g_shared_done);
-        return 1;
-    }
+    for (int k = 0; g_nshared && k < MAX_SHARED; k++)
+        if (run_shared_item(&g_shared[k]))
+            return 1;
     return 0;
 }
 
@@ -196,15 +200,8 @@ void lt_workers_share(lt_work_fn fn, void **items, size_t n)
     g_nshared++;
     pthread_cond_broadcast(&g_go);   /* idle pool threads */
     pthread_cond_broadcast(&g_done); /* a job's caller waiting for its last items */
-    while (s->next < s->n) {
-        size_t i = s->next++;
-        if (s->next == s->n)
-            g_nshared--;
-        pthread_mutex_unlock(&g_lock);
-        fn(items[i]);
-        pthread_mutex_lock(&g_lock);
-        s->done++;
-    }
+    while (run_shared_item(s))
+        ;
     while (s->done < s->n)
         pthread_cond_wait(&g_shared_done, &g_lock);
     s->n = 0; /* the slot is free again */

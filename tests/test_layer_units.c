@@ -280,7 +280,7 @@ static void check_cut(size_t size, const mt_diff_region *c, size_t nc, size_t sb
         total += c[i].length;
     if (!nc)
         total = size;
-    size_t max = lt_slices_max(total, nc, sb), maxc = lt_slices_max_cands(total, nc, sb);
+    size_t max = lt_slices_max(total, sb), maxc = lt_slices_max_cands(total, nc, sb);
     lt_slice *out = malloc(max * sizeof *out);
     mt_diff_region *oc = malloc((maxc ? maxc : 1) * sizeof *oc);
     unsigned char *want = calloc(size, 1), *got = calloc(size, 1);

@@ -149,6 +149,15 @@ static void *bystander(void *arg)
     return NULL;
 }
 
+/* A tracker whose 2-thread helper runs, tracking [m, m+len) as *id. */
+static mt_tracker *running_helper_on(unsigned char *m, size_t len, mt_range_id *id)
+{
+    mt_tracker *t = helper_tracker(2);
+    await_running(t);
+    MT_CHECK_OK(mt_tracker_add(t, m, len, NULL, id));
+    return t;
+}
+
 /* One collect round of range `id` (tracked bytes [start, ...) of the
  * mapping at m): what it reported, as pages of the mapping. */
 static size_t collect_round(mt_tracker *t, mt_range_id id, unsigned char *m, uintptr_t start,
@@ -232,10 +241,8 @@ static void test_invisible_and_death(uint64_t seed)
     atomic_store(&g_sigchld, 0);
     unsigned char *m = tu_map(NP * ps), *ref = calloc(NP, 1), *seen = calloc(NP, 1);
     MT_CHECK(ref && seen);
-    mt_tracker *t = helper_tracker(2);
-    await_running(t);
     mt_range_id id;
-    MT_CHECK_OK(mt_tracker_add(t, m, NP * ps, NULL, &id));
+    mt_tracker *t = running_helper_on(m, NP * ps, &id);
     /* The application has no children as far as wait() knows. */
     int st;
     MT_CHECK_INT_EQ(waitpid(-1, &st, WNOHANG), -1);
@@ -301,10 +308,8 @@ static void test_fork(uint64_t seed)
     size_t ps = tu_page();
     unsigned char *m = tu_map(NP * ps), *ref = calloc(NP, 1), *seen = calloc(NP, 1);
     MT_CHECK(ref && seen);
-    mt_tracker *t = helper_tracker(2);
-    await_running(t);
     mt_range_id id;
-    MT_CHECK_OK(mt_tracker_add(t, m, NP * ps, NULL, &id));
+    mt_tracker *t = running_helper_on(m, NP * ps, &id);
     uint64_t rng = seed ^ 2;
     write_random(m, ref, ps, &rng, 10);
     MT_CHECK_INT_EQ(mt_tracker_collect_ahead(t, &id, 1), 1); /* pending across the fork */

@@ -162,7 +162,10 @@ static void xown(prog *p, mroot *r, uint32_t loc, uint64_t a, uint64_t b)
  * Copies and commands sleep a random few tens of microseconds, so missing
  * dependencies (a command overtaking the copy it needs) show up as wrong
  * content instead of hiding behind fast engines. Asynchronous: submit
- * queues, the completer's wait does the work. */
+ * queues, the completer's wait does the work, in submission order per
+ * engine: half of the jitter devices say so (MT_COH_CAP_IN_ORDER), and the
+ * context then submits a command before the same engine's commands it
+ * depends on have completed. */
 typedef struct jdev {
     uint64_t size;
     void *mem;
@@ -237,6 +240,16 @@ static void j_destroy(void *dev)
 static const mt_coh_backend jitter_backend = {
     .name = "jitter",
     .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_HOST_MEMORY,
+    .mem_grow = j_grow,
+    .mem_release = j_release,
+    .submit = j_submit,
+    .wait = j_wait,
+    .destroy = j_destroy,
+};
+
+static const mt_coh_backend jitter_in_order_backend = {
+    .name = "jitter",
+    .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_HOST_MEMORY | MT_COH_CAP_IN_ORDER,
     .mem_grow = j_grow,
     .mem_release = j_release,
     .submit = j_submit,
@@ -742,7 +755,8 @@ static void run_program(uint64_t seed, int ops)
             j->size = devmem;
             atomic_init(&j->rng, mt_test_rand(&p->rng));
             mt_coh_device_opts dopt = {.name = "jitter"};
-            MT_CHECK_OK(mt_coh_device_add(p->c, &jitter_backend, j, &dopt, &id));
+            const mt_coh_backend *be = rnd(p, 2) ? &jitter_in_order_backend : &jitter_backend;
+            MT_CHECK_OK(mt_coh_device_add(p->c, be, j, &dopt, &id));
         } else {
             mt_sim_opts so = {.mem_size = devmem};
             MT_CHECK_OK(mt_coh_add_sim_device(p->c, &so, &id));

@@ -177,6 +177,13 @@ enum {
     MT_COH_CAP_HOST_MEMORY = 1u << 1,
     /* The device can use host memory in place (fine-grained SVM): svm_attach. */
     MT_COH_CAP_FINE_SVM = 1u << 2,
+    /* With MT_COH_CAP_ASYNC: the ops submitted to one engine run in
+     * submission order, each seeing what the ones before it wrote, and an op
+     * that fails in flight makes the later ones of that engine fail too (a
+     * CUDA stream). The context then submits a command whose dependencies on
+     * the same engine are submitted without waiting for their completion, so
+     * back-to-back copies into one instance keep the engine busy. */
+    MT_COH_CAP_IN_ORDER = 1u << 3,
 };
 
 /* The backend interface: a table of functions over an opaque device handle.

@@ -129,6 +129,9 @@ static void *submitter(void *arg)
         pthread_mutex_unlock(&e->lock);
         int rc = stop ? MT_ECANCELED : submit(e, cmd);
         if (rc == 1) {
+            /* Before it joins the in-flight list: it cannot complete yet. */
+            if (e->in_order)
+                mti_coh_cmd_submitted(cmd);
             pthread_mutex_lock(&e->lock);
             cmd->next = NULL;
             mti_coh_cmds_append(&e->ihead, &e->itail, cmd, cmd);
@@ -182,6 +185,7 @@ int mti_coh_engine_start(coh_engine *e, coh_device *d, int kind)
     pthread_cond_init(&e->cond, NULL);
     pthread_cond_init(&e->icond, NULL);
     atomic_init(&e->busy, 0);
+    e->in_order = (d->be->caps & MT_COH_CAP_ASYNC) && (d->be->caps & MT_COH_CAP_IN_ORDER);
     int rc = pthread_create(&e->sub, NULL, submitter, e);
     if (rc)
         return -rc;

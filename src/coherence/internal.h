@@ -370,6 +370,9 @@ struct coh_cmd {
      * destinations in roots[0]'s instance `fix_uid` at to_loc. */
     uint64_t fix_uid;
     int inflight;
+    /* Submitted to an in-order engine (under lk): a later command of that
+     * engine need not wait for its completion (mti_coh_cmd_submitted). */
+    int submitted;
     /* Inline storage, used through the pointers above (not cleared); the
      * first entries are what a migration or a small command uses. */
     mt_coh_seg segs_inline[2];
@@ -487,6 +490,10 @@ static inline int mti_coh_cmd_add_seg(coh_cmd *cmd, uint64_t src, uint64_t dst, 
 }
 /* Completes cmd with status (engine threads, or the planner for markers). */
 void mti_coh_cmd_complete(coh_cmd *cmd, int status);
+/* cmd was submitted to its in-order engine (its submitter thread, before
+ * it can complete): the dependents waiting for it on the same engine are
+ * released (they will run after it there). */
+void mti_coh_cmd_submitted(coh_cmd *cmd);
 
 /* ---- engines (engine.c) --------------------------------------------------------
  * Each device has two: compute (RUN) and copy (the hidden migration queue).
@@ -504,6 +511,7 @@ struct coh_engine {
     pthread_t sub, comp;
     int has_sub, has_comp;
     _Atomic uint32_t busy;  /* ready + in flight: "is the engine idle?" */
+    int in_order;           /* MT_COH_CAP_ASYNC and MT_COH_CAP_IN_ORDER */
     /* Batch (planner's lock): ready commands not yet handed over. */
     coh_cmd *bhead, *btail;
 };

@@ -151,6 +151,7 @@ static void cmd_reset(coh_cmd *cmd)
     cmd->absorb = NULL;
     cmd->hostatt = NULL;
     cmd->inflight = 0;
+    cmd->submitted = 0;
 }
 
 coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
@@ -328,6 +329,10 @@ static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
 {
     int st = atomic_load_explicit(&dep->status, memory_order_relaxed);
     if (st == COH_PENDING) {
+        /* Submitted to the in-order engine cmd runs on: the engine's order
+         * is the wait (and a failure of dep fails cmd there too). */
+        if (dep->submitted && dep->eng == cmd->eng)
+            return 0;
         if (dep->ndeps == dep->capdeps &&
             grow_array((void **)&dep->deps, &dep->capdeps, sizeof *dep->deps, dep->deps_inline,
                        dep->ndeps))
@@ -526,19 +531,61 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
         free(deps);
 }
 
+/* Completes what became complete on the way (and what that releases). */
+static void wl_run(worklist *w)
+{
+    while (w->n) {
+        work x = w->v[--w->n];
+        complete_one(x.cmd, x.status, w);
+        mti_coh_cmd_unref(x.cmd);
+    }
+    if (w->v != w->inl)
+        free(w->v);
+}
+
 void mti_coh_cmd_complete(coh_cmd *cmd, int status)
 {
     worklist w = {.v = NULL, .n = 0, .cap = 16};
     w.v = w.inl;
     complete_one(cmd, status, &w);
     mti_coh_cmd_unref(cmd); /* the execution's reference */
-    while (w.n) {
-        work x = w.v[--w.n];
-        complete_one(x.cmd, x.status, &w);
-        mti_coh_cmd_unref(x.cmd);
-    }
-    if (w.v != w.inl)
-        free(w.v);
+    wl_run(&w);
+}
+
+void mti_coh_cmd_submitted(coh_cmd *cmd)
+{
+    worklist w = {.v = NULL, .n = 0, .cap = 16};
+    w.v = w.inl;
+    coh_engine *e = cmd->eng;
+    coh_cmd *take[16];
+    uint32_t nt;
+    int first = 1;
+    do {
+        /* Dependents on this engine leave cmd's list (a few at a time: new
+         * links may land in the list as soon as the lock is let go); from
+         * now on link_locked does not add them. */
+        nt = 0;
+        cmd_lock(cmd);
+        if (first)
+            cmd->submitted = 1;
+        first = 0;
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < cmd->ndeps; i++) {
+            coh_cmd *d = (coh_cmd *)((uintptr_t)cmd->deps[i] & ~(uintptr_t)1);
+            if (d->eng == e && nt < 16)
+                take[nt++] = d;
+            else
+                cmd->deps[k++] = cmd->deps[i];
+        }
+        cmd->ndeps = k;
+        cmd_unlock(cmd);
+        /* As complete_one does, without a status: d is submitted after cmd
+         * on the same engine, so it runs after it. */
+        for (uint32_t i = 0; i < nt; i++)
+            if (atomic_fetch_sub_explicit(&take[i]->pending, 1, memory_order_acq_rel) == 1)
+                ready(take[i], &w);
+    } while (nt == 16);
+    wl_run(&w);
 }
 
 void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd)

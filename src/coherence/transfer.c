@@ -216,13 +216,18 @@ int mti_coh_fetch_flush(coh_builder *b, int force)
         return 0;
     if (!force && b->bytes < b->c->o.pipeline_bytes) {
         /* Below the piece size, issue early only while the target's copy
-         * engine has nothing to do, and not for crumbs: each piece costs a
+         * engine is about to run dry, and not for crumbs: each piece costs a
          * hand-over and a launch (about what copying 1 MiB costs on a
          * GPU, hence a 32nd of the default piece: on a sparse upload the
-         * collection is the long part, and the copy should start early). */
+         * collection is the long part, and the copy should start early).
+         * "About to run dry": idle, or, on an in-order engine (which starts
+         * a piece before the one ahead completes), one piece in flight and
+         * none behind it, so that the next is queued while that one copies
+         * (pieces then grow to what is collected during one copy). */
         coh_engine *e = b->to == MT_COH_HOST ? NULL : &b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY];
         if (!e || b->bytes < b->c->o.pipeline_bytes / 32 ||
-            atomic_load_explicit(&e->busy, memory_order_relaxed) || e->bhead)
+            atomic_load_explicit(&e->busy, memory_order_relaxed) > (uint32_t)e->in_order ||
+            e->bhead)
             return 0;
     }
     int rc = 0;

@@ -510,7 +510,7 @@ static void cu_destroy(void *dev)
 
 static const mt_coh_backend coh_cuda_backend = {
     .name = "cuda",
-    .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_FINE_SVM,
+    .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_IN_ORDER | MT_COH_CAP_FINE_SVM,
     .mem_grow = cu_grow,
     .mem_release = cu_release,
     .submit = cu_submit,

@@ -179,6 +179,14 @@ static int collected(lt_memory *m, cand *c, size_t *pages)
             *pages += (runs[i].length + page_size() - 1) / page_size();
         }
     } while (n == RUNS);
+    /* The signal backend stopped protecting (track.h): every page comes
+     * back on every collect from now on. Said once, here where it costs. */
+    if (m->backend == MT_TRACK_SIGNAL && mt_track_unbracketed_writers())
+        lt_warn_once("unbracketed",
+                     "the application set up io_uring or Linux AIO, whose kernel writes into its "
+                     "memory no call brackets: signal-backend memory is no longer write-protected, "
+                     "each capture compares all of it (exact, slower; the uffd backend, Linux 6.7 "
+                     "and later, keeps tracking pages)");
     return c->oom ? -ENOMEM : 0;
 }
 

@@ -74,6 +74,8 @@ void mtp_resolve(void)
     RESOLVE(__fread_unlocked_chk);
     RESOLVE(process_vm_readv);
     RESOLVE(process_vm_writev);
+    RESOLVE(getrandom);
+    RESOLVE(syscall);
     RESOLVE(mprotect);
     RESOLVE(munmap);
     RESOLVE(madvise);
@@ -129,10 +131,14 @@ static int attach(const mt_preload_hooks *h)
     if (!h || h->abi != MT_PRELOAD_ABI_VERSION || h->size < MT_PRELOAD_HOOKS_V1_SIZE)
         return -EINVAL;
     const mt_preload_hooks *expect = NULL;
-    /* release: the hooks' owner is fully initialised (a constant). */
-    if (atomic_compare_exchange_strong_explicit(&mtp_hooks, &expect, h, memory_order_release,
-                                                memory_order_relaxed)) {
+    /* seq_cst (release at least: the hooks' owner is fully initialised, a
+     * constant): pairs with mtp_async_note's report, which reads the hooks
+     * after recording what it saw. */
+    if (atomic_compare_exchange_strong(&mtp_hooks, &expect, h)) {
         mtp_guard_attach(); /* a capture exists now: guard its exits */
+        unsigned seen = mtp_async_seen(); /* set up before this tracker existed */
+        if (seen && MT_PRELOAD_HAS(h, async_writer))
+            h->async_writer(seen);
         return 0;
     }
     return expect == h ? 0 : -EBUSY;

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -230,6 +231,16 @@ MTP_EXPORT size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, si
 {
     size_t t = total(size, n);
     return KW_BUF(ptr, t <= ptrlen ? t : ptrlen, REAL(__fread_unlocked_chk)(ptr, ptrlen, size, n, f));
+}
+
+MTP_EXPORT ssize_t getrandom(void *buf, size_t n, unsigned flags)
+{
+    return KW_BUF(buf, n, REAL(getrandom)(buf, n, flags));
+}
+
+long mtp_kw_buf_syscall(long nr, const long a[6])
+{
+    return KW_BUF((void *)a[0], (size_t)a[1], REAL(syscall)(nr, a[0], a[1], a[2]));
 }
 
 /* The local buffers of process_vm_readv are written by the kernel. */

@@ -41,6 +41,14 @@ int __sigpause(int sig_or_mask, int is_sig);
 int __xpg_sigpause(int sig);
 __sighandler_t __sysv_signal(int sig, __sighandler_t handler);
 __sighandler_t bsd_signal(int sig, __sighandler_t handler);
+/* liburing's and libaio's set-up functions (async.c), their structs as
+ * pointers: the wrappers only pass them on. */
+int io_uring_setup(unsigned entries, void *params);
+int io_uring_queue_init(unsigned entries, void *ring, unsigned flags);
+int io_uring_queue_init_params(unsigned entries, void *ring, void *params);
+int io_uring_queue_init_mem(unsigned entries, void *ring, void *params, void *buf, size_t size);
+int io_setup(int maxevents, void *ctxp);
+int io_queue_init(int maxevents, void *ctxp);
 int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents, const struct timespec *timeout,
                  const sigset_t *sigmask);
 
@@ -97,6 +105,8 @@ typedef struct mtp_real {
                                 unsigned long, unsigned long);
     ssize_t (*process_vm_writev)(pid_t, const struct iovec *, unsigned long, const struct iovec *,
                                  unsigned long, unsigned long);
+    ssize_t (*getrandom)(void *, size_t, unsigned);
+    long (*syscall)(long, ...);
     /* memory */
     int (*mprotect)(void *, size_t, int);
     int (*munmap)(void *, size_t);
@@ -136,6 +146,13 @@ void mtp_resolve(void);
 /* The hooks of the attached tracker, NULL when none. Wrappers read it with
  * one relaxed load: the table is a constant in track's image. */
 extern const mt_preload_hooks *_Atomic mtp_hooks;
+
+/* async.c: reports a kernel facility that writes memory unbracketed
+ * (MT_PRELOAD_ASYNC_*), and what was reported so far (for attach). */
+void mtp_async_note(unsigned what);
+unsigned mtp_async_seen(void);
+/* kwrite.c: syscall(SYS_getrandom, buf, len, flags) bracketed like read(). */
+long mtp_kw_buf_syscall(long nr, const long a[6]);
 static inline const mt_preload_hooks *mtp_get_hooks(void)
 {
     return atomic_load_explicit(&mtp_hooks, memory_order_relaxed);

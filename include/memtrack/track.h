@@ -244,6 +244,19 @@ MT_API int mt_track_backend_parse(const char *name);
  * interposer, or with a raw rt_sigaction system call). Any thread. */
 MT_API int mt_track_handler_status(void);
 
+/* Kernel facilities that write the application's memory with no call around
+ * the write that the interposer could bracket (mt_track_unbracketed_writers). */
+enum { MT_TRACK_UNBRACKETED_URING = 1, MT_TRACK_UNBRACKETED_AIO = 2 };
+
+/* The facilities the application set up so far, as the interposer saw them
+ * (io_uring through libc's syscall() or liburing, Linux AIO through syscall()
+ * or libaio). From the first one on, the signal backend stops protecting:
+ * every signal range is writable and reported whole on each collect (exact,
+ * slower), because a kernel write into a protected page would fail with
+ * EFAULT in the application. uffd ranges are unaffected (the kernel's writes
+ * are tracked there). 0 when none, or without the interposer. Any thread. */
+MT_API unsigned mt_track_unbracketed_writers(void);
+
 /* Ways a process ends without running exit handlers (mt_track_last_words). */
 enum { MT_TRACK_LAST_EXEC = 0, MT_TRACK_LAST_EXIT = -1 };
 

@@ -315,4 +315,5 @@ const mt_preload_hooks mti_hooks = {
     .madvise = hook_madvise,
     .mmap_fixed = hook_mmap_fixed,
     .last_words = mti_last_words_call,
+    .async_writer = mti_sig_unbracketed,
 };

@@ -264,6 +264,12 @@ int mti_sig_rearm(mt_range *r, size_t first, size_t n, const mt_pins *pins);
 /* Makes pages [first, first+n) of r writable and marks them (and the pages'
  * other owners) dirty. */
 int mti_sig_make_writable(mt_range *r, size_t first, size_t n);
+/* Kernel writes nobody brackets (io_uring, AIO: MT_PRELOAD_ASYNC_*) are
+ * possible from now on: every signal range is opened for good (writable,
+ * reported whole on each collect), and so is every later one. Idempotent. */
+void mti_sig_unbracketed(unsigned what);
+/* What mti_sig_unbracketed was told so far (0: none). */
+unsigned mti_sig_unbracketed_seen(void);
 
 /* sigchain.c: the handlers memtrack chains to, one chain per signal. */
 enum { MT_SLOT_SEGV = 0, MT_SLOT_BUS = 1, MT_NSLOTS = 2 };

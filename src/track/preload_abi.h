@@ -93,7 +93,16 @@ typedef struct mt_preload_hooks {
      * signal number of a terminating signal the interposer guards (then
      * called from its handler: async-signal-safe). */
     void (*last_words)(int why);
+    /* Appended: the application is setting up a kernel facility that writes
+     * its memory later, outside any call the interposer can bracket (io_uring,
+     * Linux AIO): `what` is a mask of MT_PRELOAD_ASYNC_*. Called before the
+     * facility exists; again, with everything seen so far, when track attaches
+     * after it was set up. */
+    void (*async_writer)(unsigned what);
 } mt_preload_hooks;
+
+#define MT_PRELOAD_ASYNC_URING 1u
+#define MT_PRELOAD_ASYNC_AIO 2u
 
 /* last_words' `why` besides signal numbers (track.h's MT_TRACK_LAST_*). */
 #define MT_PRELOAD_LAST_EXEC 0

@@ -207,6 +207,56 @@ int mt_track_reinstall_handler(void)
 
 /* ---- range operations (table lock held, or a reader section) ---- */
 
+/* MT_PRELOAD_ASYNC_* seen: signal ranges are not protected any more. */
+static _Atomic unsigned g_unbracketed;
+
+unsigned mti_sig_unbracketed_seen(void)
+{
+    return atomic_load(&g_unbracketed);
+}
+
+_Static_assert(MT_TRACK_UNBRACKETED_URING == MT_PRELOAD_ASYNC_URING &&
+                   MT_TRACK_UNBRACKETED_AIO == MT_PRELOAD_ASYNC_AIO,
+               "the interposer and track agree on the unbracketed writers' bits");
+
+unsigned mt_track_unbracketed_writers(void)
+{
+    return mti_sig_unbracketed_seen();
+}
+
+/* A range that is never protected: every live page is written as far as
+ * anyone knows, on every collect (collect.c sets them again after each
+ * pass, as for a uffd range in a fork child). */
+static void keep_open(mt_range *r)
+{
+    atomic_store_explicit(&r->whole, 1, memory_order_relaxed);
+    mti_bits_set_range(r->bits, 0, r->npages);
+}
+
+void mti_sig_unbracketed(unsigned what)
+{
+    /* seq_cst: a collect's re-arm that reads the flag after this sees it;
+     * one that read it before is inside a table section, which the lock
+     * below waits for, and its protection is undone there. */
+    if (atomic_fetch_or(&g_unbracketed, what) & what)
+        return;
+    mti_sigtable_lock();
+    mti_sigtable_hook_begin();
+    uint32_t n;
+    const mt_sig_entry *e = mti_sigtable_locked_view(&n);
+    for (uint32_t i = 0; i < n; i++) {
+        mt_range *r = e[i].range;
+        if (r->backend != MT_TRACK_SIGNAL || atomic_load_explicit(&r->whole, memory_order_relaxed))
+            continue;
+        /* The application's protection again (pages it made read-only stay
+         * so), the pages reported from the next collect on. */
+        mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
+        keep_open(r);
+    }
+    mti_sigtable_hook_end();
+    mti_sigtable_unlock();
+}
+
 int mti_sig_arm_range(mt_range *r)
 {
     int rc = mti_sig_install();
@@ -215,6 +265,10 @@ int mti_sig_arm_range(mt_range *r)
     rc = mti_sigtable_insert(r);
     if (rc)
         return rc;
+    if (atomic_load(&g_unbracketed)) {
+        keep_open(r);
+        return 0;
+    }
     mt_pins pins;
     mti_kw_rearm_begin(&pins);
     rc = mti_protect_pages(r, 0, r->npages, MT_PROT_ARMED, r->span_start, &pins);
@@ -222,8 +276,19 @@ int mti_sig_arm_range(mt_range *r)
     if (rc) {
         mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
         mti_sigtable_remove(r);
+        return rc;
     }
-    return rc;
+    /* An unbracketed writer reported meanwhile may have opened the table's
+     * ranges before the protection above: open this one again. */
+    if (atomic_load(&g_unbracketed)) {
+        mti_sigtable_lock();
+        mti_sigtable_hook_begin();
+        mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
+        keep_open(r);
+        mti_sigtable_hook_end();
+        mti_sigtable_unlock();
+    }
+    return 0;
 }
 
 static int shared_with_signal_range(uintptr_t page, const mt_range *self)
@@ -259,6 +324,10 @@ void mti_sig_disarm_range(mt_range *r)
 
 int mti_sig_rearm(mt_range *r, size_t first, size_t n, const mt_pins *pins)
 {
+    if (atomic_load(&g_unbracketed)) { /* kept open: written again as far as anyone knows */
+        mti_bits_set_range(r->bits, first, n);
+        return 0;
+    }
     int err = mti_protect_pages(r, first, n, MT_PROT_ARMED, r->span_start, pins);
     if (err == 0) {
         if (first == 0 && n == r->npages)

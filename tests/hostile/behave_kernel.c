@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/io_uring.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -263,9 +267,153 @@ static int kernel_recv(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* ---- io_uring: the kernel writes with no system call of the application
+ * around it (a kernel worker, or the submitting io_uring_enter: nothing the
+ * application's read() interposition sees). Raw system calls, no liburing. */
+typedef struct ring {
+    int fd;
+    unsigned *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
+    struct io_uring_sqe *sqes;
+    struct io_uring_cqe *cqes;
+} ring;
+
+static int ring_open(ring *r, unsigned entries)
+{
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    r->fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+    if (r->fd < 0)
+        return -errno;
+    size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+    if (p.features & IORING_FEAT_SINGLE_MMAP)
+        sq_len = cq_len = sq_len > cq_len ? sq_len : cq_len;
+    char *sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+                    IORING_OFF_SQ_RING);
+    char *cq = (p.features & IORING_FEAT_SINGLE_MMAP)
+                   ? sq
+                   : mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+                          IORING_OFF_CQ_RING);
+    r->sqes = mmap(NULL, p.sq_entries * sizeof(struct io_uring_sqe), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+    if (sq == MAP_FAILED || cq == MAP_FAILED || r->sqes == MAP_FAILED)
+        hv_die("io_uring mmap: %s", strerror(errno));
+    r->sq_tail = (unsigned *)(sq + p.sq_off.tail);
+    r->sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
+    r->sq_array = (unsigned *)(sq + p.sq_off.array);
+    r->cq_head = (unsigned *)(cq + p.cq_off.head);
+    r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
+    r->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
+    r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+    return 0;
+}
+
+/* Queues a read of len bytes at file offset off into buf; user_data = tag. */
+static void ring_read(ring *r, int fd, void *buf, unsigned len, uint64_t off, uint64_t tag)
+{
+    unsigned t = __atomic_load_n(r->sq_tail, __ATOMIC_ACQUIRE), i = t & *r->sq_mask;
+    struct io_uring_sqe *e = &r->sqes[i];
+    memset(e, 0, sizeof *e);
+    e->opcode = IORING_OP_READ;
+    e->fd = fd;
+    e->addr = (uint64_t)(uintptr_t)buf;
+    e->len = len;
+    e->off = off;
+    e->user_data = tag;
+    r->sq_array[i] = i;
+    __atomic_store_n(r->sq_tail, t + 1, __ATOMIC_RELEASE);
+}
+
+/* Submits n queued reads and waits for all; each must have read its length
+ * (lens[tag]). Returns the number of bad completions. */
+static int ring_run(ring *r, unsigned n, const unsigned *lens)
+{
+    if (syscall(__NR_io_uring_enter, r->fd, n, n, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
+        hv_die("io_uring_enter: %s", strerror(errno));
+    int bad = 0;
+    for (unsigned done = 0; done < n;) {
+        unsigned h = __atomic_load_n(r->cq_head, __ATOMIC_RELAXED);
+        if (h == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE)) {
+            if (syscall(__NR_io_uring_enter, r->fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0 &&
+                errno != EINTR)
+                hv_die("io_uring_enter: %s", strerror(errno));
+            continue;
+        }
+        struct io_uring_cqe *c = &r->cqes[h & *r->cq_mask];
+        if (c->res != (int)lens[c->user_data]) {
+            fprintf(stderr, "%s: io_uring read %llu returned %d (%s), expected %u\n", hv_argv0,
+                    (unsigned long long)c->user_data, c->res, c->res < 0 ? strerror(-c->res) : "short",
+                    lens[c->user_data]);
+            bad++;
+        }
+        __atomic_store_n(r->cq_head, h + 1, __ATOMIC_RELEASE);
+        done++;
+    }
+    return bad;
+}
+
+/* getrandom() into the mapping every frame; from the second frame on (the
+ * memory is tracked by then), io_uring reads straight into it: the ring is
+ * set up while the capture already watches the memory. */
+static int kernel_uring(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    ring r = {.fd = -1};
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    unsigned char *file;
+    int fd = pattern_file(&file);
+    hv_mem src, rb;
+    hv_alloc(h, &src, 8u << 20, HV_SRC);
+    hv_alloc(h, &rb, 8u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        if (r.fd < 0 && (f == 1 || h->frames == 1)) {
+            rc = ring_open(&r, 16);
+            if (rc) {
+                fprintf(stderr, "%s: io_uring not available here (%s): skipped\n", hv_argv0,
+                        strerror(-rc));
+                bad = HV_SKIP;
+                break;
+            }
+        }
+        unsigned lens[4];
+        size_t at[4];
+        uint64_t foff[4];
+        for (unsigned k = 0; k < 4 && r.fd >= 0; k++) {
+            lens[k] = 4096 * (k + 1) * 17 + 333 * k + (unsigned)f;
+            at[k] = 1000 + (size_t)k * 1900000 + (size_t)f * 4099;
+            foff[k] = (uint64_t)k * 5001 + (uint64_t)f * 77;
+            ring_read(&r, fd, src.ptr + at[k], lens[k], foff[k], k);
+            memcpy(src.model + at[k], file + foff[k], lens[k]);
+        }
+        if (r.fd >= 0)
+            bad |= ring_run(&r, 4, lens);
+        /* getrandom: another kernel write the application makes directly. */
+        size_t gat = 7800000 + (size_t)f * 13, glen = 200000;
+        if (getrandom(src.ptr + gat, glen, 0) != (ssize_t)glen) {
+            fprintf(stderr, "%s: getrandom into the mapping: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+        }
+        memcpy(src.model + gat, src.ptr + gat, glen);
+        if (!bad)
+            bad |= hv_gpu_check(h, &src, &rb, "kernel-uring: GPU copy of the staging memory");
+    }
+    close(fd);
+    if (r.fd >= 0)
+        close(r.fd);
+    free(file);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_kernel_behaviours[] = {
     {"kernel-read", "read/pread/readv/preadv straight into mapped memory", kernel_read},
     {"kernel-fread", "a large fread (stdio bypasses its buffer) and small ones", kernel_fread},
     {"kernel-recv", "recv/recvfrom/recvmsg/recvmmsg from stream and datagram sockets", kernel_recv},
+    {"kernel-uring", "io_uring reads and getrandom() straight into mapped memory", kernel_uring},
     {NULL, NULL, NULL},
 };

@@ -559,16 +559,13 @@ void mti_coh_cmd_submitted(coh_cmd *cmd)
     coh_engine *e = cmd->eng;
     coh_cmd *take[16];
     uint32_t nt;
-    int first = 1;
     do {
         /* Dependents on this engine leave cmd's list (a few at a time: new
          * links may land in the list as soon as the lock is let go); from
          * now on link_locked does not add them. */
         nt = 0;
         cmd_lock(cmd);
-        if (first)
-            cmd->submitted = 1;
-        first = 0;
+        cmd->submitted = 1;
         uint32_t k = 0;
         for (uint32_t i = 0; i < cmd->ndeps; i++) {
             coh_cmd *d = (coh_cmd *)((uintptr_t)cmd->deps[i] & ~(uintptr_t)1);

@@ -65,11 +65,18 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
     coh_job job = {.c = c, .r = r, .k1 = k1};
     atomic_init(&job.next, k0);
     coh_workers *w = c->workers;
+    uint64_t dirty0 = c->st_dirty;
     /* With a running helper the scans are its; the planner alone takes the
      * results (about 2 us a chunk at 1% dirty): collecting threads of ours
      * waiting beside it would only be more CPUs for its TLB flushes to
-     * interrupt, and more wake-ups. */
-    int helper = c->o.collect_helper && mt_tracker_helper_status(c->tracker) == 1;
+     * interrupt, and more wake-ups. Unless the last sync of this memory
+     * found more than a 32nd of it written: then the planner spends longer
+     * on each chunk's results than the helper saves on the scans, and our
+     * threads (which scan and apply side by side) finished first on the
+     * H100 at 10% and 50% dirty in every run, the helper at 1%
+     * (docs/benchmarks.md). Memory is rewritten much as it was last time. */
+    int dense = tr->last_span && tr->last_dirty > tr->last_span / 32;
+    int helper = c->o.collect_helper && !dense && mt_tracker_helper_status(c->tracker) == 1;
     int parallel = w && w->n && k1 > k0 && !helper;
     /* The helper scans every chunk at once, in its own process; the
      * collects below take its results in address order. */
@@ -132,6 +139,8 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
             pthread_cond_wait(&w->done_cond, &w->lock);
         pthread_mutex_unlock(&w->lock);
     }
+    tr->last_dirty = c->st_dirty - dirty0;
+    tr->last_span = b - a;
     pthread_mutex_unlock(&tr->lock);
     return rc;
 }

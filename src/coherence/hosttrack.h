@@ -31,6 +31,9 @@ struct coh_track {
      * taken under `lock` or the planner's, never the other way). */
     pthread_mutex_t ilock;
     coh_cmd *inflight;
+    /* The last sync (under `lock`): bytes found written, of bytes collected.
+     * Picks who scans the next one (hostsync.c). */
+    uint64_t last_dirty, last_span;
 };
 
 /* A collection job the worker threads help with. */

@@ -11,7 +11,14 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/select.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <sys/time.h>
+#include <sys/times.h>
+#include <sys/utsname.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -107,6 +114,23 @@ typedef struct mtp_real {
                                  unsigned long, unsigned long);
     ssize_t (*getrandom)(void *, size_t, unsigned);
     long (*syscall)(long, ...);
+    /* idempotent reports (idem.c) */
+    int (*clock_gettime)(clockid_t, struct timespec *);
+    int (*clock_getres)(clockid_t, struct timespec *);
+    int (*gettimeofday)(struct timeval *, void *);
+    int (*getrusage)(int, struct rusage *);
+    clock_t (*times)(struct tms *);
+    int (*sysinfo)(struct sysinfo *);
+    int (*uname)(struct utsname *);
+    int (*stat)(const char *, struct stat *);
+    int (*lstat)(const char *, struct stat *);
+    int (*fstat)(int, struct stat *);
+    int (*fstatat)(int, const char *, struct stat *, int);
+    int (*stat64)(const char *, struct stat64 *);
+    int (*lstat64)(const char *, struct stat64 *);
+    int (*fstat64)(int, struct stat64 *);
+    int (*fstatat64)(int, const char *, struct stat64 *, int);
+    int (*statx)(int, const char *, int, unsigned, struct statx *);
     /* memory */
     int (*mprotect)(void *, size_t, int);
     int (*munmap)(void *, size_t);

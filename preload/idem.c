@@ -1,0 +1,131 @@
+/* Calls that only report something into the application's buffer (a time,
+ * a stat, a socket option): the kernel writes the buffer, which fails with
+ * EFAULT on a page the signal backend protects. They are idempotent, so
+ * they run as they are, with nothing added on the usual path, and only a
+ * call that failed with EFAULT while a tracker is attached runs again,
+ * bracketed like read() (kwrite.c): the pages are made writable for it and
+ * reported. A buffer that is really bad fails the same way twice; a retry
+ * that succeeds leaves errno as it was before the call.
+ *
+ * clock_gettime reaches the kernel only for clocks the vDSO does not serve
+ * (the CPU-time clocks; every clock where the clock source has no vDSO
+ * path): the vDSO's own store is a user write, which faults and is tracked
+ * like any other. Not here: calls that change state (accept's address:
+ * the connection is taken; recv is in kwrite.c), calls whose buffer size
+ * is behind a pointer that may itself be the bad one (getsockopt,
+ * getsockname, getpeername), and the pre-2.33 glibc entry points (__xstat
+ * and friends) of old binaries. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <sys/time.h>
+#include <sys/times.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "kw.h"
+#include "preload.h"
+
+/* `ok` is the success test of the call's result ri_; the retry is
+ * bracketed over the n segments of seg. */
+#define IDEM(type, call, ok, seg, n)                                                                \
+    do {                                                                                            \
+        int e0_ = errno;                                                                            \
+        type ri_ = (call);                                                                          \
+        if (!(ok) && errno == EFAULT && mtp_get_hooks()) {                                          \
+            struct iovec *v_ = (seg);                                                               \
+            ri_ = KW_IOV(v_, (n), (call));                                                          \
+            if (ok)                                                                                 \
+                errno = e0_;                                                                        \
+        }                                                                                           \
+        return ri_;                                                                                 \
+    } while (0)
+
+/* A NULL or bad buffer needs no case of its own: nothing of it is tracked,
+ * the retry runs unbracketed and fails as the first call did. */
+#define ONE(p, len) ((struct iovec[1]){{(void *)(p), (len)}})
+
+MTP_EXPORT int clock_gettime(clockid_t clk, struct timespec *ts)
+{
+    IDEM(int, REAL(clock_gettime)(clk, ts), ri_ == 0, ONE(ts, sizeof *ts), 1);
+}
+
+MTP_EXPORT int clock_getres(clockid_t clk, struct timespec *res)
+{
+    IDEM(int, REAL(clock_getres)(clk, res), ri_ == 0, ONE(res, sizeof *res), 1);
+}
+
+MTP_EXPORT int gettimeofday(struct timeval *restrict tv, void *restrict tz)
+{
+    IDEM(int, REAL(gettimeofday)(tv, tz), ri_ == 0,
+         ((struct iovec[2]){{tv, sizeof *tv}, {tz, sizeof(struct timezone)}}), 2);
+}
+
+MTP_EXPORT int getrusage(int who, struct rusage *ru)
+{
+    IDEM(int, REAL(getrusage)(who, ru), ri_ == 0, ONE(ru, sizeof *ru), 1);
+}
+
+MTP_EXPORT clock_t times(struct tms *buf)
+{
+    IDEM(clock_t, REAL(times)(buf), ri_ != (clock_t)-1, ONE(buf, sizeof *buf), 1);
+}
+
+MTP_EXPORT int sysinfo(struct sysinfo *info)
+{
+    IDEM(int, REAL(sysinfo)(info), ri_ == 0, ONE(info, sizeof *info), 1);
+}
+
+MTP_EXPORT int uname(struct utsname *buf)
+{
+    IDEM(int, REAL(uname)(buf), ri_ == 0, ONE(buf, sizeof *buf), 1);
+}
+
+MTP_EXPORT int stat(const char *restrict path, struct stat *restrict st)
+{
+    IDEM(int, REAL(stat)(path, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+MTP_EXPORT int lstat(const char *restrict path, struct stat *restrict st)
+{
+    IDEM(int, REAL(lstat)(path, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+MTP_EXPORT int fstat(int fd, struct stat *st)
+{
+    IDEM(int, REAL(fstat)(fd, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+MTP_EXPORT int fstatat(int dirfd, const char *restrict path, struct stat *restrict st, int flags)
+{
+    IDEM(int, REAL(fstatat)(dirfd, path, st, flags), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+MTP_EXPORT int stat64(const char *restrict path, struct stat64 *restrict st)
+{
+    IDEM(int, REAL(stat64)(path, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+MTP_EXPORT int lstat64(const char *restrict path, struct stat64 *restrict st)
+{
+    IDEM(int, REAL(lstat64)(path, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+MTP_EXPORT int fstat64(int fd, struct stat64 *st)
+{
+    IDEM(int, REAL(fstat64)(fd, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+MTP_EXPORT int fstatat64(int dirfd, const char *restrict path, struct stat64 *restrict st, int flags)
+{
+    IDEM(int, REAL(fstatat64)(dirfd, path, st, flags), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+MTP_EXPORT int statx(int dirfd, const char *restrict path, int flags, unsigned mask,
+                     struct statx *restrict st)
+{
+    IDEM(int, REAL(statx)(dirfd, path, flags, mask, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}

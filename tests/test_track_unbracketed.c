@@ -9,7 +9,8 @@
  *
  * Checked, in this order (the switch is for the life of the process):
  *  1. before: a signal range is protected and reports only written pages;
- *     getrandom() into it works (bracketed like read()) and is reported;
+ *     getrandom() into it works (bracketed like read(), also when called
+ *     through syscall()) and is reported;
  *  2. io_uring_setup through libc's syscall(): the tracker says so
  *     (mt_track_unbracketed_writers), the range is writable again (also in
  *     /proc/self/maps), its stats say not protected, a page the application
@@ -145,6 +146,8 @@ int main(void)
     MT_CHECK(collect(t, id, m, seen) == 1 && seen[3]);
     MT_CHECK(getrandom(m + 7 * ps + 100, 2 * ps, 0) == (ssize_t)(2 * ps));
     MT_CHECK(collect(t, id, m, seen) == 3 && seen[7] && seen[8] && seen[9]);
+    MT_CHECK(syscall(SYS_getrandom, m + 13 * ps + 9, 64, 0) == 64); /* through syscall() too */
+    MT_CHECK(collect(t, id, m, seen) == 1 && seen[13]);
     /* A page the application protects itself stays its own. */
     MT_CHECK(mprotect(m + 20 * ps, ps, PROT_READ) == 0);
     MT_CHECK(collect(t, id, m, seen) == 0);

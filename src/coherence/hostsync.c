@@ -82,20 +82,28 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
      * collects below take its results in address order. */
     if (helper)
         (void)mt_tracker_collect_ahead(c->tracker, tr->ids + k0, k1 - k0 + 1);
-    if (parallel) {
-        pthread_mutex_lock(&w->lock);
-        w->job = &job;
-        w->gen++;
-        pthread_cond_broadcast(&w->cond);
-        pthread_mutex_unlock(&w->lock);
-    }
+    /* Our threads start after the first chunk is collected, applied and its
+     * copy issued, by the planner alone: every scan flushes the TLB of each
+     * CPU running a thread of the process, so with them scanning beside it
+     * that first chunk took 2-3x as long, and it is what the copy engine
+     * waits for (docs/coherence.md). */
+    atomic_store_explicit(&job.next, k0 + 1, memory_order_relaxed);
+    int started = 0;
     coh_builder bstore, *bld = NULL;
     if (to != COH_NO_FETCH) {
         bld = &bstore;
         mti_coh_fetch_begin(bld, c, r, to, main);
     }
     for (uint32_t k = k0; k <= k1; k++) {
-        mti_coh_track_await(c, r, parallel ? &job : NULL, k);
+        if (parallel && k > k0 && !started) {
+            pthread_mutex_lock(&w->lock);
+            w->job = &job;
+            w->gen++;
+            pthread_cond_broadcast(&w->cond);
+            pthread_mutex_unlock(&w->lock);
+            started = 1;
+        }
+        mti_coh_track_await(c, r, parallel && k > k0 ? &job : NULL, k);
         chunk_res *cr = &tr->res[k];
         uint64_t ca = (uint64_t)k * tr->chunk;
         uint64_t cb = r->size - ca < tr->chunk ? r->size : ca + tr->chunk;
@@ -132,7 +140,7 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
          * previous piece, and the rest of the enqueue needs no copy. */
         mti_coh_engine_doorbell(&c->dev[to]->eng[MT_COH_ENGINE_COPY]);
     }
-    if (parallel) {
+    if (started) {
         pthread_mutex_lock(&w->lock);
         w->job = NULL;
         while (w->active)

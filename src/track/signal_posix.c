@@ -207,8 +207,10 @@ int mt_track_reinstall_handler(void)
 
 /* ---- range operations (table lock held, or a reader section) ---- */
 
-/* MT_PRELOAD_ASYNC_* seen: signal ranges are not protected any more. */
+/* MT_PRELOAD_ASYNC_* seen: signal ranges are not protected any more; and
+ * whether every range armed before that is open again. */
 static _Atomic unsigned g_unbracketed;
+static _Atomic int g_opened;
 
 unsigned mti_sig_unbracketed_seen(void)
 {
@@ -238,7 +240,11 @@ void mti_sig_unbracketed(unsigned what)
     /* seq_cst: a collect's re-arm that reads the flag after this sees it;
      * one that read it before is inside a table section, which the lock
      * below waits for, and its protection is undone there. */
-    if (atomic_fetch_or(&g_unbracketed, what) & what)
+    atomic_fetch_or(&g_unbracketed, what);
+    /* Until the ranges are open, every reporter goes through the loop (a
+     * second thread setting up its ring must not return before the first
+     * opened them); once open, nothing to do. */
+    if (atomic_load(&g_opened))
         return;
     mti_sigtable_lock();
     mti_sigtable_hook_begin();
@@ -255,6 +261,7 @@ void mti_sig_unbracketed(unsigned what)
     }
     mti_sigtable_hook_end();
     mti_sigtable_unlock();
+    atomic_store(&g_opened, 1);
 }
 
 int mti_sig_arm_range(mt_range *r)

@@ -396,9 +396,33 @@ struct coh_cmd {
     mt_coh_op op;
 };
 
+/* The command pool (sched.c): freed commands are pushed lock-free by any
+ * thread onto `head`; the planner takes the whole stack at once into
+ * `local` when that is empty. */
+struct coh_pool {
+    _Atomic(coh_cmd *) head; /* freed commands */
+    _Atomic int64_t refs;    /* the context + every command allocated from it */
+    _Atomic int closed;      /* the context is gone: free, do not pool */
+    coh_cmd *local;          /* the planner's list (context lock) */
+    int64_t credit;          /* references taken ahead for new commands (context lock) */
+};
+
 int mti_coh_pool_create(mt_coh *c);
 void mti_coh_pool_close(mt_coh *c); /* the context is going; commands still out free themselves */
-coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng);
+/* The next command will be written soon (a command's migrations come in a
+ * row): start loading its hot lines. */
+static inline void mti_coh_cmd_prefetch(const coh_cmd *next)
+{
+    if (next)
+        for (size_t o = 0; o < offsetof(coh_cmd, fix_inline); o += 64)
+            __builtin_prefetch((const char *)next + o, 1);
+}
+/* `local` is empty: takes the shared stack (its first command, the rest
+ * into `local`) or allocates one. NULL on -ENOMEM. */
+coh_cmd *mti_coh_cmd_take_slow(mt_coh *c);
+/* A command from the pool, pending, one reference (the caller's); inline,
+ * below the context. NULL on -ENOMEM. */
+static inline coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng);
 static inline void mti_coh_cmd_ref(coh_cmd *cmd)
 {
     atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
@@ -449,7 +473,13 @@ int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
 void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd);
 /* The same, the caller's reference becoming the execution's (one reference
  * and one release less). */
-void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd);
+void mti_coh_cmd_ready_at_arm(mt_coh *c, coh_cmd *cmd);
+static inline void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
+{
+    /* acq_rel: as the decrements of completing dependencies (sched.c). */
+    if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) == 1)
+        mti_coh_cmd_ready_at_arm(c, cmd);
+}
 /* Records that cmd uses an instance at loc: takes a sequence number there
  * (one per location per command). 0 or -ENOMEM. */
 int mti_coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq);
@@ -621,6 +651,41 @@ struct mt_coh {
         st_evictions, st_dirty;
     _Atomic uint64_t st_failed;
 };
+
+/* A command from the pool, pending, one reference (the caller's). Inline:
+ * the planner makes one or two per argument. NULL on -ENOMEM. */
+static inline coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
+{
+    coh_pool *p = c->pool;
+    coh_cmd *cmd = p->local;
+    if (__builtin_expect(cmd != NULL, 1)) {
+        p->local = cmd->next;
+        mti_coh_cmd_prefetch(p->local);
+    } else if (!(cmd = mti_coh_cmd_take_slow(c)))
+        return NULL;
+    /* The command's reference on the pool, from references taken 64 at a
+     * time (one atomic per 64 commands). */
+    if (__builtin_expect(!p->credit, 0)) {
+        atomic_fetch_add_explicit(&p->refs, 64, memory_order_relaxed);
+        p->credit = 64;
+    }
+    p->credit--;
+    /* The rest was reset when it was freed (cmd_reset). */
+    atomic_init(&cmd->refs, 1);
+    atomic_init(&cmd->status, COH_PENDING);
+    atomic_init(&cmd->pending, 1);
+    atomic_init(&cmd->dep_error, 0);
+    cmd->nloc = 0;
+    cmd->fix_applied = 0;
+    cmd->kind = kind;
+    cmd->eng = eng;
+    cmd->next = NULL;
+    if (kind != COH_KIND_MIGRATION) { /* what an event reports */
+        cmd->bytes_in = cmd->bytes_relay = 0;
+        cmd->migrations = 0;
+    }
+    return cmd;
+}
 
 static inline coh_loc *mti_coh_loc_of(mt_coh *c, uint32_t loc)
 {

@@ -73,14 +73,6 @@ static void cmd_unlock(coh_cmd *cmd)
  * the whole stack at once (an exchange: ABA-free too) when its own list is
  * empty. The pool outlives the context while commands the application still
  * holds are out: it is freed by the last of the context and its commands. */
-struct coh_pool {
-    _Atomic(coh_cmd *) head; /* freed commands */
-    _Atomic int64_t refs;    /* the context + every command allocated from it */
-    _Atomic int closed;      /* the context is gone: free, do not pool */
-    coh_cmd *local;          /* the planner's list (context lock) */
-    int64_t credit;          /* references taken ahead for new commands (context lock) */
-};
-
 int mti_coh_pool_create(mt_coh *c)
 {
     c->pool = calloc(1, sizeof *c->pool);
@@ -154,24 +146,15 @@ static void cmd_reset(coh_cmd *cmd)
     cmd->submitted = 0;
 }
 
-coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
+coh_cmd *mti_coh_cmd_take_slow(mt_coh *c)
 {
     coh_pool *p = c->pool;
-    coh_cmd *cmd = p->local;
-    if (!cmd) {
-        /* acquire: pairs with the release of the pushes (and so with the
-         * freeing thread's cmd_reset). */
-        cmd = p->local = atomic_exchange_explicit(&p->head, NULL, memory_order_acquire);
-    }
+    /* acquire: pairs with the release of the pushes (and so with the
+     * freeing thread's cmd_reset). */
+    coh_cmd *cmd = atomic_exchange_explicit(&p->head, NULL, memory_order_acquire);
     if (cmd) {
         p->local = cmd->next;
-        if (p->local) {
-            /* The next command will be written soon (a command's
-             * migrations come in a row): start loading its hot lines. */
-            const char *h = (const char *)p->local;
-            for (size_t o = 0; o < offsetof(coh_cmd, fix_inline); o += 64)
-                __builtin_prefetch(h + o, 1);
-        }
+        mti_coh_cmd_prefetch(p->local);
     } else {
         if (!(cmd = malloc(sizeof *cmd)))
             return NULL;
@@ -180,27 +163,6 @@ coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
         cmd->ctx = c; /* the same for every use: commands stay in their pool */
         cmd->pool = p;
         cmd_reset(cmd);
-    }
-    /* The command's reference on the pool, from references taken 64 at a
-     * time (one atomic per 64 commands). */
-    if (!p->credit) {
-        atomic_fetch_add_explicit(&p->refs, 64, memory_order_relaxed);
-        p->credit = 64;
-    }
-    p->credit--;
-    /* The rest was reset when it was freed (cmd_reset). */
-    atomic_init(&cmd->refs, 1);
-    atomic_init(&cmd->status, COH_PENDING);
-    atomic_init(&cmd->pending, 1);
-    atomic_init(&cmd->dep_error, 0);
-    cmd->nloc = 0;
-    cmd->fix_applied = 0;
-    cmd->kind = kind;
-    cmd->eng = eng;
-    cmd->next = NULL;
-    if (kind != COH_KIND_MIGRATION) { /* what an event reports */
-        cmd->bytes_in = cmd->bytes_relay = 0;
-        cmd->migrations = 0;
     }
     return cmd;
 }
@@ -592,10 +554,8 @@ void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
     mti_coh_cmd_arm_give(c, cmd);
 }
 
-void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
+void mti_coh_cmd_ready_at_arm(mt_coh *c, coh_cmd *cmd)
 {
-    if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) != 1)
-        return;
     int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);
     if (err || !cmd->eng) {
         mti_coh_cmd_complete(cmd, err);

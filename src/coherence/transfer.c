@@ -64,8 +64,11 @@ static void *host_side(mt_coh *c, coh_root *r, uint32_t loc)
 }
 
 /* Creates the migration from `from` to `to` with the segments in `segs`.
- * Returns the command (not armed) or NULL. */
-static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
+ * Returns the command (not armed) or NULL. Inlined (with issue) into the
+ * direct fetch, which makes almost every migration: no calls, no reloads
+ * of what the caller has in registers. */
+static inline __attribute__((always_inline)) coh_cmd *make_mig(mt_coh *c, coh_root *r,
+                                                               uint32_t from, uint32_t to)
 {
     coh_inst *src = r->inst[from], *dst = r->inst[to];
     int host_mem_from = from == MT_COH_HOST || (c->hostmem_mask & COH_BIT(from));
@@ -106,13 +109,11 @@ static coh_cmd *make_mig(mt_coh *c, coh_root *r, uint32_t from, uint32_t to)
 /* Links a filled migration into the graph and lets it go. The command is
  * fresh (make_mig): its root and locations go straight into their inline
  * slots; its fixup is implicit (fixup.c). */
-static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
+static inline __attribute__((always_inline)) int issue(mt_coh *c, coh_root *r, coh_cmd *cmd,
+                                                       coh_cmd *main, uint64_t bytes)
 {
     uint32_t from = cmd->from_loc, to = cmd->to_loc;
     coh_inst *src = r->inst[from], *dst = r->inst[to];
-    uint64_t bytes = 0;
-    for (uint32_t i = 0; i < cmd->nsegs; i++)
-        bytes += cmd->segs[i].len;
     cmd->bytes = bytes;
     /* Its one reference, the planner's, becomes the execution's (the
      * target instance's last write holds none). */
@@ -127,21 +128,33 @@ static int issue(mt_coh *c, coh_root *r, coh_cmd *cmd, coh_cmd *main)
         rc = mti_coh_depend_write(c, cmd, dst);
     if (!rc && main)
         rc = mti_coh_cmd_depend_fresh(main, cmd);
-    /* Sequence numbers at both ends (from != to). */
+    /* Sequence numbers at both ends (from != to); the command is fresh
+     * (nloc 0). */
     uint64_t s1 = mti_coh_loc_take(mti_coh_loc_of(c, from)), s2 = mti_coh_loc_take(mti_coh_loc_of(c, to));
-    if (s1) {
-        cmd->loc[cmd->nloc] = from;
-        cmd->seq[cmd->nloc++] = s1;
+    if (__builtin_expect(s1 && s2, 1)) {
+        cmd->loc[0] = from;
+        cmd->loc[1] = to;
+        cmd->seq[0] = s1;
+        cmd->seq[1] = s2;
+        cmd->nloc = 2;
         if (s1 > src->last_seq)
             src->last_seq = s1;
-    }
-    if (s2) {
-        cmd->loc[cmd->nloc] = to;
-        cmd->seq[cmd->nloc++] = s2;
         dst->last_seq = s2;
+    } else {
+        if (s1) {
+            cmd->loc[cmd->nloc] = from;
+            cmd->seq[cmd->nloc++] = s1;
+            if (s1 > src->last_seq)
+                src->last_seq = s1;
+        }
+        if (s2) {
+            cmd->loc[cmd->nloc] = to;
+            cmd->seq[cmd->nloc++] = s2;
+            dst->last_seq = s2;
+        }
+        if (!rc)
+            rc = -ENOMEM;
     }
-    if (!rc && !(s1 && s2))
-        rc = -ENOMEM;
     /* Out of memory half way is reported to the caller; the command still
      * runs (it can only lack a dependency whose append failed, and then the
      * enqueue fails too). */
@@ -176,18 +189,24 @@ void mti_coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, co
     b->pref = ~0ull;
 }
 
+static uint64_t seg_bytes(const coh_cmd *cmd)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < cmd->nsegs; i++)
+        bytes += cmd->segs[i].len;
+    return bytes;
+}
+
 static int flush_one(coh_builder *b, uint32_t which)
 {
     mt_coh *c = b->c;
     coh_root *r = b->r;
     int rc = 0;
     if (!b->m[which].relay)
-        return issue(c, r, b->m[which].cmd, b->main);
+        return issue(c, r, b->m[which].cmd, b->main, seg_bytes(b->m[which].cmd));
     /* Two hops through the root's host memory; the host copy becomes valid. */
     coh_cmd *down = b->m[which].cmd; /* made by make_mig as a download to host memory */
-    uint64_t relayed = 0;
-    for (uint32_t i = 0; i < down->nsegs; i++)
-        relayed += down->segs[i].len;
+    uint64_t relayed = seg_bytes(down);
     c->st_relay += relayed;
     coh_cmd *up = make_mig(c, r, MT_COH_HOST, b->to);
     if (!up) {
@@ -200,11 +219,11 @@ static int flush_one(coh_builder *b, uint32_t which)
         if (mti_coh_runs_reserve(&r->runs, 2) == 0)
             mti_coh_runs_update(&r->runs, down->segs[i].dst, down->segs[i].dst + down->segs[i].len,
                             ~0ull, COH_BIT(MT_COH_HOST));
-    int rc2 = issue(c, r, down, b->main);
+    int rc2 = issue(c, r, down, b->main, relayed);
     if (up) {
         if (!rc)
             rc = mti_coh_cmd_depend(c, up, down);
-        int rc3 = issue(c, r, up, b->main);
+        int rc3 = issue(c, r, up, b->main, seg_bytes(up));
         rc = rc ? rc : rc3;
     }
     return rc ? rc : rc2;
@@ -318,19 +337,21 @@ static int fetch_direct(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_
     if (!cmd)
         return -ENOMEM;
     int rc = 0;
+    uint64_t bytes = 0;
     for (uint32_t k = mti_coh_runs_find(rs, a); k < rs->n && rs->v[k].start < b && !rc; k++) {
         uint64_t m = rs->v[k].mask;
         if ((m & bit) || !m)
             continue; /* valid there already, or lost (validation refused reads of it) */
         uint64_t s = rs->v[k].start > a ? rs->v[k].start : a;
         uint64_t e = mti_coh_run_end(rs, k) < b ? mti_coh_run_end(rs, k) : b;
+        bytes += e - s;
         rc = mti_coh_cmd_add_seg(cmd, s, s, e - s);
     }
     if (rc) {
         mti_coh_cmd_unref(cmd); /* never issued */
         return rc;
     }
-    return issue(c, r, cmd, main);
+    return issue(c, r, cmd, main, bytes);
 }
 
 int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,

@@ -90,6 +90,17 @@ static inline uint32_t mti_coh_runs_find(const coh_runs *r, uint64_t off)
     }
     return (uint32_t)(base - r->v);
 }
+/* The same, trying `hint` first (an index found earlier in this enqueue:
+ * the runs of an argument's root rarely change between its validation and
+ * its updates, and checking the hint is two comparisons, the search about
+ * thirty instructions). Any hint is safe: a wrong one is only not used. */
+static inline uint32_t mti_coh_runs_find_from(const coh_runs *r, uint64_t off, uint32_t hint)
+{
+    if (hint < r->n && r->v[hint].start <= off && (hint + 1 == r->n || off < r->v[hint + 1].start))
+        return hint;
+    return mti_coh_runs_find(r, off);
+}
+#define COH_NO_HINT UINT32_MAX
 /* Room for `extra` more runs; 0 or -ENOMEM. Each single-range update below
  * needs 2. */
 int mti_coh_runs_grow(coh_runs *r, uint32_t extra);
@@ -99,6 +110,9 @@ static inline int mti_coh_runs_reserve(coh_runs *r, uint32_t extra)
 }
 /* mask := (mask & and) | or over [a, b). */
 void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask);
+/* The same, `hint` tried first as the index of the run containing a. */
+void mti_coh_runs_update_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
+                            uint64_t or_mask, uint32_t hint);
 /* mask := `mask` over every range of `rg` (sorted, disjoint, non-empty), in
  * one pass. 0 or -ENOMEM (then nothing changed). */
 int mti_coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask);
@@ -107,17 +121,20 @@ void mti_coh_runs_masks(const coh_runs *r, uint64_t a, uint64_t b, uint64_t *all
 /* One walk over [a, b): the number of runs without `bit` (stale there),
  * the AND of their masks, and in *flags whether any run is lost (mask 0:
  * COH_STALE_LOST) and whether a stale run is valid at none of `peers`
- * (COH_STALE_OFF_PEER: fetching it may need host memory). */
+ * (COH_STALE_OFF_PEER: fetching it may need host memory); *first: the
+ * index of the run containing a (a hint for later walks). */
 #define COH_STALE_LOST 1
 #define COH_STALE_OFF_PEER 2
 static inline uint32_t mti_coh_runs_stale(const coh_runs *r, uint64_t a, uint64_t b,
                                           uint64_t bit, uint64_t peers, uint64_t *and_mask,
-                                          int *flags)
+                                          int *flags, uint32_t *first)
 {
     uint32_t n = 0;
     uint64_t m_and = ~0ull;
     int l = 0, off = 0;
-    for (uint32_t k = mti_coh_runs_find(r, a); k < r->n && r->v[k].start < b; k++) {
+    uint32_t k0 = mti_coh_runs_find(r, a);
+    *first = k0;
+    for (uint32_t k = k0; k < r->n && r->v[k].start < b; k++) {
         uint64_t m = r->v[k].mask;
         l |= !m;
         if (!(m & bit)) {
@@ -776,7 +793,7 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
  * dependencies of `main`; `pref` (0: none) are the locations valid over
  * every stale piece (mti_coh_runs_stale), preferred as sources. 0 or -ENOMEM. */
 int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
-                   uint64_t pref);
+                   uint64_t pref, uint32_t hint);
 /* Where a piece valid at `m` is fetched from for `to`; *relay = 1 when it
  * goes through host memory. */
 uint32_t mti_coh_choose_source(mt_coh *c, uint32_t to, uint64_t m, int *relay);

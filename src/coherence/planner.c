@@ -36,6 +36,7 @@ typedef struct coh_res {
      * tracked roots (collections change their runs in between). */
     uint32_t nstale[2];
     uint64_t pref[2];
+    uint32_t at[2];     /* index of the run containing need[i].a then (a hint) */
     int off_peer;       /* some stale run is valid at no peer of the target */
     uint32_t on_root;   /* arguments of this command on its root, itself included */
     int first;          /* the first of them */
@@ -187,7 +188,7 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
     for (int i = 0; i < x->nneed; i++) {
         int st;
         x->nstale[i] = mti_coh_runs_stale(&r->runs, x->need[i].a, x->need[i].b, COH_BIT(target),
-                                      peers, &x->pref[i], &st);
+                                      peers, &x->pref[i], &st, &x->at[i]);
         if (st & COH_STALE_LOST)
             return MT_ELOSTDATA;
         x->off_peer |= !!(st & COH_STALE_OFF_PEER);
@@ -322,12 +323,13 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
             continue; /* valid at `to` already: nothing to fetch or mark */
         if (!r->track || to == MT_COH_HOST)
             rc = mti_coh_plan_fetch(c, r, to, x->need[k].a, x->need[k].b, main,
-                                r->track ? 0 : x->pref[k]);
+                                r->track ? 0 : x->pref[k], r->track ? COH_NO_HINT : x->at[k]);
         /* Valid at `to` now, for the arguments after this one; a writing
          * argument alone on its root is made the only valid copy in step
          * 3b anyway (one update instead of two). */
         if (!(alone && (x->access & MT_COH_WRITE)))
-            mti_coh_runs_update(&r->runs, x->need[k].a, x->need[k].b, ~0ull, COH_BIT(to));
+            mti_coh_runs_update_at(&r->runs, x->need[k].a, x->need[k].b, ~0ull, COH_BIT(to),
+                                   r->track ? COH_NO_HINT : x->at[k]);
     }
     return rc;
 }
@@ -354,7 +356,9 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
     coh_root *r = x->root;
     coh_inst *in = r->inst[to];
     if (x->access & MT_COH_WRITE) {
-        mti_coh_runs_update(&r->runs, x->a, x->b, 0, COH_BIT(to));
+        /* The run at x->a: found at validation when it read from there. */
+        mti_coh_runs_update_at(&r->runs, x->a, x->b, 0, COH_BIT(to),
+                               x->nneed && x->need[0].a == x->a ? x->at[0] : COH_NO_HINT);
         r->version++;
         if (!map) {
             coh_fix f = {.root = r, .uid = in->uid, .loc = to, .a = x->a, .b = x->b};

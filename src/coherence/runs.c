@@ -112,9 +112,9 @@ static inline __attribute__((always_inline)) void splice(coh_runs *r, uint32_t f
 /* mask := m over [a, b) (a write): the runs it covers become one, so the
  * result is the runs before it, at most one run cut at a, the new run, at
  * most one cut at b and the runs after, merged at both seams; one memmove. */
-static void set_range(coh_runs *r, uint64_t a, uint64_t b, uint64_t m)
+static void set_range(coh_runs *r, uint64_t a, uint64_t b, uint64_t m, uint32_t i0)
 {
-    uint32_t i0 = mti_coh_runs_find(r, a), i1 = i0;
+    uint32_t i1 = i0;
     while (i1 + 1 < r->n && r->v[i1 + 1].start < b) /* the few runs it covers */
         i1++;
     uint64_t tail_mask = r->v[i1].mask;
@@ -139,6 +139,12 @@ static void set_range(coh_runs *r, uint64_t a, uint64_t b, uint64_t m)
 
 void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask, uint64_t or_mask)
 {
+    mti_coh_runs_update_at(r, a, b, and_mask, or_mask, COH_NO_HINT);
+}
+
+void mti_coh_runs_update_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
+                            uint64_t or_mask, uint32_t hint)
+{
     if (a >= b)
         return;
     /* Whole buffer, one run: the common case costs two stores. */
@@ -146,15 +152,15 @@ void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
         r->v[0].mask = (r->v[0].mask & and_mask) | or_mask;
         return;
     }
+    uint32_t i0 = mti_coh_runs_find_from(r, a, hint), i1 = i0;
     if (!and_mask) {
-        set_range(r, a, b, or_mask);
+        set_range(r, a, b, or_mask, i0);
         return;
     }
     /* One pass over the runs i0..i1 that overlap [a, b): their new runs,
      * merged with each other and with the run before them, go to `out`,
      * then replace them (the run after them dropped when it merges too). A
      * window too large for `out` takes the split-and-merge path. */
-    uint32_t i0 = mti_coh_runs_find(r, a), i1 = i0;
     coh_run out[UPDATE_WINDOW];
     uint32_t k = 0;
     int have_prev = i0 > 0, changed = 0;

@@ -293,11 +293,11 @@ static int add_piece(coh_builder *b, uint64_t a, uint64_t e, uint64_t m)
 }
 
 /* The pieces of [a, bnd) stale at the target, with b->pref set. */
-static int fetch_pieces(coh_builder *b, uint64_t a, uint64_t bnd)
+static int fetch_pieces(coh_builder *b, uint64_t a, uint64_t bnd, uint32_t hint)
 {
     const coh_runs *rs = &b->r->runs;
     uint64_t bit = COH_BIT(b->to);
-    uint32_t k0 = mti_coh_runs_find(rs, a);
+    uint32_t k0 = mti_coh_runs_find_from(rs, a, hint);
     for (uint32_t k = k0; k < rs->n && rs->v[k].start < bnd; k++) {
         uint64_t m = rs->v[k].mask;
         if ((m & bit) || !m)
@@ -314,8 +314,9 @@ static int fetch_pieces(coh_builder *b, uint64_t a, uint64_t bnd)
 int mti_coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd)
 {
     int flags; /* lost runs are skipped by fetch_pieces */
-    mti_coh_runs_stale(&b->r->runs, a, bnd, COH_BIT(b->to), ~0ull, &b->pref, &flags);
-    return fetch_pieces(b, a, bnd);
+    uint32_t k0;
+    mti_coh_runs_stale(&b->r->runs, a, bnd, COH_BIT(b->to), ~0ull, &b->pref, &flags, &k0);
+    return fetch_pieces(b, a, bnd, k0);
 }
 
 void mti_coh_fetch_end(coh_builder *b)
@@ -329,7 +330,7 @@ void mti_coh_fetch_end(coh_builder *b)
  * piece's best sources include it and the builder would put them all into
  * one migration from it. Built directly: one walk, no builder. */
 static int fetch_direct(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
-                        uint32_t from)
+                        uint32_t from, uint32_t hint)
 {
     const coh_runs *rs = &r->runs;
     uint64_t bit = COH_BIT(to);
@@ -338,7 +339,8 @@ static int fetch_direct(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_
         return -ENOMEM;
     int rc = 0;
     uint64_t bytes = 0;
-    for (uint32_t k = mti_coh_runs_find(rs, a); k < rs->n && rs->v[k].start < b && !rc; k++) {
+    for (uint32_t k = mti_coh_runs_find_from(rs, a, hint); k < rs->n && rs->v[k].start < b && !rc;
+         k++) {
         uint64_t m = rs->v[k].mask;
         if ((m & bit) || !m)
             continue; /* valid there already, or lost (validation refused reads of it) */
@@ -355,7 +357,7 @@ static int fetch_direct(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_
 }
 
 int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
-                   uint64_t pref)
+                   uint64_t pref, uint32_t hint)
 {
     /* Fast path: the whole range already valid at `to`. */
     const coh_runs *rs = &r->runs;
@@ -363,11 +365,11 @@ int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t
         return 0;
     uint64_t direct = to != MT_COH_HOST && pref && pref != ~0ull ? pref & c->dev[to]->peer_mask : 0;
     if (direct)
-        return fetch_direct(c, r, to, a, b, main, lowest(direct));
+        return fetch_direct(c, r, to, a, b, main, lowest(direct), hint);
     coh_builder bld;
     mti_coh_fetch_begin(&bld, c, r, to, main);
     bld.pref = pref ? pref : ~0ull;
-    int rc = fetch_pieces(&bld, a, b);
+    int rc = fetch_pieces(&bld, a, b, hint);
     int rc2 = mti_coh_fetch_flush(&bld, 1);
     mti_coh_fetch_end(&bld);
     return rc ? rc : rc2;

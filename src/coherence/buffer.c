@@ -109,7 +109,7 @@ static coh_root *root_new(mt_coh *c, mt_coh_client *cl, uint64_t size, uint32_t 
     r->flags = flags;
     r->size = size;
     /* The initial content (zeros, or the host pointer's bytes) is at the host. */
-    mti_coh_runs_init(&r->runs, size, COH_BIT(MT_COH_HOST));
+    mti_coh_runs_init(&r->runs, r->runs_inline, size, COH_BIT(MT_COH_HOST));
     r->index = c->nroots;
     c->roots[c->nroots++] = r;
     return r;

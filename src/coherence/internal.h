@@ -58,18 +58,24 @@ typedef struct coh_run {
     uint64_t mask;
 } coh_run;
 
+/* Most buffers have one or two runs: `v` starts on inline storage of
+ * COH_RUNS_INLINE entries that the owner provides (a root keeps it off the
+ * line its hot fields share; see coh_root). A heap array is always larger
+ * (growing doubles from it), so cap == COH_RUNS_INLINE says `v` is inline. */
+#define COH_RUNS_INLINE 2
 typedef struct coh_runs {
     coh_run *v;
     uint32_t n, cap;
     uint64_t size;
-    coh_run one[2]; /* inline storage: most buffers have one or two runs */
 } coh_runs;
 
 typedef struct coh_range {
     uint64_t a, b;
 } coh_range;
 
-void mti_coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask);
+/* One run [0, size) of `mask`, on `inl` (COH_RUNS_INLINE entries, living as
+ * long as r). */
+void mti_coh_runs_init(coh_runs *r, coh_run *inl, uint64_t size, uint64_t mask);
 void mti_coh_runs_free(coh_runs *r);
 static inline uint64_t mti_coh_run_end(const coh_runs *r, uint32_t i)
 {
@@ -237,10 +243,14 @@ enum { COH_ROOT_BUFFER = 0, COH_ROOT_SVM = 1 };
  * through views (the buffer's own handle, sub-buffers, buffers made on SVM
  * pointers). */
 struct coh_root {
-    /* What every enqueue on the buffer reads, on three cache lines of a
+    /* What every enqueue on the buffer reads, on cache lines of a
      * line-aligned block (mti_coh_zalloc_lines; 10,000 buffers do not stay
-     * in cache): line 0 the validity runs, line 1 size, tracking, maps and
-     * the host instance, line 2 the instances of devices 1 to 8. */
+     * in cache): line 0 everything but the instances (references, the runs'
+     * header, size, tracking, maps, version), line 2 the instances of
+     * devices 1 to 8. Line 1 holds the runs' inline storage, read only by
+     * buffers of one or two runs (a fragmented buffer's runs are on the
+     * heap: it reads lines 0 and 2 and its array), the host instance (read
+     * when host memory is involved) and what the planner rarely reads. */
     _Atomic int refs;   /* views + commands + fixups + pending releases */
     uint32_t flags;     /* MT_COH_BUF_* given at creation */
     coh_runs runs;
@@ -248,6 +258,8 @@ struct coh_root {
     coh_track *track;   /* tracked host writes, or NULL */
     coh_map *maps;      /* active maps */
     uint64_t version;   /* writes so far (informational) */
+    /* line 1 */
+    coh_run runs_inline[COH_RUNS_INLINE];
     coh_hostatt *hostatt; /* [COH_NLOC] once host memory exists */
     mt_coh *ctx;
     mt_coh_client *client;
@@ -260,9 +272,9 @@ struct coh_root {
     void (*released)(void *user);
     void *released_user;
 };
-_Static_assert(offsetof(struct coh_root, runs) + sizeof(coh_runs) <= 64 &&
+_Static_assert(offsetof(struct coh_root, version) + sizeof(uint64_t) <= 64 &&
                    offsetof(struct coh_root, inst[1]) % 64 == 0,
-               "coh_root: runs on line 0, devices 1-8 on one line");
+               "coh_root: hot fields on line 0, devices 1-8 on one line");
 
 enum { COH_VIEW_ROOT = 0, COH_VIEW_SUB = 1, COH_VIEW_FINE = 2 };
 

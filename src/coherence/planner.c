@@ -205,7 +205,8 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
  * through it? Then the root needs host memory first. */
 static int needs_host(mt_coh *c, const coh_res *x, uint32_t target)
 {
-    if (x->root->inst[0] || target == MT_COH_HOST || !x->off_peer)
+    /* The host instance is on a line the planner otherwise skips: last. */
+    if (!x->off_peer || target == MT_COH_HOST || x->root->inst[0])
         return 0;
     const coh_runs *rs = &x->root->runs;
     uint64_t peers = c->dev[target]->peer_mask;

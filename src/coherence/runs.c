@@ -16,10 +16,10 @@
 
 #include "internal.h"
 
-void mti_coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask)
+void mti_coh_runs_init(coh_runs *r, coh_run *inl, uint64_t size, uint64_t mask)
 {
-    r->v = r->one;
-    r->cap = 2;
+    r->v = inl;
+    r->cap = COH_RUNS_INLINE;
     r->n = 1;
     r->size = size;
     r->v[0] = (coh_run){0, mask};
@@ -27,11 +27,11 @@ void mti_coh_runs_init(coh_runs *r, uint64_t size, uint64_t mask)
 
 void mti_coh_runs_free(coh_runs *r)
 {
-    if (r->v != r->one)
+    if (r->cap != COH_RUNS_INLINE)
         free(r->v);
-    r->v = r->one;
+    r->v = NULL;
     r->n = 0;
-    r->cap = 2;
+    r->cap = 0;
 }
 
 int mti_coh_runs_grow(coh_runs *r, uint32_t extra)
@@ -47,7 +47,7 @@ int mti_coh_runs_grow(coh_runs *r, uint32_t extra)
     if (!v)
         return -ENOMEM;
     memcpy(v, r->v, r->n * sizeof *v);
-    if (r->v != r->one)
+    if (r->cap != COH_RUNS_INLINE)
         free(r->v);
     r->v = v;
     r->cap = (uint32_t)cap;

@@ -350,12 +350,14 @@ enum { COH_KIND_RUN = 0, COH_KIND_MIGRATION = 1, COH_KIND_MARKER = 2 };
 #define COH_INLINE_ROOTS 4
 
 struct coh_cmd {
-    /* Hot: what creating, linking and completing a command touches, in the
-     * first five cache lines (lines 0-2: the header; 3: a migration's fixup
-     * and segments; 4: its root and dependents). A migration writes nothing
-     * else at enqueue: the op is built by the engine thread at submit, and
-     * the fields that stay the same from one use to the next (context,
-     * pool) are written when the command is first allocated. */
+    /* Hot: what creating and linking a migration touches lies in the first
+     * four cache lines (a line-aligned block, sched.c): lines 0-1 the
+     * header, 2-3 what the engine makes the op of, its segments, roots and
+     * first dependent. A migration writes nothing else at enqueue: the op
+     * is built by the engine thread at submit, and the fields that stay the
+     * same from one use to the next (context, pool) are written when the
+     * command is first allocated. A command (RUN) adds what follows up to
+     * its fixups and arguments. */
     _Atomic int refs;
     _Atomic int status;        /* COH_PENDING, 0 or an error */
     _Atomic uint32_t pending;  /* dependencies not complete, +1 while being built */
@@ -377,16 +379,33 @@ struct coh_cmd {
     uint32_t nroots, caproots;
     mt_coh_seg *segs;
     uint32_t nsegs, capsegs;
-    coh_fix *fix;
-    /* line 2 */
-    uint32_t nfix, capfix;
     uint32_t from_loc, to_loc; /* migrations: for the byte counters */
-    /* What the engine turns into `op` at submit (build_op, engine.c). */
+    /* line 2: what the engine turns into `op` at submit (build_op, engine.c). */
     uint32_t opkind;           /* mt_coh_op_kind */
     int fix_applied;           /* the planner applied its fixup (planner's lock) */
     uint64_t bytes;            /* copies: sum of the segments */
     uint64_t dev_addr;         /* copies: this device's instance */
     uint64_t xaddr;            /* UPLOAD/DOWNLOAD: host memory; PEER: the source instance */
+    /* A migration's fixup is implicit (fixup.c): its segments' destinations
+     * in roots[0]'s instance `fix_uid` at to_loc. */
+    uint64_t fix_uid;
+    /* Inline storage, used through the pointers above (not cleared); the
+     * first entries are what a migration or a small command uses. */
+    mt_coh_seg segs_inline[2];
+    coh_root *roots_inline[COH_INLINE_ROOTS];
+    coh_cmd *deps_inline[COH_INLINE_DEPS];
+    /* Warm: commands (RUN) only, and a migration's further dependents. */
+    mt_coh_kernel_fn fn;
+    void *user;
+    uint64_t *argv;            /* addr[nargs] then size[nargs] */
+    uint32_t nargs;
+    uint32_t migrations;       /* what the planner decided (event info; */
+    uint64_t bytes_in, bytes_relay; /* not kept for migrations) */
+    uint64_t argv_inline[8];
+    coh_fix *fix;
+    uint32_t nfix, capfix;
+    coh_fix fix_inline[COH_INLINE_FIX];
+    /* Cold: set once per allocation, or for some commands only. */
     /* A download into tracked host memory: pages it wrote are not host writes.
      * In the root's list of in-flight downloads from issue to completion
      * (hosttrack.c; anext/aprev/inflight under the track's ilock; anext and
@@ -395,28 +414,10 @@ struct coh_cmd {
     /* op.host is a root's host memory: attach it (pinning) on first use
      * (host_len is set with it). */
     coh_hostatt *hostatt;
-    /* line 3: a migration's fixup is implicit (fixup.c): its segments'
-     * destinations in roots[0]'s instance `fix_uid` at to_loc. */
-    uint64_t fix_uid;
     int inflight;
     /* Submitted to an in-order engine (under lk): a later command of that
      * engine need not wait for its completion (mti_coh_cmd_submitted). */
     int submitted;
-    /* Inline storage, used through the pointers above (not cleared); the
-     * first entries are what a migration or a small command uses. */
-    mt_coh_seg segs_inline[2];
-    coh_root *roots_inline[COH_INLINE_ROOTS];
-    coh_cmd *deps_inline[COH_INLINE_DEPS];
-    /* Warm: commands (RUN) only. */
-    coh_fix fix_inline[COH_INLINE_FIX];
-    mt_coh_kernel_fn fn;
-    void *user;
-    uint64_t *argv;            /* addr[nargs] then size[nargs] */
-    uint32_t nargs;
-    uint32_t migrations;       /* what the planner decided (event info; */
-    uint64_t bytes_in, bytes_relay; /* not kept for migrations) */
-    uint64_t argv_inline[8];
-    /* Cold: set once per allocation, or for some commands only. */
     mt_coh *ctx;
     coh_pool *pool;            /* where it returns when freed */
     coh_cmd *anext, *aprev;
@@ -424,6 +425,10 @@ struct coh_cmd {
     /* The operation, written by the engine thread (build_op). */
     mt_coh_op op;
 };
+/* The lines a migration writes at enqueue (the pool prefetches them). */
+#define COH_CMD_HOT_END offsetof(coh_cmd, deps_inline[1])
+_Static_assert(offsetof(coh_cmd, deps_inline[1]) <= 4 * 64,
+               "coh_cmd: a migration's fields on four lines");
 
 /* The command pool (sched.c): freed commands are pushed lock-free by any
  * thread onto `head`; the planner takes the whole stack at once into
@@ -443,7 +448,7 @@ void mti_coh_pool_close(mt_coh *c); /* the context is going; commands still out 
 static inline void mti_coh_cmd_prefetch(const coh_cmd *next)
 {
     if (next)
-        for (size_t o = 0; o < offsetof(coh_cmd, fix_inline); o += 64)
+        for (size_t o = 0; o < COH_CMD_HOT_END; o += 64)
             __builtin_prefetch((const char *)next + o, 1);
 }
 /* `local` is empty: takes the shared stack (its first command, the rest

@@ -160,7 +160,9 @@ static inline __attribute__((always_inline)) int issue(mt_coh *c, coh_root *r, c
      * enqueue fails too). */
     mti_coh_set_write(dst, cmd, s2);
     mti_coh_inst_touch(c, src);
-    if (cmd->absorb) /* segments final: collections drop its pages from now on */
+    /* Segments final: collections drop its pages from now on. absorb is
+     * off the lines a migration writes: read only for downloads to host. */
+    if (to == MT_COH_HOST && cmd->absorb)
         mti_coh_track_inflight(cmd->absorb, cmd);
     c->st_migrations += 1;
     uint64_t *ctr = cmd->opkind == MT_COH_OP_UPLOAD     ? &c->st_h2d

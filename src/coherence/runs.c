@@ -38,12 +38,16 @@ int mti_coh_runs_grow(coh_runs *r, uint32_t extra)
 {
     if (r->n + extra <= r->cap)
         return 0;
-    uint64_t cap = r->cap;
+    /* A buffer leaving its inline storage is being cut by ranges: start at
+     * 32 runs (512 bytes), which most never outgrow, rather than doubling
+     * through 4, 8 and 16 (a malloc, copy and free each, on the planner's
+     * path). Line-aligned: the binary search touches fewer lines. */
+    uint64_t cap = r->cap == COH_RUNS_INLINE ? 32 : r->cap;
     while (cap < (uint64_t)r->n + extra)
         cap *= 2;
     if (cap > UINT32_MAX)
         return -ENOMEM;
-    coh_run *v = malloc(cap * sizeof *v);
+    coh_run *v = aligned_alloc(64, cap * sizeof *v);
     if (!v)
         return -ENOMEM;
     memcpy(v, r->v, r->n * sizeof *v);

@@ -241,9 +241,9 @@ int mt_coh_stats_get(mt_coh *c, mt_coh_stats *out)
     out->enqueues = c->st_enqueues;
     out->rejected = c->st_rejected;
     out->migrations = c->st_migrations;
-    out->bytes_h2d = c->st_h2d;
-    out->bytes_d2h = c->st_d2h;
-    out->bytes_d2d = c->st_d2d;
+    out->bytes_h2d = c->st_copied[MT_COH_OP_UPLOAD];
+    out->bytes_d2h = c->st_copied[MT_COH_OP_DOWNLOAD];
+    out->bytes_d2d = c->st_copied[MT_COH_OP_PEER];
     out->bytes_relay = c->st_relay;
     out->evictions = c->st_evictions;
     out->host_dirty_bytes = c->st_dirty;

@@ -681,8 +681,8 @@ struct mt_coh {
     uint64_t next_uid;
     coh_pool *pool;            /* command memory */
     /* Counters: the planner's under its lock, the engines' atomic. */
-    uint64_t st_enqueues, st_rejected, st_migrations, st_h2d, st_d2h, st_d2d, st_relay,
-        st_evictions, st_dirty;
+    uint64_t st_enqueues, st_rejected, st_migrations, st_relay, st_evictions, st_dirty;
+    uint64_t st_copied[MT_COH_OP_PEER + 1]; /* bytes by op kind: h2d, d2h, d2d */
     _Atomic uint64_t st_failed;
 };
 

@@ -115,8 +115,8 @@ static void prefetch_args(mt_coh *c, const mt_coh_arg *args, uint32_t nargs, uin
         }
 }
 
-static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_arg *arg, int map,
-                   coh_res *x)
+static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, uint64_t peers,
+                   const mt_coh_arg *arg, int map, coh_res *x)
 {
     x->root = NULL;
     x->svm = NULL;
@@ -183,7 +183,6 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, const mt_coh_a
     needed(x, !!(c->o.flags & MT_COH_WHOLE_BUFFER));
     /* Host memory can only be needed for a run valid at no peer of the
      * target (needs_host walks only then). */
-    uint64_t peers = target == MT_COH_HOST ? 0 : c->dev[target]->peer_mask;
     x->off_peer = 0;
     for (int i = 0; i < x->nneed; i++) {
         int st;
@@ -416,8 +415,10 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
         rc = atomic_load_explicit(&q->dev->lost, memory_order_acquire);
     if (!rc && nargs > 1)
         prefetch_args(c, args, nargs, target);
+    /* The devices the target copies from directly (resolve, per argument). */
+    uint64_t peers = target == MT_COH_HOST ? 0 : c->dev[target]->peer_mask;
     for (uint32_t i = 0; !rc && i < nargs; i++) {
-        rc = resolve(c, cl, target, &args[i], map, &res[i]);
+        rc = resolve(c, cl, target, peers, &args[i], map, &res[i]);
         /* Arguments sharing a root (once, for reserve and the updates). */
         res[i].on_root = 1;
         res[i].first = 1;

@@ -116,9 +116,9 @@ static inline __attribute__((always_inline)) int issue(mt_coh *c, coh_root *r, c
     coh_inst *src = r->inst[from], *dst = r->inst[to];
     cmd->bytes = bytes;
     /* Its one reference, the planner's, becomes the execution's (the
-     * target instance's last write holds none). */
+     * target instance's last write holds none). Fresh: roots is inline. */
     mti_coh_root_ref(r);
-    cmd->roots[0] = r;
+    cmd->roots_inline[0] = r;
     cmd->nroots = 1;
     cmd->fix_uid = dst->uid; /* its fixup: the segments in this instance (fixup.c) */
     /* RAW on the source, writes into the target in order, and the command
@@ -165,10 +165,7 @@ static inline __attribute__((always_inline)) int issue(mt_coh *c, coh_root *r, c
     if (to == MT_COH_HOST && cmd->absorb)
         mti_coh_track_inflight(cmd->absorb, cmd);
     c->st_migrations += 1;
-    uint64_t *ctr = cmd->opkind == MT_COH_OP_UPLOAD     ? &c->st_h2d
-                    : cmd->opkind == MT_COH_OP_DOWNLOAD ? &c->st_d2h
-                                                         : &c->st_d2d;
-    *ctr += bytes;
+    c->st_copied[cmd->opkind] += bytes; /* UPLOAD, DOWNLOAD or PEER */
     if (main) {
         main->migrations++;
         if (to == main->to_loc)

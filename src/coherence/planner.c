@@ -109,7 +109,12 @@ static void prefetch_args(mt_coh *c, const mt_coh_arg *args, uint32_t nargs, uin
     }
     for (uint32_t i = 0; i < n; i++)
         if (r[i]) {
-            __builtin_prefetch(r[i]->runs.v);
+            /* All of the runs (up to four lines): the search jumps around
+             * in them. */
+            const char *rv = (const char *)r[i]->runs.v;
+            uint32_t lines = (r[i]->runs.n * (uint32_t)sizeof(coh_run) + 63) / 64;
+            for (uint32_t l = 0; l < lines && l < 4; l++)
+                __builtin_prefetch(rv + 64 * l);
             if (r[i]->inst[target])
                 __builtin_prefetch(r[i]->inst[target]);
         }
@@ -381,7 +386,7 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
         if (!rc && (x->access & MT_COH_WRITE))
             mti_coh_set_write(in, main, *tseq);
     }
-    mti_coh_inst_touch(c, in);
+    /* Its LRU stamp was taken in reserve (mti_coh_inst_ensure). */
     if (map)
         *map_ptr = (char *)(uintptr_t)in->addr + x->off;
     else if (main->argv) {

@@ -364,8 +364,12 @@ struct coh_cmd {
     _Atomic int dep_error;     /* first error among its dependencies */
     _Atomic int waiters;       /* threads parked waiting for it */
     _Atomic int lk;            /* guards status transition and deps (sched.c) */
-    int kind;
-    uint32_t nloc;             /* sequence numbers taken at locations */
+    uint16_t kind;             /* COH_KIND_* */
+    uint8_t nloc;              /* sequence numbers taken at locations */
+    /* The planner applied its fixup (planner's lock). On this line: every
+     * command writes it at creation, and a command (RUN) does not use the
+     * migration's lines 2-3 otherwise. */
+    uint8_t fix_applied;
     coh_engine *eng;           /* NULL: no work of its own (marker) */
     coh_cmd *next;             /* engine FIFO / batch / fixup list / pool */
     /* Dependents, under lk. */
@@ -382,7 +386,6 @@ struct coh_cmd {
     uint32_t from_loc, to_loc; /* migrations: for the byte counters */
     /* line 2: what the engine turns into `op` at submit (build_op, engine.c). */
     uint32_t opkind;           /* mt_coh_op_kind */
-    int fix_applied;           /* the planner applied its fixup (planner's lock) */
     uint64_t bytes;            /* copies: sum of the segments */
     uint64_t dev_addr;         /* copies: this device's instance */
     uint64_t xaddr;            /* UPLOAD/DOWNLOAD: host memory; PEER: the source instance */

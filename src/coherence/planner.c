@@ -80,41 +80,52 @@ static int check_maps(const coh_root *r, uint64_t a, uint64_t b, uint32_t access
  * another; a bad handle is simply not followed (resolve judges it). */
 static void prefetch_args(mt_coh *c, const mt_coh_arg *args, uint32_t nargs, uint32_t target)
 {
+    /* GCC counts prefetches as no side effect: a function of nothing else
+     * is found pure and its call deleted (this one was, until the empty
+     * volatile asm said otherwise). */
+    __asm__ volatile("");
     enum { N = 8 }; /* the first arguments: most commands have a few */
-    coh_view *v[N];
     uint32_t n = nargs < N ? nargs : N;
+    const coh_slot *s[N];
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t idx = (uint32_t)args[i].buf - 1;
-        if ((uint32_t)args[i].buf && idx < c->nslots)
-            __builtin_prefetch(&c->slots[idx]);
+        uint32_t idx = (uint32_t)args[i].buf - 1; /* handle 0: UINT32_MAX, no slot */
+        s[i] = idx < c->nslots ? &c->slots[idx] : NULL;
+        if (s[i])
+            __builtin_prefetch(s[i]);
     }
     /* A buffer's own handle names its root in the slot; other views are
      * one level more. */
     coh_root *r[N];
+    const coh_view *v[N];
+    uint32_t views = 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t idx = (uint32_t)args[i].buf - 1;
-        const coh_slot *s = (uint32_t)args[i].buf && idx < c->nslots ? &c->slots[idx] : NULL;
-        r[i] = s ? s->root : NULL;
-        v[i] = s && !r[i] ? s->view : NULL;
-        if (v[i])
-            __builtin_prefetch(v[i]);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        if (!r[i] && v[i] && v[i]->kind != COH_VIEW_FINE)
-            r[i] = v[i]->root;
+        r[i] = s[i] ? s[i]->root : NULL;
+        v[i] = s[i] && !r[i] ? s[i]->view : NULL;
         if (r[i]) {
             __builtin_prefetch(r[i]);
             __builtin_prefetch(&r[i]->inst[target]);
+        } else if (v[i]) {
+            __builtin_prefetch(v[i]);
+            views = 1;
         }
     }
+    for (uint32_t i = 0; views && i < n; i++)
+        if (v[i] && v[i]->kind != COH_VIEW_FINE && (r[i] = v[i]->root) != NULL) {
+            __builtin_prefetch(r[i]);
+            __builtin_prefetch(&r[i]->inst[target]);
+        }
     for (uint32_t i = 0; i < n; i++)
         if (r[i]) {
-            /* All of the runs (up to four lines): the search jumps around
-             * in them. */
+            /* The runs: their first line, or four when they are more (a
+             * heap array of at least 32, mti_coh_runs_grow: no line beyond
+             * it) and the search jumps around in them. */
             const char *rv = (const char *)r[i]->runs.v;
-            uint32_t lines = (r[i]->runs.n * (uint32_t)sizeof(coh_run) + 63) / 64;
-            for (uint32_t l = 0; l < lines && l < 4; l++)
-                __builtin_prefetch(rv + 64 * l);
+            __builtin_prefetch(rv);
+            if (r[i]->runs.n > 4) {
+                __builtin_prefetch(rv + 64);
+                __builtin_prefetch(rv + 128);
+                __builtin_prefetch(rv + 192);
+            }
             if (r[i]->inst[target])
                 __builtin_prefetch(r[i]->inst[target]);
         }

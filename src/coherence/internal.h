@@ -370,6 +370,10 @@ struct coh_cmd {
      * command writes it at creation, and a command (RUN) does not use the
      * migration's lines 2-3 otherwise. */
     uint8_t fix_applied;
+    /* Submitted to an in-order engine (under lk): a later command of that
+     * engine need not wait for its completion (mti_coh_cmd_submitted).
+     * Here: linking to a pending command reads it. */
+    int submitted;
     coh_engine *eng;           /* NULL: no work of its own (marker) */
     coh_cmd *next;             /* engine FIFO / batch / fixup list / pool */
     /* Dependents, under lk. */
@@ -418,9 +422,6 @@ struct coh_cmd {
      * (host_len is set with it). */
     coh_hostatt *hostatt;
     int inflight;
-    /* Submitted to an in-order engine (under lk): a later command of that
-     * engine need not wait for its completion (mti_coh_cmd_submitted). */
-    int submitted;
     mt_coh *ctx;
     coh_pool *pool;            /* where it returns when freed */
     coh_cmd *anext, *aprev;

@@ -270,6 +270,15 @@ static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created
         int rc = mti_coh_inst_ensure(c, x->root, target, pinned, np, &made);
         if (made)
             cr->v[cr->n++] = x->root->inst[target];
+        /* The instance's last write, when it may be pending, is linked to
+         * in step 3 (by the migration into it, or the command): start
+         * loading its header and its dependents. */
+        const coh_inst *tin = x->root->inst[target];
+        if (tin && tin->last_write &&
+            tin->lw_seq > atomic_load_explicit(&c->loc[target]->wm, memory_order_relaxed)) {
+            __builtin_prefetch(tin->last_write);
+            __builtin_prefetch(&tin->last_write->deps_inline[1]);
+        }
         if (!rc && needs_host(c, x, target)) {
             rc = mti_coh_inst_ensure(c, x->root, MT_COH_HOST, pinned, np, &made);
             if (made)
@@ -453,6 +462,12 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
     if (!rc) {
         coh_engine *e = fn ? &q->dev->eng[MT_COH_ENGINE_COMPUTE] : NULL;
         main = mti_coh_cmd_new(c, fn ? COH_KIND_RUN : COH_KIND_MARKER, e);
+        /* Its own fields (function, arguments, fixups) are written after
+         * the migrations are planned: start loading them now. */
+        if (main)
+            for (size_t o = offsetof(coh_cmd, fn) & ~(size_t)63;
+                 o < offsetof(coh_cmd, fix_inline[2]); o += 64)
+                __builtin_prefetch((const char *)main + o, 1);
         if (!main)
             rc = -ENOMEM;
         else if (fn && nargs > 4 && !(main->argv = malloc(2 * nargs * sizeof *main->argv)))

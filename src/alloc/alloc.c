@@ -160,15 +160,34 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
     record(a, rid, start, pad, uid, r, out);
 }
 
-/* commit for a head block that the request fills to its end (no tail):
- * rare, out of line, with scalars so that the fast path keeps no request
- * in memory for it. */
-static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, uint32_t id, uint64_t start,
+/* commit_head for a head block that the request fills to its end (no
+ * tail; one allocation in twenty on gpu-typical sizes, where the smallest
+ * classes are exact): the block takes no new node and its neighbours keep
+ * their links, unless a leading part the allocation does not keep stays
+ * free in front of it. Out of line, with scalars, so that the fast path
+ * keeps no request in memory for it. */
+static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, uint64_t start,
                                                      uint64_t pad, uint64_t size, unsigned kind,
                                                      mt_alloc_block *out)
 {
+    blk *b = a->b;
+    uint32_t id = a->ix.cls[c].head;
+    blk *x = NODE(b, id);
+    uint64_t xoff = x->off, bstart = start - pad;
+    uint32_t prev = x->prev_phys, next = x->next_phys, rid = NODE(b, prev)->region, uid = id;
     mta_req r = {size, 1, kind};
-    commit(a, id, start, pad, &r, out);
+    if (prev == next)
+        a->reg_empty--; /* the region's first allocation */
+    tlsf_unlink_head(a, id, c);
+    if (bstart != xoff) { /* the leading part stays free in node id (pad is 0) */
+        uid = node_take(a);
+        x->size = bstart - xoff;
+        tlsf_insert(a, id);
+        chain_link(b, id, uid);
+        chain_link(b, uid, next);
+    }
+    used_fill(NODE(b, uid), bstart, pad, &r, rid);
+    record(a, rid, start, pad, uid, &r, out);
 }
 
 /* commit for the fast path, where the block is the head of class c and its
@@ -192,7 +211,7 @@ static inline void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t
     mta_req r = {size, 1, kind};
     uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
     if (__builtin_expect(tail == 0, 0)) { /* no tail: rare, out of line */
-        commit_no_tail(a, id, start, pad, size, kind, out);
+        commit_no_tail(a, c, start, pad, size, kind, out);
         return;
     }
     uint32_t prev = x->prev_phys, uid = node_take(a);
@@ -322,6 +341,21 @@ static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size
     return allocate_slow(a, ((size - 1) >> gs) + 1, align ? align : 1, (unsigned)kind, out);
 }
 
+/* Credit runs out every few dozen allocations (it counts spare nodes, which
+ * frees give back): renewing it is cheap, and the request then takes the
+ * inline path again rather than the general one (several hundred
+ * instructions). A tail call from the inline path, so that the call costs
+ * it no registers. Without an inline path the credit stays 0. */
+static __attribute__((noinline)) int allocate_renew(mt_alloc *a, uint64_t size, uint64_t align,
+                                                    mt_alloc_kind kind, mt_alloc_block *out)
+{
+    int rc = reserve_slow(a);
+    if (rc == 0 && a->credit != 0)
+        return mt_alloc_allocate(a, size, align, kind, out);
+    unsigned gs = a->gshift;
+    return rc ? rc : allocate_slow(a, ((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind, out);
+}
+
 int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
                       mt_alloc_block *restrict out)
 {
@@ -334,6 +368,8 @@ int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind 
     if (__builtin_expect(((align & (align - 1)) | (((size - 1) | (align - 1)) >> 56) |
                           ((unsigned)kind >> 1)) != 0 || !a || !out, 0))
         return allocate_unusual(a, size, align, kind, out);
+    if (__builtin_expect(a->credit == 0, 0))
+        return allocate_renew(a, size, align, kind, out);
     unsigned gs = a->gshift;
     mta_req r = {((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes

@@ -197,7 +197,7 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, ui
  * class. The used block is a new node in front of it; a leading pad the
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
-static inline void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t size,
+static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t size,
                                unsigned kind, mt_alloc_block *restrict out)
 {
     /* The block's tail first (the index is done with c then), then the
@@ -356,8 +356,8 @@ static __attribute__((noinline)) int allocate_renew(mt_alloc *a, uint64_t size, 
     return rc ? rc : allocate_slow(a, ((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind, out);
 }
 
-int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
-                      mt_alloc_block *restrict out)
+MTI_HOT_CLONES int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
+                                     mt_alloc_block *restrict out)
 {
     /* The unusual values OR'ed into one word (size - 1 and align - 1 wrap
      * for 0, and are below 2^56 = MT_ALLOC_MAX_SIZE for a good size and a

@@ -56,7 +56,7 @@ static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t
     return 0;
 }
 
-int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
+MTI_HOT_CLONES int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
 {
     if (!a)
         return -EINVAL;
@@ -86,7 +86,7 @@ static __attribute__((noinline)) int free_unhinted(mt_alloc *a, uint32_t rid, ui
     return -ENOENT;
 }
 
-int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
+MTI_HOT_CLONES int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
 {
     if (!a || !blk_in)
         return -EINVAL;

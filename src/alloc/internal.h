@@ -220,6 +220,19 @@ struct mt_alloc {
     tlsf_idx ix;    /* the free blocks */
 };
 
+/* The hot entry points (allocate, free) are built twice on x86-64 and the
+ * loader picks one by the CPU (an ifunc): BMI2's shifts by a register
+ * (shrx, shlx) need no move into cl, which the class and granule
+ * arithmetic does a dozen times a pair (-12 instructions per pair, docs/
+ * alloc.md). Same source, so the same results; the baseline x86-64 copy
+ * serves CPUs without BMI2, and builds whose -march has it already need
+ * no second copy. */
+#if defined(__x86_64__) && !defined(__BMI2__) && defined(__GNUC__) && !defined(__clang__)
+#define MTI_HOT_CLONES __attribute__((target_clones("bmi2", "default")))
+#else
+#define MTI_HOT_CLONES
+#endif
+
 /* ---- size classes ---------------------------------------------------------- */
 
 /* 63 - clz, written as an exclusive or so that compilers see it is the bit

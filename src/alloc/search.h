@@ -225,7 +225,7 @@ static inline uint32_t mti_alloc_scan(const mt_alloc *a, unsigned from, unsigned
  * records only: the request's own class, then the lowest of the first
  * guaranteed heads. Returns the class whose head to take, or -1 when
  * neither has a block (mti_alloc_search then scans). */
-static inline int mti_alloc_best_fit_fast(const mt_alloc *a, const mta_req *r)
+static inline __attribute__((always_inline)) int mti_alloc_best_fit_fast(const mt_alloc *a, const mta_req *r)
 {
     const tlsf_idx *ix = &a->ix;
     unsigned cu = class_index(r->size);

@@ -100,8 +100,8 @@ MTI_HOT_CLONES int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in
     if (__builtin_expect(node_ok(id, a->b_cap), 1)) {
         const blk *x = NODE(a->b, id);
         /* The three conditions OR'ed into one word: one test. */
-        _Static_assert(SZ_USED == 1ull << 63 && SZ_SENT == 1ull << 61, "state bits below");
-        if (__builtin_expect(((x->size >> 61 & 5) ^ 4) | (x->region ^ rid) |
+        _Static_assert(SZ_USED == 1ull << 63 && SZ_SENT == 1ull << 62, "state bits below");
+        if (__builtin_expect(((x->size >> 62) ^ 2) | (x->region ^ rid) |
                                  ((blk_data_off(x) << a->gshift) ^ offset),
                              0) == 0)
             return free_node(a, id);

@@ -96,8 +96,10 @@ _Static_assert(sizeof(blk) == 32, "two nodes per cache line");
 _Static_assert(sizeof(blk) == 1u << 5, "node ids are byte offsets: NODE_SHIFT");
 
 #define SZ_USED (1ull << 63)
-#define SZ_NONLINEAR (1ull << 62) /* used block of kind MT_ALLOC_NONLINEAR */
-#define SZ_SENT (1ull << 61)      /* a region's sentinel */
+/* SZ_SENT right below SZ_USED: the hint check (free.c) reads both as the
+ * size word's top two bits. */
+#define SZ_SENT (1ull << 62)      /* a region's sentinel */
+#define SZ_NONLINEAR (1ull << 61) /* used block of kind MT_ALLOC_NONLINEAR */
 #define SZ_MASK ((1ull << 57) - 1)
 #define OFF_MASK ((1ull << 56) - 1)
 #define OFF_PAD_SHIFT 56

@@ -341,21 +341,6 @@ static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size
     return allocate_slow(a, ((size - 1) >> gs) + 1, align ? align : 1, (unsigned)kind, out);
 }
 
-/* Credit runs out every few dozen allocations (it counts spare nodes, which
- * frees give back): renewing it is cheap, and the request then takes the
- * inline path again rather than the general one (several hundred
- * instructions). A tail call from the inline path, so that the call costs
- * it no registers. Without an inline path the credit stays 0. */
-static __attribute__((noinline)) int allocate_renew(mt_alloc *a, uint64_t size, uint64_t align,
-                                                    mt_alloc_kind kind, mt_alloc_block *out)
-{
-    int rc = reserve_slow(a);
-    if (rc == 0 && a->credit != 0)
-        return mt_alloc_allocate(a, size, align, kind, out);
-    unsigned gs = a->gshift;
-    return rc ? rc : allocate_slow(a, ((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind, out);
-}
-
 MTI_HOT_CLONES int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
                                      mt_alloc_block *restrict out)
 {
@@ -368,8 +353,6 @@ MTI_HOT_CLONES int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align,
     if (__builtin_expect(((align & (align - 1)) | (((size - 1) | (align - 1)) >> 56) |
                           ((unsigned)kind >> 1)) != 0 || !a || !out, 0))
         return allocate_unusual(a, size, align, kind, out);
-    if (__builtin_expect(a->credit == 0, 0))
-        return allocate_renew(a, size, align, kind, out);
     unsigned gs = a->gshift;
     mta_req r = {((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes

@@ -250,6 +250,11 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
  * than ever before; when the credit would be small, it grows a little
  * early, so that the inline path does not come here every few calls. */
 #define CREDIT_MAX 1024u
+static inline uint32_t *credit_of(mt_alloc *a)
+{
+    return a->fast == FAST_FIRST_FIT ? &a->credit_ff : &a->credit;
+}
+
 #define CREDIT_MIN 16u
 static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
 {
@@ -261,7 +266,7 @@ static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
         return -ENOMEM;
     uint32_t c = a->b_unused_n / 2, room = a->ht_room - a->live;
     c = c < room ? c : room;
-    a->credit = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
+    *credit_of(a) = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
     return 0;
 }
 
@@ -309,7 +314,8 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
                                                    unsigned kind, mt_alloc_block *out)
 {
     mta_req r = {size, align, kind};
-    int rc = a->credit ? 0 : reserve_slow(a);
+    uint32_t *credit = credit_of(a);
+    int rc = *credit ? 0 : reserve_slow(a);
     if (rc == 0)
         rc = reserve(a);
     if (rc)
@@ -319,7 +325,7 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
     if (id == NIL)
         return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
     commit_found(a, id, start, &r, out);
-    a->credit -= a->credit != 0; /* it took what one unit of credit stands for */
+    *credit -= *credit != 0; /* it took what one unit of credit stands for */
     return 0;
 }
 
@@ -357,11 +363,14 @@ MTI_HOT_CLONES int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align,
     mta_req r = {((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
      * and map room, a block found on the head records. */
-    int c;
-    if (__builtin_expect(a->credit != 0, 1) &&
-        (c = a->fast == FAST_BEST_FIT ? mti_alloc_best_fit_fast(a, &r)
-                                      : mti_alloc_first_fit_fast(a, &r)) >= 0) {
-        a->credit--;
+    int c = -1;
+    if (__builtin_expect(a->credit != 0, 1)) {
+        if ((c = mti_alloc_best_fit_fast(a, &r)) >= 0)
+            a->credit--;
+    } else if (a->credit_ff != 0 && (c = mti_alloc_first_fit_fast(a, &r)) >= 0) {
+        a->credit_ff--;
+    }
+    if (__builtin_expect(c >= 0, 1)) {
         commit_head(a, (unsigned)c, r.align, r.size, r.kind, out);
         return 0;
     }

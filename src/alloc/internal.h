@@ -200,8 +200,10 @@ struct mt_alloc {
     uint32_t fast;     /* FAST_*: the inline path and its strategy, or 0 */
     /* Allocations the inline path may make before it must check for spare
      * nodes and map room again (alloc.c, reserve): one counter instead of
-     * three tests. 0 without an inline path. */
-    uint32_t credit;
+     * three tests. One per strategy, so that best fit's path tests its
+     * counter and not the strategy as well; 0 but the inline path's. */
+    uint32_t credit;    /* best fit's */
+    uint32_t credit_ff; /* first fit's */
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */

@@ -33,9 +33,10 @@ static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t
         tlsf_unlink(a, lo, pb->size);
         node_put_used(a, id);
         f = lo;
-        off = pb->off;
         size += pb->size;
         lo = pb->prev_phys;
+    } else {
+        x->off = off; /* without the pad it kept */
     }
     if (blk_is_free(nb)) {
         uint32_t n = hi;
@@ -45,7 +46,6 @@ static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t
         node_put(a, n);
     }
     blk *fx = NODE(b, f);
-    fx->off = off;
     fx->size = size;
     /* The left link never changes: f is the block itself or its previous
      * neighbour, whose own previous neighbour stays. */

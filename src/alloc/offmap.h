@@ -152,8 +152,11 @@ static inline uint32_t map_place(mt_alloc *a, uint64_t h, uint32_t id, uint32_t 
 /* Inserts block id at (region, off). The caller reserved room
  * (mti_alloc_map_reserve), so a free lane exists; one farther than PROBE_LIMIT
  * from home asks for a rebuild, which may fail without harm: lookups are
- * correct at any distance up to ht_limit. */
-static inline void map_insert(mt_alloc *a, uint32_t rid, uint64_t off, uint32_t id)
+ * correct at any distance up to ht_limit. Always inline: called from four
+ * places, gcc would otherwise call it, and the allocation path's
+ * registers suffer either way. */
+static inline __attribute__((always_inline)) void map_insert(mt_alloc *a, uint32_t rid,
+                                                             uint64_t off, uint32_t id)
 {
     uint64_t h = map_hash(a, rid, off);
     if (__builtin_expect(map_place(a, h, id, PROBE_LIMIT) != UINT32_MAX, 1))

@@ -95,9 +95,9 @@ MTI_HOT_CLONES int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in
     /* The hint is trusted only when it names a used block (not a free
      * block, an unused node or a sentinel) of that region whose data
      * starts exactly there: then it is the block mt_alloc_free would find.
-     * The node array always exists (mt_alloc_create), so b_cap > 1, and
-     * node_ok checks the id's range and alignment in one comparison. */
-    if (__builtin_expect(node_ok(id, a->b_cap), 1)) {
+     * The node array always exists (mt_alloc_create). The sink may pass
+     * the range check: it reads as no used block (tlsf.h). */
+    if (__builtin_expect(node_or_sink(id, a->b_cap), 1)) {
         const blk *x = NODE(a->b, id);
         /* The three conditions OR'ed into one word: one test. */
         _Static_assert(SZ_USED == 1ull << 63 && SZ_SENT == 1ull << 62, "state bits below");

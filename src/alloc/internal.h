@@ -135,6 +135,13 @@ static inline int node_ok(uint32_t id, uint32_t cap)
     return ((d >> NODE_SHIFT) | (d << (32 - NODE_SHIFT))) < cap - 1;
 }
 
+/* Whether `id` names a node of an array of `cap` nodes, the sink
+ * included: one rotation and one comparison. */
+static inline int node_or_sink(uint32_t id, uint32_t cap)
+{
+    return ((id >> NODE_SHIFT) | (id << (32 - NODE_SHIFT))) < cap;
+}
+
 /* Offset and size of a class's first block, kept beside the index so that
  * a search checks heads without touching their nodes: the node of the
  * block finally chosen is the only one it reads. An empty class reads

@@ -34,8 +34,6 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
     mt_alloc *a = calloc(1, sizeof *a);
     if (!a)
         return -ENOMEM;
-    for (unsigned c = 0; c <= N_CLASSES; c++)
-        a->ix.cls[c].hd = (tlsf_head){UINT64_MAX, 0}; /* empty */
     a->gshift = msb64(g);
     /* Pages no larger than a granule never hold two blocks: nothing to do. */
     a->pshift = page > g ? msb64(page) - a->gshift : 0;
@@ -178,7 +176,7 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, ui
                                                      mt_alloc_block *out)
 {
     blk *b = a->b;
-    uint32_t id = a->ix.cls[c].head;
+    uint32_t id = a->ix.head[c];
     blk *x = NODE(b, id);
     uint64_t xoff = x->off, bstart = start - pad;
     uint32_t prev = x->prev_phys, next = x->next_phys, rid = NODE(b, prev)->region, uid = id;
@@ -197,11 +195,10 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, ui
     record(a, rid, start, pad, uid, &r, out);
 }
 
-/* commit for the fast path, where the block is the head of class c and its
- * offset and size are at hand in the head record. When the request leaves
- * a tail (nearly always), the block keeps the tail: it stays where it is in
- * the index if the tail is still of class c, else it moves to the tail's
- * class. The used block is a new node in front of it; a leading pad the
+/* commit for the fast path, where the block is the head of class c, whose
+ * node the search has just read. When the request leaves a tail (nearly
+ * always), the block keeps the tail: it stays where it is in the index if
+ * the tail is still of class c, else it moves to the tail's class. The used block is a new node in front of it; a leading pad the
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
 static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t size,
@@ -211,10 +208,10 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
      * allocation, then the leading part: fewer values live at once. */
     tlsf_idx *ix = &a->ix;
     blk *b = a->b;
-    uint32_t id = ix->cls[c].head;
+    uint32_t id = ix->head[c];
     blk *x = NODE(b, id);
-    uint64_t xoff = ix->cls[c].hd.off, start = align_up(xoff, align), aend = start + size;
-    uint64_t tail = xoff + ix->cls[c].hd.size - aend;
+    uint64_t xoff = x->off, start = align_up(xoff, align), aend = start + size;
+    uint64_t tail = xoff + x->size - aend;
     mta_req r = {size, 1, kind};
     uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
     /* The caller's block as soon as each part is known: fewer values live
@@ -232,9 +229,7 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
     x->size = tail;
     x->prev_phys = uid;
     unsigned ct = class_index(tail);
-    if (ct == c) {
-        ix->cls[c].hd = (tlsf_head){aend, tail};
-    } else {
+    if (ct != c) { /* else it stays where it is, the head of class c */
         tlsf_unlink_head(a, id, c);
         tlsf_link(a, id, ct);
     }
@@ -375,7 +370,7 @@ MTI_HOT_CLONES int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align,
     unsigned gs = a->gshift;
     mta_req r = {((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
-     * and map room, a block found on the head records. */
+     * and map room, a block found among the class heads. */
     int c = -1;
     if (__builtin_expect(a->credit != 0, 1)) {
         if ((c = mti_alloc_best_fit_fast(a, &r)) >= 0)

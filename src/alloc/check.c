@@ -133,23 +133,14 @@ static int check_classes(checker *c)
     uint64_t listed = 0;
     int rc;
     if (ix->cls_map[N_CLASSES / 64] >> (N_CLASSES % 64) ||
-        ix->cls[N_CLASSES].head != NIL || ix->cls[N_CLASSES].hd.off != UINT64_MAX ||
-        ix->cls[N_CLASSES].hd.size != 0)
-        return fail(c, "bits or records past the last class");
+        ix->head[N_CLASSES] != NIL)
+        return fail(c, "bits or heads past the last class");
     for (unsigned fl = 0; fl < FL_N; fl++) {
         for (unsigned sl = 0; sl < SL_N; sl++) {
-            uint32_t h = ix->cls[fl * SL_N + sl].head;
+            uint32_t h = ix->head[fl * SL_N + sl];
             unsigned k = fl * SL_N + sl;
             if (((ix->cls_map[k / 64] >> (k % 64)) & 1) != (h != NIL))
                 return fail(c, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
-            const tlsf_head *hd = &ix->cls[fl * SL_N + sl].hd;
-            uint64_t off = node_ok(h, a->b_cap) ? NODE(a->b, h)->off : UINT64_MAX;
-            uint64_t size = node_ok(h, a->b_cap) ? NODE(a->b, h)->size : 0;
-            if (hd->off != off || hd->size != size)
-                return fail(c, "class (%u,%u): recorded head [0x%" PRIx64 ", +0x%" PRIx64
-                            "), head [0x%" PRIx64 ", +0x%" PRIx64 ") (granules)", fl, sl,
-                            hd->off, hd->size,
-                            off, size);
             for (uint32_t id = h, prev = NIL; id != NIL;
                  prev = id, id = NODE(a->b, id)->next_free) {
                 if ((rc = mark(c, id, 2, "class list")))

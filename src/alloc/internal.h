@@ -142,31 +142,18 @@ static inline int node_or_sink(uint32_t id, uint32_t cap)
     return ((id >> NODE_SHIFT) | (id << (32 - NODE_SHIFT))) < cap;
 }
 
-/* Offset and size of a class's first block, kept beside the index so that
- * a search checks heads without touching their nodes: the node of the
- * block finally chosen is the only one it reads. An empty class reads
- * {UINT64_MAX, 0}, what the sink node NIL holds (tlsf.h). */
-typedef struct tlsf_head {
-    uint64_t off, size;
-} tlsf_head;
-
-/* A class: its first block's id and head record, in one 24-byte record,
- * so that one multiply-free lea (c * 3, then scaled by 8 in the address)
- * reaches both. */
-typedef struct tlsf_cls {
-    tlsf_head hd;
-    uint32_t head;
-    uint32_t spare;
-} tlsf_cls;
-
 /* A TLSF index: class lists and their bitmap. The classes of 64 / SL_N
  * powers of two share one bitmap word (tlsf.h, tlsf_mark: no summary word
  * over them). */
 typedef struct tlsf_idx {
     uint64_t cls_map[CLS_WORDS];   /* bit c: class c has blocks */
-    /* By class index fl * SL_N + sl; cls[N_CLASSES]: always empty
+    /* First block of each class, by class index fl * SL_N + sl; NIL when
+     * the class is empty, whose node, the sink, reads as an empty block
+     * (offset UINT64_MAX, size 0: tlsf.h), so that a search reads a head's
+     * offset and size from its node without testing for one. 4 bytes a
+     * class, reached by one scaled address. head[N_CLASSES]: always empty
      * (search.h). */
-    tlsf_cls cls[N_CLASSES + 1];
+    uint32_t head[N_CLASSES + 1];
 } tlsf_idx;
 
 /* A bucket of the offset map (offmap.h): one cache line, MAP_LANES entries.

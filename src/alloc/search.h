@@ -17,9 +17,8 @@
  * heads of the first GUARANTEED_HEADS non-empty guaranteed classes and
  * takes the lower (GUARANTEED_SPAN). Class heads are kept low (tlsf_link),
  * so allocations pack towards the start of regions and large free blocks
- * survive at their ends. Heads are checked on the index's side array (tlsf_head), so the
- * search reads no node but the one it picks (granularity separation, which
- * must look at the neighbours, reads the candidates' nodes).
+ * survive at their ends. Heads are checked on their nodes (an empty class's
+ * head is the sink, which no request fits).
  *
  * When no guaranteed class has a block (a nearly full allocator), both end
  * with a bounded best-fit scan of the classes between the request's own
@@ -29,7 +28,7 @@
  * to 0.99 before it refuses a request.
  *
  * mti_alloc_best_fit_fast and mti_alloc_first_fit_fast are the strategies without
- * granularity pages, inline on the allocation's fast path, on head records
+ * granularity pages, inline on the allocation's fast path, on head blocks
  * only; mti_alloc_search is everything, out of line: for best fit it always
  * tries the next class and compares two guaranteed heads without the span
  * rule (granularity pages make it slow anyway). */
@@ -80,11 +79,11 @@ static inline uint64_t mti_alloc_worst_case(const mt_alloc *a, const mta_req *r)
     return r->size + (lead - 1) + (page - 1);
 }
 
-/* Where the request starts in a head record, or NO_FIT (also for an empty
- * class's record): the fit test without granularity separation. The
- * subtraction is arranged so that an empty class (offset UINT64_MAX, size
- * 0) fails whatever align_up made of its offset. */
-static inline uint64_t head_fit(const tlsf_head *h, const mta_req *r)
+/* Where the request starts in a class's head block, or NO_FIT (also for an
+ * empty class's, the sink): the fit test without granularity separation.
+ * The subtraction is arranged so that the sink (offset UINT64_MAX, size 0)
+ * fails whatever align_up made of its offset. */
+static inline uint64_t head_fit(const blk *h, const mta_req *r)
 {
     uint64_t start = align_up(h->off, r->align);
     return (start - h->off) + r->size <= h->size ? start : NO_FIT;
@@ -94,9 +93,10 @@ static inline uint64_t head_fit(const tlsf_head *h, const mta_req *r)
  * for an empty class). */
 static inline uint64_t mti_alloc_fit_head(const mt_alloc *a, unsigned c, const mta_req *r)
 {
+    const blk *h = NODE(a->b, a->ix.head[c]);
     if (a->pshift != 0)
-        return a->ix.cls[c].hd.size ? mti_alloc_fit(a, NODE(a->b, a->ix.cls[c].head), r) : NO_FIT;
-    return head_fit(&a->ix.cls[c].hd, r);
+        return h->size ? mti_alloc_fit(a, h, r) : NO_FIT;
+    return head_fit(h, r);
 }
 
 /* Best fit below the guaranteed class cw: the head of the request's own
@@ -115,14 +115,15 @@ static inline uint32_t mti_alloc_best_below(const mt_alloc *a, const mta_req *r,
     if (s == NO_FIT)
         return NIL;
     *start = s;
-    return a->ix.cls[cu].head;
+    return a->ix.head[cu];
 }
 
 /* The class with the lowest head offset among the first `heads`
  * non-empty classes at or above cw (ties: the smaller class), or -1. The
  * classes come straight off the bitmaps, lowest set bit first. */
-static inline int mti_alloc_lowest_head(const tlsf_idx *ix, unsigned cw, unsigned heads)
+static inline int mti_alloc_lowest_head(const mt_alloc *a, unsigned cw, unsigned heads)
 {
+    const tlsf_idx *ix = &a->ix;
     unsigned w = cw / 64;
     uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64));
     uint64_t best_off = UINT64_MAX;
@@ -135,7 +136,7 @@ static inline int mti_alloc_lowest_head(const tlsf_idx *ix, unsigned cw, unsigne
         }
         unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);
         m &= m - 1;
-        uint64_t off = ix->cls[c].hd.off;
+        uint64_t off = NODE(a->b, ix->head[c])->off;
         best = off < best_off ? (int)c : best;
         best_off = off < best_off ? off : best_off;
     }
@@ -144,17 +145,19 @@ static inline int mti_alloc_lowest_head(const tlsf_idx *ix, unsigned cw, unsigne
 
 /* mti_alloc_lowest_head(ix, cw, 2) for the fast path: when both classes are in
  * cw's bitmap word (nearly always), two bit scans and one comparison. */
-static inline int mti_alloc_lowest_of_two(const tlsf_idx *ix, unsigned cw, unsigned span)
+static inline int mti_alloc_lowest_of_two(const mt_alloc *a, unsigned cw, unsigned span)
 {
+    const tlsf_idx *ix = &a->ix;
     unsigned w = cw / 64;
     uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64));
     uint64_t m2 = m & (m - 1);
     if (__builtin_expect(m2 == 0, 0))
-        return mti_alloc_lowest_head(ix, cw, 2);
+        return mti_alloc_lowest_head(a, cw, 2);
     unsigned c1 = w * 64 + (unsigned)__builtin_ctzll(m), c2 = w * 64 + (unsigned)__builtin_ctzll(m2);
     /* Which head is lower is a coin toss for the branch predictor: both
      * conditions are evaluated and the class selected without a branch. */
-    unsigned take2 = (ix->cls[c2].hd.off < ix->cls[c1].hd.off) & (c2 - c1 <= span);
+    unsigned take2 = (NODE(a->b, ix->head[c2])->off < NODE(a->b, ix->head[c1])->off) &
+                     (c2 - c1 <= span);
     return (int)(c1 + ((c2 - c1) & -take2));
 }
 
@@ -163,11 +166,11 @@ static inline int mti_alloc_lowest_of_two(const tlsf_idx *ix, unsigned cw, unsig
 static inline uint32_t mti_alloc_guaranteed(const mt_alloc *a, unsigned cw, unsigned heads,
                                       const mta_req *r, uint64_t *start)
 {
-    int c = mti_alloc_lowest_head(&a->ix, cw, heads);
+    int c = mti_alloc_lowest_head(a, cw, heads);
     if (c < 0)
         return NIL;
-    uint32_t id = a->ix.cls[c].head;
-    *start = a->pshift ? mti_alloc_fit(a, NODE(a->b, id), r) : align_up(a->ix.cls[c].hd.off, r->align);
+    uint32_t id = a->ix.head[c];
+    *start = a->pshift ? mti_alloc_fit(a, NODE(a->b, id), r) : align_up(NODE(a->b, id)->off, r->align);
     return id;
 }
 
@@ -211,7 +214,7 @@ static inline uint32_t mti_alloc_scan(const mt_alloc *a, unsigned from, unsigned
     unsigned budget = SCAN_LIMIT;
     for (int c = tlsf_class_from(&a->ix, from); c >= 0 && (unsigned)c < to && budget > 0;
          c = tlsf_class_from(&a->ix, (unsigned)c + 1))
-        if (mti_alloc_scan_list(a, a->ix.cls[c].head, r, &budget, &best) || best.id != NIL)
+        if (mti_alloc_scan_list(a, a->ix.head[c], r, &budget, &best) || best.id != NIL)
             break;
     if (best.id == NIL) {
         budget = SCAN_LIMIT;
@@ -222,23 +225,23 @@ static inline uint32_t mti_alloc_scan(const mt_alloc *a, unsigned from, unsigned
 }
 
 /* BEST_FIT without granularity separation, the common case, on head
- * records only: the request's own class, then the lowest of the first
+ * blocks only: the request's own class, then the lowest of the first
  * guaranteed heads. Returns the class whose head to take, or -1 when
  * neither has a block (mti_alloc_search then scans). */
 static inline __attribute__((always_inline)) int mti_alloc_best_fit_fast(const mt_alloc *a, const mta_req *r)
 {
     const tlsf_idx *ix = &a->ix;
     unsigned cu = class_index(r->size);
-    if (head_fit(&ix->cls[cu].hd, r) != NO_FIT)
+    if (head_fit(NODE(a->b, ix->head[cu]), r) != NO_FIT)
         return (int)cu;
     unsigned cw = class_index_up(r->size + r->align - 1);
     if (a->used >= a->tight && cu + 1 < cw) {
         int k = tlsf_class_from(ix, cu + 1);
-        if (k >= 0 && (unsigned)k < cw && head_fit(&ix->cls[k].hd, r) != NO_FIT)
+        if (k >= 0 && (unsigned)k < cw && head_fit(NODE(a->b, ix->head[k]), r) != NO_FIT)
             return k;
     }
     _Static_assert(GUARANTEED_HEADS == 2, "the fast path compares two heads");
-    return mti_alloc_lowest_of_two(ix, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
+    return mti_alloc_lowest_of_two(a, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
 }
 
 /* FIRST_FIT without granularity separation: the head of the first

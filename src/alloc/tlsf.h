@@ -4,9 +4,9 @@
  * Node 0 (NIL) is never a block, but it is a real node that serves as a sink:
  * list updates write "the neighbour's link" unconditionally, into b[NIL]
  * when there is no neighbour, instead of testing first. Nothing reads the
- * sink's links. Its off and size stay UINT64_MAX and 0, the head record of
- * an empty class, so "the next block becomes the head" needs no test
- * either. */
+ * sink's links. Its off and size stay UINT64_MAX and 0: as an empty class's
+ * head (ix->head[c] == NIL) it is a block no request fits and that no
+ * offset is below, so searches read heads without testing for one. */
 #ifndef MT_ALLOC_TLSF_H
 #define MT_ALLOC_TLSF_H
 
@@ -28,33 +28,32 @@ static inline void tlsf_link(mt_alloc *a, uint32_t id, unsigned c)
 {
     blk *b = a->b, *x = NODE(b, id);
     tlsf_idx *ix = &a->ix;
-    uint32_t h = ix->cls[c].head;
-    if (ix->cls[c].hd.off < x->off) { /* second, behind the lower head */
-        uint32_t n = NODE(b, h)->next_free;
+    uint32_t h = ix->head[c];
+    blk *hx = NODE(b, h);
+    if (hx->off < x->off) { /* second, behind the lower head */
+        uint32_t n = hx->next_free;
         x->prev_free = h;
         x->next_free = n;
         NODE(b, n)->prev_free = id; /* the sink when last */
-        NODE(b, h)->next_free = id;
+        hx->next_free = id;
         return;
     }
     x->prev_free = NIL;
     x->next_free = h;
-    NODE(b, h)->prev_free = id;
-    ix->cls[c].head = id;
-    ix->cls[c].hd = (tlsf_head){x->off, x->size};
+    hx->prev_free = id; /* the sink when the class was empty */
+    ix->head[c] = id;
     tlsf_mark(ix, c); /* idempotent: cheaper than the test, whose outcome is random */
 }
 
 /* Takes the head `id` of class c off its list: its successor (or the
- * sink's "empty" record) becomes the head. */
+ * sink, "empty") becomes the head. */
 static inline void tlsf_unlink_head(mt_alloc *a, uint32_t id, unsigned c)
 {
     blk *b = a->b;
     tlsf_idx *ix = &a->ix;
     uint32_t next = NODE(b, id)->next_free;
     NODE(b, next)->prev_free = NIL; /* the sink when it was alone */
-    ix->cls[c].head = next;
-    ix->cls[c].hd = (tlsf_head){NODE(b, next)->off, NODE(b, next)->size};
+    ix->head[c] = next;
     /* Whether the class is now empty is a coin toss for the branch
      * predictor (with 16 classes per power of two, one head removal in
      * three empties its class): the bits are cleared without a branch. */
@@ -73,23 +72,6 @@ static inline void tlsf_unlink(mt_alloc *a, uint32_t id, uint64_t size)
         return;
     }
     tlsf_unlink_head(a, id, class_index(size));
-}
-
-/* Free block `id`, filed as `old` granules, changed size (and maybe
- * offset): moves it to its new class list, or leaves it where it is when
- * the class did not change (a small piece came off a large block, or
- * joined one) and refreshes the head record if it is the head. */
-static inline __attribute__((always_inline)) void tlsf_refile(mt_alloc *a, uint32_t id,
-                                                              uint64_t old)
-{
-    const blk *x = NODE(a->b, id);
-    unsigned c = class_index(x->size), was = class_index(old);
-    if (c != was) {
-        tlsf_unlink(a, id, old);
-        tlsf_link(a, id, c);
-    } else if (x->prev_free == NIL) {
-        a->ix.cls[c].hd = (tlsf_head){x->off, x->size}; /* a head that changed in place */
-    }
 }
 
 static inline void tlsf_insert(mt_alloc *a, uint32_t id)
@@ -118,7 +100,7 @@ static inline uint32_t tlsf_top(const tlsf_idx *ix)
 {
     for (unsigned w = CLS_WORDS; w-- > 0;)
         if (ix->cls_map[w])
-            return ix->cls[w * 64 + msb64(ix->cls_map[w])].head;
+            return ix->head[w * 64 + msb64(ix->cls_map[w])];
     return NIL;
 }
 

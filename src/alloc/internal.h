@@ -247,8 +247,8 @@ static inline unsigned class_shift(uint64_t u) { return msb64(u | SL_N) - SL_LOG
  * u >> s lies in [SL_N, 2 * SL_N) and each shift step adds SL_N classes. */
 static inline unsigned class_index(uint64_t u)
 {
-    unsigned s = class_shift(u);
-    return (s << SL_LOG2) + (unsigned)(u >> s);
+    unsigned t = msb64(u | SL_N);
+    return (t << SL_LOG2) + (unsigned)(u >> (t - SL_LOG2)) - (SL_LOG2 << SL_LOG2);
 }
 
 static inline void class_of(uint64_t u, unsigned *fl, unsigned *sl)

@@ -146,7 +146,6 @@ static inline int node_or_sink(uint32_t id, uint32_t cap)
  * powers of two share one bitmap word (tlsf.h, tlsf_mark: no summary word
  * over them). */
 typedef struct tlsf_idx {
-    uint64_t cls_map[CLS_WORDS];   /* bit c: class c has blocks */
     /* First block of each class, by class index fl * SL_N + sl; NIL when
      * the class is empty, whose node, the sink, reads as an empty block
      * (offset UINT64_MAX, size 0: tlsf.h), so that a search reads a head's
@@ -154,6 +153,7 @@ typedef struct tlsf_idx {
      * class, reached by one scaled address. head[N_CLASSES]: always empty
      * (search.h). */
     uint32_t head[N_CLASSES + 1];
+    uint64_t cls_map[CLS_WORDS];   /* bit c: class c has blocks */
 } tlsf_idx;
 
 /* A bucket of the offset map (offmap.h): one cache line, MAP_LANES entries.

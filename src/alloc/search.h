@@ -89,6 +89,13 @@ static inline uint64_t head_fit(const blk *h, const mta_req *r)
     return (start - h->off) + r->size <= h->size ? start : NO_FIT;
 }
 
+/* head_fit(h, r) != NO_FIT, without comparing with NO_FIT (a start of
+ * UINT64_MAX is no fit either way). */
+static inline int head_fits(const blk *h, const mta_req *r)
+{
+    return (align_up(h->off, r->align) - h->off) + r->size <= h->size;
+}
+
 /* Where the request starts in the head block of class c, or NO_FIT (also
  * for an empty class). */
 static inline uint64_t mti_alloc_fit_head(const mt_alloc *a, unsigned c, const mta_req *r)
@@ -232,12 +239,12 @@ static inline __attribute__((always_inline)) int mti_alloc_best_fit_fast(const m
 {
     const tlsf_idx *ix = &a->ix;
     unsigned cu = class_index(r->size);
-    if (head_fit(NODE(a->b, ix->head[cu]), r) != NO_FIT)
+    if (head_fits(NODE(a->b, ix->head[cu]), r))
         return (int)cu;
     unsigned cw = class_index_up(r->size + r->align - 1);
     if (a->used >= a->tight && cu + 1 < cw) {
         int k = tlsf_class_from(ix, cu + 1);
-        if (k >= 0 && (unsigned)k < cw && head_fit(NODE(a->b, ix->head[k]), r) != NO_FIT)
+        if (k >= 0 && (unsigned)k < cw && head_fits(NODE(a->b, ix->head[k]), r))
             return k;
     }
     _Static_assert(GUARANTEED_HEADS == 2, "the fast path compares two heads");

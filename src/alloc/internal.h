@@ -224,8 +224,11 @@ struct mt_alloc {
  * arithmetic does a dozen times a pair (-12 instructions per pair, docs/
  * alloc.md). Same source, so the same results; the baseline x86-64 copy
  * serves CPUs without BMI2, and builds whose -march has it already need
- * no second copy. */
-#if defined(__x86_64__) && !defined(__BMI2__) && defined(__GNUC__) && !defined(__clang__)
+ * no second copy. Not under ThreadSanitizer: the ifunc resolver runs while
+ * the loader relocates, before TSan's runtime exists, and gcc instruments
+ * it (it crashes). */
+#if defined(__x86_64__) && !defined(__BMI2__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define MTI_HOT_CLONES __attribute__((target_clones("bmi2", "default")))
 #else
 #define MTI_HOT_CLONES

@@ -355,8 +355,9 @@ static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size
     return allocate_slow(a, ((size - 1) >> gs) + 1, align ? align : 1, (unsigned)kind, out);
 }
 
-MTI_HOT_CLONES int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
-                                     mt_alloc_block *restrict out)
+static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t size,
+                                                          uint64_t align, mt_alloc_kind kind,
+                                                          mt_alloc_block *restrict out)
 {
     /* The unusual values OR'ed into one word (size - 1 and align - 1 wrap
      * for 0, and are below 2^56 = MT_ALLOC_MAX_SIZE for a good size and a
@@ -386,3 +387,9 @@ MTI_HOT_CLONES int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align,
      * kept in memory on the fast path too. */
     return allocate_slow(a, r.size, r.align, r.kind, out);
 }
+
+/* The public entry point, built twice on x86-64 (internal.h). */
+MTI_HOT_DISPATCH(int, mt_alloc_allocate, mti_alloc_allocate, allocate,
+                 (mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
+                  mt_alloc_block *restrict out),
+                 (a, size, align, kind, out))

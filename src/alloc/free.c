@@ -56,7 +56,8 @@ static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t
     return 0;
 }
 
-MTI_HOT_CLONES int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
+static inline __attribute__((always_inline)) int free_by_offset(mt_alloc *a, uint32_t rid,
+                                                                uint64_t offset)
 {
     if (!a)
         return -EINVAL;
@@ -86,7 +87,8 @@ static __attribute__((noinline)) int free_unhinted(mt_alloc *a, uint32_t rid, ui
     return -ENOENT;
 }
 
-MTI_HOT_CLONES int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
+static inline __attribute__((always_inline)) int free_block(mt_alloc *a,
+                                                            const mt_alloc_block *blk_in)
 {
     if (!a || !blk_in)
         return -EINVAL;
@@ -108,3 +110,9 @@ MTI_HOT_CLONES int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in
     }
     return free_unhinted(a, rid, offset);
 }
+
+/* The public entry points, built twice on x86-64 (internal.h). */
+MTI_HOT_DISPATCH(int, mt_alloc_free, mti_alloc_free, free_by_offset,
+                 (mt_alloc *a, uint32_t rid, uint64_t offset), (a, rid, offset))
+MTI_HOT_DISPATCH(int, mt_alloc_free_block, mti_alloc_free_block, free_block,
+                 (mt_alloc *a, const mt_alloc_block *blk_in), (a, blk_in))

@@ -224,14 +224,21 @@ struct mt_alloc {
  * arithmetic does a dozen times a pair (-12 instructions per pair, docs/
  * alloc.md). Same source, so the same results; the baseline x86-64 copy
  * serves CPUs without BMI2, and builds whose -march has it already need
- * no second copy. Not under ThreadSanitizer: the ifunc resolver runs while
- * the loader relocates, before TSan's runtime exists, and gcc instruments
- * it (it crashes). */
+ * no second copy. MTI_HOT_DISPATCH(ret, name, iname, impl, params, args)
+ * defines the public `name` from the always-inline `impl`: gcc's
+ * target_clones on the internal `iname`, whose resolver (iname.resolver)
+ * is internal too, and `name` an alias of it. Not under ThreadSanitizer:
+ * the resolver runs while the loader relocates, before TSan's runtime
+ * exists, and gcc instruments it (it crashes). */
 #if defined(__x86_64__) && !defined(__BMI2__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_THREAD__)
-#define MTI_HOT_CLONES __attribute__((target_clones("bmi2", "default")))
+#define MTI_HOT_DISPATCH(ret, name, iname, impl, params, args)                                 \
+    ret iname params;                                                                         \
+    __attribute__((target_clones("bmi2", "default"))) ret iname params { return impl args; }  \
+    ret name params __attribute__((alias(#iname)));
 #else
-#define MTI_HOT_CLONES
+#define MTI_HOT_DISPATCH(ret, name, iname, impl, params, args) \
+    ret name params { return impl args; }
 #endif
 
 /* ---- size classes ---------------------------------------------------------- */

@@ -235,6 +235,16 @@ static void keep_open(mt_range *r)
     mti_bits_set_range(r->bits, 0, r->npages);
 }
 
+/* An armed range opened for good (table lock held, view e/n): open_range
+ * gives back the application's protection (pages it made read-only stay
+ * so) and marks its pages and its neighbours' shared end pages; a failed
+ * mprotect leaves pages protected, which still fault and are reported. */
+static void open_for_good(mt_range *r, const mt_sig_entry *e, uint32_t n)
+{
+    (void)open_range(r, e, n);
+    keep_open(r);
+}
+
 void mti_sig_unbracketed(unsigned what)
 {
     /* seq_cst: a collect's re-arm that reads the flag after this sees it;
@@ -252,12 +262,8 @@ void mti_sig_unbracketed(unsigned what)
     const mt_sig_entry *e = mti_sigtable_locked_view(&n);
     for (uint32_t i = 0; i < n; i++) {
         mt_range *r = e[i].range;
-        if (r->backend != MT_TRACK_SIGNAL || atomic_load_explicit(&r->whole, memory_order_relaxed))
-            continue;
-        /* The application's protection again (pages it made read-only stay
-         * so), the pages reported from the next collect on. */
-        mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
-        keep_open(r);
+        if (r->backend == MT_TRACK_SIGNAL && !atomic_load_explicit(&r->whole, memory_order_relaxed))
+            open_for_good(r, e, n);
     }
     mti_sigtable_hook_end();
     mti_sigtable_unlock();
@@ -290,8 +296,9 @@ int mti_sig_arm_range(mt_range *r)
     if (atomic_load(&g_unbracketed)) {
         mti_sigtable_lock();
         mti_sigtable_hook_begin();
-        mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
-        keep_open(r);
+        uint32_t n;
+        const mt_sig_entry *e = mti_sigtable_locked_view(&n);
+        open_for_good(r, e, n);
         mti_sigtable_hook_end();
         mti_sigtable_unlock();
     }

@@ -237,25 +237,17 @@ static void j_destroy(void *dev)
     free(j);
 }
 
-static const mt_coh_backend jitter_backend = {
-    .name = "jitter",
-    .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_HOST_MEMORY,
-    .mem_grow = j_grow,
-    .mem_release = j_release,
-    .submit = j_submit,
-    .wait = j_wait,
-    .destroy = j_destroy,
-};
-
-static const mt_coh_backend jitter_in_order_backend = {
-    .name = "jitter",
-    .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_HOST_MEMORY | MT_COH_CAP_IN_ORDER,
-    .mem_grow = j_grow,
-    .mem_release = j_release,
-    .submit = j_submit,
-    .wait = j_wait,
-    .destroy = j_destroy,
-};
+/* The same functions, with and without MT_COH_CAP_IN_ORDER. */
+#define JITTER_BACKEND(caps_in_order)                                                          \
+    {.name = "jitter",                                                                        \
+     .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_HOST_MEMORY | (caps_in_order),                     \
+     .mem_grow = j_grow,                                                                      \
+     .mem_release = j_release,                                                                \
+     .submit = j_submit,                                                                      \
+     .wait = j_wait,                                                                          \
+     .destroy = j_destroy}
+static const mt_coh_backend jitter_backend = JITTER_BACKEND(0);
+static const mt_coh_backend jitter_in_order_backend = JITTER_BACKEND(MT_COH_CAP_IN_ORDER);
 
 /* ---- application-level ordering: writers and readers per buffer ------------- */
 

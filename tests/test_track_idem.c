@@ -165,14 +165,8 @@ static void run(mt_track_backend be)
 
 int main(void)
 {
-    mt_tracker *probe;
-    MT_CHECK_OK(mt_tracker_create(NULL, &probe));
-    int pre = tc_preloaded();
-    mt_tracker_destroy(probe);
-    if (!pre) {
-        printf("SKIP: needs the interposer (LD_PRELOAD=libmemtrack_preload.so)\n");
+    if (!tc_need_interposer())
         return 77;
-    }
     mt_track_backend be[2];
     int nb = tu_backends(be);
     for (int i = 0; i < nb; i++)

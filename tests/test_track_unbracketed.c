@@ -25,7 +25,6 @@
  * (it happens before the set-up call). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <linux/io_uring.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,64 +36,18 @@
 
 #include "track_child.h"
 #include "track_util.h"
+#include "uring_util.h"
 
 #define NP 32
 
-typedef struct ring {
-    int fd;
-    unsigned *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
-    struct io_uring_sqe *sqes;
-    struct io_uring_cqe *cqes;
-} ring;
-
-/* io_uring_setup through libc's syscall(), which the interposer sees.
- * 0, or -errno from the kernel. */
-static int ring_open(ring *r)
-{
-    struct io_uring_params p;
-    memset(&p, 0, sizeof p);
-    r->fd = (int)syscall(SYS_io_uring_setup, 8, &p);
-    if (r->fd < 0)
-        return -errno;
-    size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
-    size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
-    int single = (p.features & IORING_FEAT_SINGLE_MMAP) != 0;
-    if (single)
-        sq_len = cq_len = sq_len > cq_len ? sq_len : cq_len;
-    char *sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, IORING_OFF_SQ_RING);
-    char *cq = single ? sq
-                      : mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
-                             IORING_OFF_CQ_RING);
-    r->sqes = mmap(NULL, p.sq_entries * sizeof *r->sqes, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
-                   IORING_OFF_SQES);
-    MT_CHECK(sq != MAP_FAILED && cq != MAP_FAILED && r->sqes != MAP_FAILED);
-    r->sq_tail = (unsigned *)(sq + p.sq_off.tail);
-    r->sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
-    r->sq_array = (unsigned *)(sq + p.sq_off.array);
-    r->cq_head = (unsigned *)(cq + p.cq_off.head);
-    r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
-    r->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
-    r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
-    return 0;
-}
-
 /* One read of len bytes from fd at offset 0 into buf; its result. */
-static int ring_read(ring *r, int fd, void *buf, unsigned len)
+static int ring_read(ur_ring *r, int fd, void *buf, unsigned len)
 {
-    unsigned t = __atomic_load_n(r->sq_tail, __ATOMIC_ACQUIRE), i = t & *r->sq_mask;
-    struct io_uring_sqe *e = &r->sqes[i];
-    memset(e, 0, sizeof *e);
-    e->opcode = IORING_OP_READ;
-    e->fd = fd;
-    e->addr = (uint64_t)(uintptr_t)buf;
-    e->len = len;
-    r->sq_array[i] = i;
-    __atomic_store_n(r->sq_tail, t + 1, __ATOMIC_RELEASE);
-    MT_CHECK(syscall(SYS_io_uring_enter, r->fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) >= 0);
-    unsigned h = __atomic_load_n(r->cq_head, __ATOMIC_RELAXED);
-    MT_CHECK(h != __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE));
-    int res = r->cqes[h & *r->cq_mask].res;
-    __atomic_store_n(r->cq_head, h + 1, __ATOMIC_RELEASE);
+    ur_queue_read(r, fd, buf, len, 0, 0);
+    MT_CHECK(ur_enter(r, 1, 1) >= 0);
+    uint64_t tag;
+    int res;
+    MT_CHECK(ur_reap(r, &tag, &res) == 1);
     return res;
 }
 
@@ -123,14 +76,11 @@ static int pattern_file(void)
 
 int main(void)
 {
+    if (!tc_need_interposer())
+        return 77;
     mt_tracker *t;
     mt_tracker_opts to = {.backend = MT_TRACK_SIGNAL};
     MT_CHECK_OK(mt_tracker_create(&to, &t));
-    if (!tc_preloaded()) {
-        mt_tracker_destroy(t);
-        printf("SKIP: needs the interposer (LD_PRELOAD=libmemtrack_preload.so)\n");
-        return 77;
-    }
     size_t ps = tu_page();
     unsigned char seen[NP];
     unsigned char *m = tu_map(NP * ps);
@@ -154,8 +104,8 @@ int main(void)
     printf("  %-58s ok\n", "before: written pages only, getrandom bracketed");
 
     /* 2. The set-up is reported before it happens, whatever the kernel says. */
-    ring r = {.fd = -1};
-    int rc = ring_open(&r);
+    ur_ring r = {.fd = -1};
+    int rc = ur_open(&r, 8);
     MT_CHECK(mt_track_unbracketed_writers() & MT_TRACK_UNBRACKETED_URING);
     MT_CHECK(tc_real_prot(m) == (PROT_READ | PROT_WRITE));
     MT_CHECK(tc_real_prot(m + 20 * ps) == PROT_READ);

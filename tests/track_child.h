@@ -110,6 +110,20 @@ static inline int tc_preloaded(void)
     return have;
 }
 
+/* For tests that need the interposer: 1 when it is attached (checked with a
+ * tracker made for the purpose), else prints the skip line and returns 0;
+ * the caller then exits 77. */
+static inline int tc_need_interposer(void)
+{
+    mt_tracker *probe;
+    MT_CHECK_OK(mt_tracker_create(NULL, &probe));
+    int pre = tc_preloaded();
+    mt_tracker_destroy(probe);
+    if (!pre)
+        printf("SKIP: needs the interposer (LD_PRELOAD=libmemtrack_preload.so)\n");
+    return pre;
+}
+
 /* A region, a shadow of it, and the range ids covering it: the shadow is
  * updated only from reported runs, and must equal the region at the end. */
 typedef struct tc_shadow {

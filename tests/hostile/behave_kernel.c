@@ -8,14 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/io_uring.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../uring_util.h"
 #include "hv.h"
 
 #define FILE_BYTES (3u << 20) /* larger than stdio's buffer: fread goes straight to read(2) */
@@ -269,84 +267,28 @@ static int kernel_recv(hv *h, int argc, char **argv)
 
 /* ---- io_uring: the kernel writes with no system call of the application
  * around it (a kernel worker, or the submitting io_uring_enter: nothing the
- * application's read() interposition sees). Raw system calls, no liburing. */
-typedef struct ring {
-    int fd;
-    unsigned *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
-    struct io_uring_sqe *sqes;
-    struct io_uring_cqe *cqes;
-} ring;
-
-static int ring_open(ring *r, unsigned entries)
-{
-    struct io_uring_params p;
-    memset(&p, 0, sizeof p);
-    r->fd = (int)syscall(__NR_io_uring_setup, entries, &p);
-    if (r->fd < 0)
-        return -errno;
-    size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
-    size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
-    if (p.features & IORING_FEAT_SINGLE_MMAP)
-        sq_len = cq_len = sq_len > cq_len ? sq_len : cq_len;
-    char *sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
-                    IORING_OFF_SQ_RING);
-    char *cq = (p.features & IORING_FEAT_SINGLE_MMAP)
-                   ? sq
-                   : mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
-                          IORING_OFF_CQ_RING);
-    r->sqes = mmap(NULL, p.sq_entries * sizeof(struct io_uring_sqe), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
-    if (sq == MAP_FAILED || cq == MAP_FAILED || r->sqes == MAP_FAILED)
-        hv_die("io_uring mmap: %s", strerror(errno));
-    r->sq_tail = (unsigned *)(sq + p.sq_off.tail);
-    r->sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
-    r->sq_array = (unsigned *)(sq + p.sq_off.array);
-    r->cq_head = (unsigned *)(cq + p.cq_off.head);
-    r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
-    r->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
-    r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
-    return 0;
-}
-
-/* Queues a read of len bytes at file offset off into buf; user_data = tag. */
-static void ring_read(ring *r, int fd, void *buf, unsigned len, uint64_t off, uint64_t tag)
-{
-    unsigned t = __atomic_load_n(r->sq_tail, __ATOMIC_ACQUIRE), i = t & *r->sq_mask;
-    struct io_uring_sqe *e = &r->sqes[i];
-    memset(e, 0, sizeof *e);
-    e->opcode = IORING_OP_READ;
-    e->fd = fd;
-    e->addr = (uint64_t)(uintptr_t)buf;
-    e->len = len;
-    e->off = off;
-    e->user_data = tag;
-    r->sq_array[i] = i;
-    __atomic_store_n(r->sq_tail, t + 1, __ATOMIC_RELEASE);
-}
+ * application's read() interposition sees). The ring: tests/uring_util.h. */
 
 /* Submits n queued reads and waits for all; each must have read its length
  * (lens[tag]). Returns the number of bad completions. */
-static int ring_run(ring *r, unsigned n, const unsigned *lens)
+static int ring_run(ur_ring *r, unsigned n, const unsigned *lens)
 {
-    if (syscall(__NR_io_uring_enter, r->fd, n, n, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
+    if (ur_enter(r, n, n) < 0)
         hv_die("io_uring_enter: %s", strerror(errno));
     int bad = 0;
     for (unsigned done = 0; done < n;) {
-        unsigned h = __atomic_load_n(r->cq_head, __ATOMIC_RELAXED);
-        if (h == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE)) {
-            if (syscall(__NR_io_uring_enter, r->fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0 &&
-                errno != EINTR)
+        uint64_t tag;
+        int res;
+        if (!ur_reap(r, &tag, &res)) {
+            if (ur_enter(r, 0, 1) < 0 && errno != EINTR)
                 hv_die("io_uring_enter: %s", strerror(errno));
             continue;
         }
-        struct io_uring_cqe *c = &r->cqes[h & *r->cq_mask];
-        if (c->res != (int)lens[c->user_data]) {
+        if (res != (int)lens[tag]) {
             fprintf(stderr, "%s: io_uring read %llu returned %d (%s), expected %u\n", hv_argv0,
-                    (unsigned long long)c->user_data, c->res, c->res < 0 ? strerror(-c->res) : "short",
-                    lens[c->user_data]);
+                    (unsigned long long)tag, res, res < 0 ? strerror(-res) : "short", lens[tag]);
             bad++;
         }
-        __atomic_store_n(r->cq_head, h + 1, __ATOMIC_RELEASE);
         done++;
     }
     return bad;
@@ -358,7 +300,7 @@ static int ring_run(ring *r, unsigned n, const unsigned *lens)
 static int kernel_uring(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
-    ring r = {.fd = -1};
+    ur_ring r = {.fd = -1};
     int rc = hv_init(h, NULL);
     if (rc)
         return rc;
@@ -370,7 +312,7 @@ static int kernel_uring(hv *h, int argc, char **argv)
     int bad = 0;
     for (int f = 0; f < h->frames && !bad; f++) {
         if (r.fd < 0 && (f == 1 || h->frames == 1)) {
-            rc = ring_open(&r, 16);
+            rc = ur_open(&r, 16);
             if (rc) {
                 fprintf(stderr, "%s: io_uring not available here (%s): skipped\n", hv_argv0,
                         strerror(-rc));
@@ -385,7 +327,7 @@ static int kernel_uring(hv *h, int argc, char **argv)
             lens[k] = 4096 * (k + 1) * 17 + 333 * k + (unsigned)f;
             at[k] = 1000 + (size_t)k * 1900000 + (size_t)f * 4099;
             foff[k] = (uint64_t)k * 5001 + (uint64_t)f * 77;
-            ring_read(&r, fd, src.ptr + at[k], lens[k], foff[k], k);
+            ur_queue_read(&r, fd, src.ptr + at[k], lens[k], foff[k], k);
             memcpy(src.model + at[k], file + foff[k], lens[k]);
         }
         if (r.fd >= 0)

@@ -1,5 +1,5 @@
 /* Calls that only report something into the application's buffer (a time,
- * a stat, a socket option): the kernel writes the buffer, which fails with
+ * a stat, a socket's address, a link's target): the kernel writes the buffer, which fails with
  * EFAULT on a page the signal backend protects. They are idempotent, so
  * they run as they are, with nothing added on the usual path, and only a
  * call that failed with EFAULT while a tracker is attached runs again,
@@ -11,15 +11,16 @@
  * (the CPU-time clocks; every clock where the clock source has no vDSO
  * path): the vDSO's own store is a user write, which faults and is tracked
  * like any other. Not here: calls that change state (accept's address:
- * the connection is taken; recv is in kwrite.c), calls whose buffer size
- * is behind a pointer that may itself be the bad one (getsockopt,
- * getsockname, getpeername), and the pre-2.33 glibc entry points (__xstat
- * and friends) of old binaries. */
+ * the connection is taken, and getsockopt: SO_ERROR clears what it
+ * reports; they are bracketed before the call, kwout.c; recv is in
+ * kwrite.c), and the pre-2.33 glibc entry points (__xstat and friends) of
+ * old binaries. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysinfo.h>
 #include <sys/time.h>
 #include <sys/times.h>
@@ -128,4 +129,64 @@ MTP_EXPORT int statx(int dirfd, const char *restrict path, int flags, unsigned m
                      struct statx *restrict st)
 {
     IDEM(int, REAL(statx)(dirfd, path, flags, mask, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+/* The link's target, at most n bytes; the call returns how many. */
+MTP_EXPORT ssize_t readlink(const char *restrict path, char *restrict buf, size_t n)
+{
+    IDEM(ssize_t, REAL(readlink)(path, buf, n), ri_ >= 0, ONE(buf, n), 1);
+}
+
+MTP_EXPORT ssize_t readlinkat(int dirfd, const char *restrict path, char *restrict buf, size_t n)
+{
+    IDEM(ssize_t, REAL(readlinkat)(dirfd, path, buf, n), ri_ >= 0, ONE(buf, n), 1);
+}
+
+MTP_EXPORT ssize_t __readlink_chk(const char *path, char *buf, size_t n, size_t buflen)
+{
+    IDEM(ssize_t, REAL(__readlink_chk)(path, buf, n, buflen), ri_ >= 0,
+         ONE(buf, n <= buflen ? n : buflen), 1);
+}
+
+MTP_EXPORT ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t n, size_t buflen)
+{
+    IDEM(ssize_t, REAL(__readlinkat_chk)(dirfd, path, buf, n, buflen), ri_ >= 0,
+         ONE(buf, n <= buflen ? n : buflen), 1);
+}
+
+MTP_EXPORT char *__getcwd_chk(char *buf, size_t n, size_t buflen)
+{
+    IDEM(char *, REAL(__getcwd_chk)(buf, n, buflen), ri_ != NULL,
+         ONE(buf, buf ? (n <= buflen ? n : buflen) : 0), 1);
+}
+
+/* With no buffer libc allocates one: nothing of the application's written. */
+MTP_EXPORT char *getcwd(char *buf, size_t n)
+{
+    IDEM(char *, REAL(getcwd)(buf, n), ri_ != NULL, ONE(buf, buf ? n : 0), 1);
+}
+
+MTP_EXPORT int statfs(const char *path, struct statfs *st)
+{
+    IDEM(int, REAL(statfs)(path, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+MTP_EXPORT int fstatfs(int fd, struct statfs *st)
+{
+    IDEM(int, REAL(fstatfs)(fd, st), ri_ == 0, ONE(st, sizeof *st), 1);
+}
+
+/* The address's length is read (without faulting: kw.h) only for the run
+ * again, after the first one failed with EFAULT. */
+#define ADDR_SEGS(addr, len)                                                                        \
+    ((struct iovec[2]){{(addr), (addr) && (len) ? kw_peek_len(len) : 0}, {(len), sizeof *(len)}})
+
+MTP_EXPORT int getsockname(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
+{
+    IDEM(int, REAL(getsockname)(fd, addr, len), ri_ == 0, ADDR_SEGS(addr, len), 2);
+}
+
+MTP_EXPORT int getpeername(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
+{
+    IDEM(int, REAL(getpeername)(fd, addr, len), ri_ == 0, ADDR_SEGS(addr, len), 2);
 }

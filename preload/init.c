@@ -6,6 +6,8 @@
  * observes nothing of the tracking (docs/track.md, "The interposer"):
  *   signals.c  SIGSEGV/SIGBUS dispositions and masks, virtualised;
  *   kwrite.c   system calls in which the kernel writes user memory;
+ *   kwout.c    the small outputs of calls that change state (ioctl, wait,
+ *              poll, accept ...); idem.c: reports that can run again;
  *   memory.c   the application's own mprotect/munmap/mremap/madvise/mmap;
  *   selfmem.c  writes through /proc/self/mem;
  *   lastwords.c exec, _exit and terminating signals: the capture finishes
@@ -76,6 +78,29 @@ void mtp_resolve(void)
     RESOLVE(process_vm_writev);
     RESOLVE(getrandom);
     RESOLVE(syscall);
+    RESOLVE(msgrcv);
+    RESOLVE(mq_receive);
+    RESOLVE(mq_timedreceive);
+    RESOLVE(ioctl);
+    RESOLVE(pipe);
+    RESOLVE(pipe2);
+    RESOLVE(socketpair);
+    RESOLVE(accept);
+    RESOLVE(accept4);
+    RESOLVE(getsockopt);
+    RESOLVE(wait);
+    RESOLVE(waitpid);
+    RESOLVE(wait3);
+    RESOLVE(wait4);
+    RESOLVE(waitid);
+    RESOLVE(poll);
+    RESOLVE(__poll_chk);
+    RESOLVE(__ppoll_chk);
+    RESOLVE(select);
+    RESOLVE(epoll_wait);
+    RESOLVE(nanosleep);
+    RESOLVE(clock_nanosleep);
+    RESOLVE(vmsplice);
     RESOLVE(clock_gettime);
     RESOLVE(clock_getres);
     RESOLVE(gettimeofday);
@@ -92,6 +117,16 @@ void mtp_resolve(void)
     RESOLVE(fstat64);
     RESOLVE(fstatat64);
     RESOLVE(statx);
+    RESOLVE(readlink);
+    RESOLVE(readlinkat);
+    RESOLVE(getcwd);
+    RESOLVE(__readlink_chk);
+    RESOLVE(__readlinkat_chk);
+    RESOLVE(__getcwd_chk);
+    RESOLVE(statfs);
+    RESOLVE(fstatfs);
+    RESOLVE(getsockname);
+    RESOLVE(getpeername);
     RESOLVE(mprotect);
     RESOLVE(munmap);
     RESOLVE(madvise);

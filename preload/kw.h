@@ -3,7 +3,11 @@
 #ifndef MTP_KW_H
 #define MTP_KW_H
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <sys/select.h>
+#include <unistd.h>
 
 #include "preload.h"
 
@@ -61,5 +65,57 @@ static inline void kw_cleanup(void *p)
         }                                                                                       \
         rv_;                                                                                    \
     })
+
+/* Several segments in an array of the caller's. */
+#define KW_SEGS(arr, cnt, call)                                                                 \
+    ({                                                                                          \
+        __typeof__(call) rs_;                                                                   \
+        if (!mtp_get_hooks()) {                                                                 \
+            rs_ = (call);                                                                       \
+        } else {                                                                                \
+            mt_kw_segs segs_ = {.iov = (arr), .niov = (cnt)};                                   \
+            rs_ = KW_CALL(&segs_, call);                                                        \
+        }                                                                                       \
+        rs_;                                                                                    \
+    })
+
+/* size * n, saturated (a length the kernel will refuse anyway). */
+static inline size_t kw_total(size_t size, size_t n)
+{
+    size_t t;
+    return __builtin_mul_overflow(size, n, &t) ? SIZE_MAX : t;
+}
+
+/* The length at *p, read without faulting: the application's pointer may be
+ * bad, and then its call must fail with EFAULT as it would have, not crash
+ * in the wrapper first. Where the read cannot be done at all (a sandbox
+ * refusing process_vm_readv) a length larger than any socket address
+ * (struct sockaddr_storage is 128 bytes) stands in: a bracket only needs to
+ * cover what the kernel will write. */
+static inline socklen_t kw_peek_len(const socklen_t *p)
+{
+    socklen_t v = 0;
+    struct iovec mine = {&v, sizeof v}, theirs = {(void *)p, sizeof v};
+    int e = errno;
+    ssize_t r = REAL(process_vm_readv)(getpid(), &mine, 1, &theirs, 1, 0);
+    int fail = errno;
+    errno = e;
+    if (r == (ssize_t)sizeof v)
+        return v;
+    return fail == EFAULT ? 0 : 256;
+}
+
+/* select's three fd_sets (the kernel writes as many longs as cover n bits)
+ * and its timeout (Linux writes the time left). */
+static inline void kw_select_segs(struct iovec seg[4], mt_kw_segs *s, int n, fd_set *r, fd_set *w,
+                                  fd_set *x, void *t, size_t tlen)
+{
+    size_t bits = 8 * sizeof(long), len = n > 0 ? ((size_t)n + bits - 1) / bits * sizeof(long) : 0;
+    seg[0] = (struct iovec){r, r ? len : 0};
+    seg[1] = (struct iovec){w, w ? len : 0};
+    seg[2] = (struct iovec){x, x ? len : 0};
+    seg[3] = (struct iovec){t, t ? tlen : 0};
+    *s = (mt_kw_segs){.iov = seg, .niov = 4};
+}
 
 #endif

@@ -23,12 +23,6 @@
 /* <stdio.h> may define it as a macro. */
 #undef fread_unlocked
 
-static size_t total(size_t size, size_t n)
-{
-    size_t t;
-    return __builtin_mul_overflow(size, n, &t) ? SIZE_MAX : t;
-}
-
 MTP_EXPORT ssize_t read(int fd, void *buf, size_t n) { return KW_BUF(buf, n, REAL(read)(fd, buf, n)); }
 
 MTP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
@@ -127,12 +121,12 @@ MTP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
  * stream's buffer in user space (tracked as ordinary writes). */
 MTP_EXPORT size_t fread(void *ptr, size_t size, size_t n, FILE *f)
 {
-    return KW_BUF(ptr, total(size, n), REAL(fread)(ptr, size, n, f));
+    return KW_BUF(ptr, kw_total(size, n), REAL(fread)(ptr, size, n, f));
 }
 
 MTP_EXPORT size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *f)
 {
-    return KW_BUF(ptr, total(size, n), REAL(fread_unlocked)(ptr, size, n, f));
+    return KW_BUF(ptr, kw_total(size, n), REAL(fread_unlocked)(ptr, size, n, f));
 }
 
 /* _FORTIFY_SOURCE variants: same bracket, and libc's own size check. */
@@ -169,13 +163,13 @@ MTP_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, in
 
 MTP_EXPORT size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *f)
 {
-    size_t t = total(size, n);
+    size_t t = kw_total(size, n);
     return KW_BUF(ptr, t <= ptrlen ? t : ptrlen, REAL(__fread_chk)(ptr, ptrlen, size, n, f));
 }
 
 MTP_EXPORT size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *f)
 {
-    size_t t = total(size, n);
+    size_t t = kw_total(size, n);
     return KW_BUF(ptr, t <= ptrlen ? t : ptrlen, REAL(__fread_unlocked_chk)(ptr, ptrlen, size, n, f));
 }
 
@@ -204,4 +198,25 @@ MTP_EXPORT ssize_t process_vm_writev(pid_t pid, const struct iovec *local, unsig
     if (!mtp_get_hooks() || pid != getpid())
         return REAL(process_vm_writev)(pid, local, lcnt, remote, rcnt, flags);
     return KW_IOV(remote, (long)rcnt, REAL(process_vm_writev)(pid, local, lcnt, remote, rcnt, flags));
+}
+
+/* A System V message: its type (a long) and up to n bytes of text. */
+MTP_EXPORT ssize_t msgrcv(int id, void *msg, size_t n, long type, int flags)
+{
+    size_t len = n > SIZE_MAX - sizeof(long) ? SIZE_MAX : sizeof(long) + n;
+    return KW_BUF(msg, len, REAL(msgrcv)(id, msg, n, type, flags));
+}
+
+/* A POSIX message and its priority. */
+MTP_EXPORT ssize_t mq_receive(mqd_t q, char *msg, size_t n, unsigned *prio)
+{
+    struct iovec seg[2] = {{msg, n}, {prio, prio ? sizeof *prio : 0}};
+    return KW_SEGS(seg, 2, REAL(mq_receive)(q, msg, n, prio));
+}
+
+MTP_EXPORT ssize_t mq_timedreceive(mqd_t q, char *restrict msg, size_t n, unsigned *restrict prio,
+                                   const struct timespec *restrict t)
+{
+    struct iovec seg[2] = {{msg, n}, {prio, prio ? sizeof *prio : 0}};
+    return KW_SEGS(seg, 2, REAL(mq_timedreceive)(q, msg, n, prio, t));
 }

@@ -4,6 +4,7 @@
 #define MTP_PRELOAD_H
 
 #include <dirent.h>
+#include <mqueue.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -11,9 +12,12 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/msg.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
 #include <sys/sysinfo.h>
 #include <sys/time.h>
 #include <sys/times.h>
@@ -35,6 +39,11 @@ ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
 ssize_t __pread_chk(int fd, void *buf, size_t nbytes, off_t offset, size_t buflen);
 ssize_t __pread64_chk(int fd, void *buf, size_t nbytes, off64_t offset, size_t buflen);
 ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask, size_t fdslen);
+ssize_t __readlink_chk(const char *path, char *buf, size_t n, size_t buflen);
+ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t n, size_t buflen);
+char *__getcwd_chk(char *buf, size_t n, size_t buflen);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *addr,
                        socklen_t *addr_len);
 size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *stream);
@@ -114,6 +123,30 @@ typedef struct mtp_real {
                                  unsigned long, unsigned long);
     ssize_t (*getrandom)(void *, size_t, unsigned);
     long (*syscall)(long, ...);
+    int (*msgrcv)(int, void *, size_t, long, int);
+    ssize_t (*mq_receive)(mqd_t, char *, size_t, unsigned *);
+    ssize_t (*mq_timedreceive)(mqd_t, char *, size_t, unsigned *, const struct timespec *);
+    /* small outputs of calls that change state (kwout.c) */
+    int (*ioctl)(int, unsigned long, ...);
+    int (*pipe)(int[2]);
+    int (*pipe2)(int[2], int);
+    int (*socketpair)(int, int, int, int[2]);
+    int (*accept)(int, struct sockaddr *, socklen_t *);
+    int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+    int (*getsockopt)(int, int, int, void *, socklen_t *);
+    pid_t (*wait)(int *);
+    pid_t (*waitpid)(pid_t, int *, int);
+    pid_t (*wait3)(int *, int, struct rusage *);
+    pid_t (*wait4)(pid_t, int *, int, struct rusage *);
+    int (*waitid)(idtype_t, id_t, siginfo_t *, int);
+    int (*poll)(struct pollfd *, nfds_t, int);
+    int (*__poll_chk)(struct pollfd *, nfds_t, int, size_t);
+    int (*__ppoll_chk)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *, size_t);
+    int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+    int (*epoll_wait)(int, struct epoll_event *, int, int);
+    int (*nanosleep)(const struct timespec *, struct timespec *);
+    int (*clock_nanosleep)(clockid_t, int, const struct timespec *, struct timespec *);
+    ssize_t (*vmsplice)(int, const struct iovec *, size_t, unsigned);
     /* idempotent reports (idem.c) */
     int (*clock_gettime)(clockid_t, struct timespec *);
     int (*clock_getres)(clockid_t, struct timespec *);
@@ -131,6 +164,16 @@ typedef struct mtp_real {
     int (*fstat64)(int, struct stat64 *);
     int (*fstatat64)(int, const char *, struct stat64 *, int);
     int (*statx)(int, const char *, int, unsigned, struct statx *);
+    ssize_t (*readlink)(const char *, char *, size_t);
+    ssize_t (*readlinkat)(int, const char *, char *, size_t);
+    char *(*getcwd)(char *, size_t);
+    ssize_t (*__readlink_chk)(const char *, char *, size_t, size_t);
+    ssize_t (*__readlinkat_chk)(int, const char *, char *, size_t, size_t);
+    char *(*__getcwd_chk)(char *, size_t, size_t);
+    int (*statfs)(const char *, struct statfs *);
+    int (*fstatfs)(int, struct statfs *);
+    int (*getsockname)(int, struct sockaddr *, socklen_t *);
+    int (*getpeername)(int, struct sockaddr *, socklen_t *);
     /* memory */
     int (*mprotect)(void *, size_t, int);
     int (*munmap)(void *, size_t);

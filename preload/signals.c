@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kw.h"
 #include "preload.h"
 
 __thread unsigned mtp_vmask __attribute__((tls_model("initial-exec")));
@@ -165,12 +166,12 @@ void mtp_import_thread_mask(void)
             use_ = &copy_;                                                                      \
             mtp_vmask = b_;                                                                     \
         }                                                                                       \
-        __typeof__(call) r_ = (call);                                                           \
+        __typeof__(call) rm_ = (call);                                                          \
         int e_ = errno;                                                                         \
         mtp_vmask = saved_v_;                                                                   \
         deliver_pending();                                                                      \
         errno = e_;                                                                             \
-        r_;                                                                                     \
+        rm_;                                                                                    \
     })
 
 MTP_EXPORT int sigsuspend(const sigset_t *mask)
@@ -191,17 +192,31 @@ MTP_EXPORT int sigsuspend(const sigset_t *mask)
 MTP_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *t,
                        const sigset_t *mask)
 {
-    return WITH_TEMP_MASK(mask, REAL(pselect)(n, r, w, x, t, use_));
+    if (!mtp_get_hooks())
+        return WITH_TEMP_MASK(mask, REAL(pselect)(n, r, w, x, t, use_));
+    /* The kernel writes the ready sets (kwout.c brackets select alike). */
+    struct iovec seg[4];
+    mt_kw_segs s;
+    kw_select_segs(seg, &s, n, r, w, x, NULL, 0);
+    return KW_CALL(&s, WITH_TEMP_MASK(mask, REAL(pselect)(n, r, w, x, t, use_)));
 }
 
 MTP_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
 {
-    return WITH_TEMP_MASK(mask, REAL(ppoll)(fds, n, t, use_));
+    return KW_BUF(fds, kw_total(n, sizeof *fds), WITH_TEMP_MASK(mask, REAL(ppoll)(fds, n, t, use_)));
+}
+
+MTP_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask,
+                           size_t fdslen)
+{
+    return KW_BUF(fds, kw_total(n, sizeof *fds),
+                  WITH_TEMP_MASK(mask, REAL(__ppoll_chk)(fds, n, t, use_, fdslen)));
 }
 
 MTP_EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-    return WITH_TEMP_MASK(mask, REAL(epoll_pwait)(fd, ev, max, timeout, use_));
+    return KW_BUF(ev, max > 0 ? kw_total((size_t)max, sizeof *ev) : 0,
+                  WITH_TEMP_MASK(mask, REAL(epoll_pwait)(fd, ev, max, timeout, use_)));
 }
 
 MTP_EXPORT int epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *timeout,
@@ -211,7 +226,8 @@ MTP_EXPORT int epoll_pwait2(int fd, struct epoll_event *ev, int max, const struc
         errno = ENOSYS;
         return -1;
     }
-    return WITH_TEMP_MASK(mask, mtp_r.epoll_pwait2(fd, ev, max, timeout, use_));
+    return KW_BUF(ev, max > 0 ? kw_total((size_t)max, sizeof *ev) : 0,
+                  WITH_TEMP_MASK(mask, mtp_r.epoll_pwait2(fd, ev, max, timeout, use_)));
 }
 
 MTP_EXPORT int __sigpause(int sig_or_mask, int is_sig)

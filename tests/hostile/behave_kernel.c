@@ -4,13 +4,17 @@
  * for it. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../uring_util.h"
@@ -352,10 +356,93 @@ static int kernel_uring(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* The small outputs of calls that change state, straight into the mapping
+ * at places that move every frame and cross pages: a pipe's descriptors,
+ * poll's ready events, a child's exit status, an ioctl's result, a socket
+ * option, and the data vmsplice takes out of a pipe. Each value is checked
+ * where it landed, then the GPU must see it. */
+static int kernel_outputs(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 8u << 20, HV_SRC);
+    hv_alloc(h, &rb, 8u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        unsigned char *base = src.ptr + 4096 * (size_t)(3 + 37 * f) - 6;
+        int *fds = (int *)(void *)(((uintptr_t)base + 3) & ~(uintptr_t)3); /* ints stay aligned */
+        if (pipe2(fds, O_CLOEXEC) != 0) {
+            fprintf(stderr, "%s: pipe2 into the mapping: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+            break;
+        }
+        int p[2] = {fds[0], fds[1]};
+        unsigned char msg[3000];
+        hv_pattern(msg, sizeof msg, 500 + (unsigned)f);
+        bad |= expect(write(p[1], msg, sizeof msg), sizeof msg, "write to the pipe");
+
+        struct pollfd *pf = (struct pollfd *)(void *)(fds + 2);
+        pf[0] = (struct pollfd){.fd = p[0], .events = POLLIN};
+        pf[1] = (struct pollfd){.fd = p[1], .events = POLLOUT};
+        if (poll(pf, 2, 1000) != 2 || !(pf[0].revents & POLLIN) || !(pf[1].revents & POLLOUT)) {
+            fprintf(stderr, "%s: poll into the mapping: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+        }
+        int *nread = (int *)(void *)(pf + 2);
+        if (ioctl(p[0], FIONREAD, nread) != 0 || *nread != (int)sizeof msg) {
+            fprintf(stderr, "%s: ioctl(FIONREAD) into the mapping: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+        }
+        int *type = nread + 1;
+        socklen_t *tlen = (socklen_t *)(type + 1);
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0) {
+            *tlen = sizeof *type;
+            if (getsockopt(sv[0], SOL_SOCKET, SO_TYPE, type, tlen) != 0 || *type != SOCK_STREAM) {
+                fprintf(stderr, "%s: getsockopt into the mapping: %s\n", hv_argv0, strerror(errno));
+                bad = 1;
+            }
+            close(sv[0]);
+            close(sv[1]);
+        }
+        int *status = (int *)(tlen + 1);
+        pid_t c = fork();
+        if (c == 0)
+            _exit(40 + f % 50);
+        if (c < 0 || waitpid(c, status, 0) != c || !WIFEXITED(*status) ||
+            WEXITSTATUS(*status) != 40 + f % 50) {
+            fprintf(stderr, "%s: waitpid into the mapping: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+        }
+        /* The pipe's data, across the next pages. */
+        unsigned char *data = (unsigned char *)(status + 1) + 4090;
+        struct iovec iov = {data, sizeof msg};
+        if (vmsplice(p[0], &iov, 1, 0) != (ssize_t)sizeof msg || memcmp(data, msg, sizeof msg) != 0) {
+            fprintf(stderr, "%s: vmsplice into the mapping: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+        }
+        close(p[0]);
+        close(p[1]);
+        size_t from = (size_t)((unsigned char *)fds - src.ptr), to = (size_t)(data - src.ptr) + sizeof msg;
+        memcpy(src.model + from, src.ptr + from, to - from);
+        if (!bad)
+            bad |= hv_gpu_check(h, &src, &rb, "kernel-outputs: GPU copy of the staging memory");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_kernel_behaviours[] = {
     {"kernel-read", "read/pread/readv/preadv straight into mapped memory", kernel_read},
     {"kernel-fread", "a large fread (stdio bypasses its buffer) and small ones", kernel_fread},
     {"kernel-recv", "recv/recvfrom/recvmsg/recvmmsg from stream and datagram sockets", kernel_recv},
     {"kernel-uring", "io_uring reads and getrandom() straight into mapped memory", kernel_uring},
+    {"kernel-outputs", "pipe2, poll, ioctl, getsockopt, waitpid and vmsplice output into mapped memory",
+     kernel_outputs},
     {NULL, NULL, NULL},
 };

@@ -44,4 +44,34 @@ set +e; "$MEMTRACK" dump "$TMP/s.mtrace" --submit 99 --memory 1 -o "$TMP/d" 2>"$
 [ $rc -eq 1 ] && grep -q "no submit 99: the trace has 2 submits" "$TMP/e" || fail "dump of a missing submit: rc=$rc"
 set +e; "$MEMTRACK" dump "$TMP/s.mtrace" --submit 1 --memory 999 -o "$TMP/d" 2>"$TMP/e"; rc=$?; set -e
 [ $rc -eq 1 ] && grep -q "memory 999 does not exist at submit 1" "$TMP/e" || fail "dump of a missing memory: rc=$rc"
+# record returns when every process writing a trace has finished it, not
+# when the program it started ends: a launcher that backgrounds the
+# application and exits once the trace exists, and one killed while the
+# application runs (the SIGTERM record receives reaches the application, an
+# orphan by then).
+set +e
+timeout 120 "$MEMTRACK" record --verify -o "$TMP/bg.mtrace" -- \
+  sh -c "\"$SAMPLE\" --workload dense --frames 30 >/dev/null 2>&1 &
+         while [ ! -s \"$TMP/bg.mtrace\" ]; do sleep 0.02; done" >"$TMP/o" 2>"$TMP/e"
+rc=$?
+set -e
+[ $rc -eq 0 ] && grep -q "waiting for process" "$TMP/e" || { cat "$TMP/e"; fail "record of a backgrounded application: rc=$rc"; }
+"$MEMTRACK" verify "$TMP/bg.mtrace" >"$TMP/v" 2>&1 || { cat "$TMP/v"; fail "verify of a backgrounded application's trace"; }
+grep -q "^result *OK: every submit matches" "$TMP/v" && grep -q "^submits *30 replayed" "$TMP/v" ||
+  { cat "$TMP/v"; fail "the backgrounded application's trace is not complete"; }
+"$MEMTRACK" record --verify -o "$TMP/kill.mtrace" -- \
+  sh -c "\"$SAMPLE\" --workload sparse --frames 1000000 >/dev/null 2>&1 & wait" >"$TMP/o" 2>"$TMP/e" &
+rec=$!
+# Until the application has written some submits (the trace grows past 100 KB).
+for _ in $(seq 600); do [ "$(stat -c %s "$TMP/kill.mtrace" 2>/dev/null || echo 0)" -gt 100000 ] && break; sleep 0.1; done
+kill -TERM $rec
+set +e
+timeout 60 tail --pid=$rec -f /dev/null
+rc=$?
+wait $rec
+set -e
+[ $rc -eq 0 ] || fail "record killed with its launcher: did not return (the application kept running)"
+pgrep -f "memtrack-sample --workload sparse --frames 1000000" >/dev/null && { pkill -f "frames 1000000"; fail "the orphaned application outlived record's SIGTERM"; }
+"$MEMTRACK" verify "$TMP/kill.mtrace" >"$TMP/v" 2>&1 || { cat "$TMP/v"; fail "verify of a killed application's trace"; }
+grep -q "^result *OK: every submit matches" "$TMP/v" || { cat "$TMP/v"; fail "the killed application's trace"; }
 echo "cli: ok"

@@ -6,7 +6,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 typedef struct mt_cli_command {
     const char *name;
@@ -43,6 +45,11 @@ int mt_cli_help(const char *cmd);
 int mt_cmd_bench(int argc, char **argv);
 void mt_cmd_bench_usage(void);
 int mt_cmd_record(int argc, char **argv);
+/* record_wait.c: record reaps its orphaned descendants, and waits for those
+ * still writing a trace after its child ended (passing on a pending signal). */
+void mt_record_adopt_orphans(void);
+void mt_record_wait_writers(const char *status_path, pid_t child, const char *name,
+                            volatile sig_atomic_t *pending_sig, int quiet);
 void mt_cmd_record_usage(void);
 int mt_cmd_info(int argc, char **argv);
 void mt_cmd_info_usage(void);

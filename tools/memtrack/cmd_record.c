@@ -4,7 +4,8 @@
  * environment variables (nothing needs to be installed) and the interposer
  * preloaded, then says what was written. Exit status: the application's when
  * it failed (128+N when it died of signal N); otherwise 1 when no trace was
- * written or capture stopped on an error, else 0. */
+ * written or capture stopped on an error, else 0. It returns once every
+ * process that writes a trace has finished it (record_wait.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -211,11 +212,13 @@ static outcome report(const char *status_path, const char *main_trace)
 }
 
 static pid_t g_child;
+static volatile sig_atomic_t g_pending_sig; /* for the trace writers, once the child ended */
 
 static void forward(int sig)
 {
     if (g_child > 0)
         kill(g_child, sig);
+    g_pending_sig = sig;
 }
 
 int mt_cmd_record(int argc, char **argv)
@@ -366,6 +369,7 @@ int mt_cmd_record(int argc, char **argv)
         return 1;
     }
 
+    mt_record_adopt_orphans();
     pid_t pid = fork();
     if (pid < 0) {
         perror("memtrack: fork");
@@ -388,6 +392,9 @@ int mt_cmd_record(int argc, char **argv)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    /* A SIGTERM/SIGHUP the child had goes to the writers too: they are
+     * what it was meant to stop. */
+    mt_record_wait_writers(status_path, pid, argv[i], &g_pending_sig, quiet);
     outcome o = report(status_path, abs_out);
     unlink(status_path);
     struct stat st;

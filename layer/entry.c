@@ -342,13 +342,18 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL gipa(VkInstance instance, const 
         return (PFN_vkVoidFunction)lt_CreateInstance;
     if (strcmp(name, "vkGetDeviceProcAddr") == 0)
         return (PFN_vkVoidFunction)gdpa;
+    /* Layers above us look vkCreateDevice up with no instance (MangoHud,
+     * vkBasalt, Mesa's overlay: `pfnNextGetInstanceProcAddr(NULL,
+     * "vkCreateDevice")`), and ours finds its instance from the physical
+     * device anyway: answered whatever the instance. Without it MangoHud's
+     * vkCreateDevice failed and vkBasalt's called a null pointer. */
+    if (strcmp(name, "vkCreateDevice") == 0)
+        return (PFN_vkVoidFunction)lt_CreateDevice;
+    if (strcmp(name, "vkDestroyInstance") == 0)
+        return (PFN_vkVoidFunction)lt_DestroyInstance;
     lt_instance *inst = lt_instance_from(instance);
     if (!inst)
         return NULL;
-    if (strcmp(name, "vkDestroyInstance") == 0)
-        return (PFN_vkVoidFunction)lt_DestroyInstance;
-    if (strcmp(name, "vkCreateDevice") == 0)
-        return (PFN_vkVoidFunction)lt_CreateDevice;
     PFN_vkVoidFunction next = inst->next_gipa(instance, name);
     PFN_vkVoidFunction mine = next ? find_hook(name) : NULL;
     return mine ? mine : next;

@@ -10,7 +10,8 @@ packages=(
   mesa-vulkan-drivers vulkan-tools      # lavapipe and vkcube for the demo
   xvfb xauth                            # a display for vkcube
   clang libclang-rt-14-dev              # libFuzzer targets (CI)
-  mpv ffmpeg gfxreconstruct             # the real-application tests (label realapps)
+  mpv ffmpeg gfxreconstruct vkd3d-demos # the real-application tests (label realapps),
+  mangohud vkbasalt                     # and other layers around ours there
   valgrind                              # memtrack bench alloc --callgrind
   chromium groff-base man-db            # the report test (headless browser); man pages
 )

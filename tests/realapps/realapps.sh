@@ -13,6 +13,11 @@
 #                    and 2 s
 #   ffmpeg           Vulkan filters: hwupload,scale_vulkan,hwdownload and
 #                    libplacebo; frame hashes (framemd5)
+#   vkcube-layers    vkcube with other layers around ours: MangoHud and
+#                    vkBasalt (its CAS effect) above it, the validation
+#                    layer below it; verify in every mode
+#   vkd3d-gears      a Direct3D 12 program on vkd3d, killed with SIGTERM
+#                    after 4 s (it never ends by itself); verify in every mode
 # Environment: REALAPPS_MODES, REALAPPS_APPS narrow the matrix.
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
@@ -27,13 +32,17 @@ case "${MT_SANITIZE:-}" in
     # from the instrumented sample and hostile applications.
     echo "SKIPPED under sanitizers: the real applications are not instrumented"; exit 77 ;;
 esac
-for tool in vkcube gfxrecon-replay mpv ffmpeg xvfb-run; do
+for tool in vkcube gfxrecon-replay mpv ffmpeg xvfb-run vkd3d-gears; do
   command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (scripts/deps.sh installs it)" >&2; exit 1; }
 done
 export XDG_RUNTIME_DIR=$TMP/xdg
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 modes=${REALAPPS_MODES:-auto guard shadow scan copy}
-apps=${REALAPPS_APPS:-vkcube gfxrecon mpv-gpu-next mpv-gpu ffmpeg-scale ffmpeg-libplacebo}
+apps=${REALAPPS_APPS:-vkcube gfxrecon mpv-gpu-next mpv-gpu ffmpeg-scale ffmpeg-libplacebo vkcube-layers vkd3d-gears}
+for f in /usr/share/vulkan/implicit_layer.d/MangoHud.json /usr/share/vulkan/implicit_layer.d/vkBasalt.json; do
+  [ -e $f ] || { echo "FAIL: $f is not installed (scripts/deps.sh installs mangohud and vkbasalt)" >&2; exit 1; }
+done
+printf 'effects = cas\ncasSharpness = 0.4\n' >"$TMP/vkbasalt.conf"
 DEV=$(vulkaninfo 2>/dev/null | sed -n 's/^[[:space:]]*deviceName *= *//p' | grep -m1 llvmpipe || true)
 [ -n "$DEV" ] || { echo "FAIL: no lavapipe (llvmpipe) device" >&2; exit 1; }
 failures=0
@@ -44,6 +53,10 @@ app_cmd() {
   local out=$2
   case $1 in
     vkcube) echo xvfb-run -a -s "\"-screen 0 640x480x24\"" vkcube --c 300 ;;
+    vkcube-layers) echo env MANGOHUD=1 ENABLE_VKBASALT=1 VKBASALT_CONFIG_FILE="$TMP/vkbasalt.conf" \
+                VK_LOADER_LAYERS_ENABLE="*khronos_validation" \
+                xvfb-run -a -s "\"-screen 0 640x480x24\"" vkcube --c 60 ;;
+    vkd3d-gears) echo xvfb-run -a -s "\"-screen 0 640x480x24\"" timeout -s TERM 4 vkd3d-gears ;;
     gfxrecon) echo xvfb-run -a -s "\"-screen 0 320x320x24\"" gfxrecon-replay --wsi xlib \
                 --screenshots 5,10,15,20 --screenshot-dir "$out" "$HERE/vkcube-20frames.gfxr" ;;
     mpv-*) echo env SHOT_DIR="$out" xvfb-run -a -s "\"-screen 0 1280x720x24\"" mpv --no-config \
@@ -62,6 +75,10 @@ app_cmd() {
 
 ffmpeg -hide_banner -loglevel error -f lavfi -i testsrc2=duration=3:size=1280x720:rate=30 \
   -c:v libx264 -pix_fmt yuv420p -g 30 "$TMP/video.mp4"
+
+# Whether the application $1 leaves output to compare with a run without
+# the layer (screenshots, frame hashes).
+has_output() { case $1 in vkcube|vkcube-layers|vkd3d-gears) return 1 ;; esac; return 0; }
 
 # The application $1 without the layer, its output under $2. mpv's gpu-next
 # on lavapipe dies of SIGSEGV now and then with nothing of memtrack loaded
@@ -88,7 +105,7 @@ for app in $apps; do
   mkdir -p "$ref"
   # The application's own output without the layer (twice: it must be
   # deterministic for the comparison to mean anything).
-  if [ "$app" != vkcube ]; then
+  if has_output $app; then
     run_ref $app "$ref" || { bad "$app without the layer failed"; continue; }
     run_ref $app "$ref.2" || { bad "$app without the layer failed (second run)"; continue; }
     diff -r "$ref" "$ref.2" >/dev/null || { bad "$app: its own output is not deterministic"; continue; }
@@ -102,8 +119,11 @@ for app in $apps; do
     eval "\"$MEMTRACK\" record --quiet -o \"$trace\" --mode $mode --verify -- $(app_cmd $app "$out")" >"$out.log" 2>&1
     rc=$?
     set -e
-    [ $rc -eq 0 ] || { bad "$app ($mode): record exited $rc"; tail -5 "$out.log" >&2; line="$line $mode=FAIL"; continue; }
-    if [ "$app" != vkcube ] && ! diff -r "$ref" "$out" >/dev/null; then
+    # vkd3d-gears ends by the SIGTERM of its timeout (status 124).
+    want=0
+    [ $app = vkd3d-gears ] && want=124
+    [ $rc -eq $want ] || { bad "$app ($mode): record exited $rc"; tail -5 "$out.log" >&2; line="$line $mode=FAIL"; continue; }
+    if has_output $app && ! diff -r "$ref" "$out" >/dev/null; then
       bad "$app ($mode): output differs from the run without the layer"
       diff -r "$ref" "$out" 2>&1 | head -3 >&2
     fi
@@ -112,6 +132,7 @@ for app in $apps; do
     v=$?
     set -e
     if [ $v -ne 0 ]; then bad "$app ($mode): verify exited $v"; grep -E "MISMATCH|LOST|result" "$out.verify" | head -5 >&2; fi
+    grep -q "^hashes *[1-9][0-9]* checked" "$out.verify" || bad "$app ($mode): the trace holds no checked submit"
     line="$line $mode=ok"
   done
   echo "$line"

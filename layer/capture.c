@@ -229,7 +229,7 @@ static void emit(lt_memory *m, const unsigned char *src, VkDeviceSize off, VkDev
         }
         if (!obj && (size_t)(i + 1) < m->nbinds && m->binds[i + 1]->offset < stop)
             stop = m->binds[i + 1]->offset;
-        lt_rec_update(m->id, obj, off, src + off, (size_t)(stop - off));
+        lt_rec_update(m->id, obj, off, src + off, (size_t)(stop - off), m->concealing);
         off = stop;
     }
 }
@@ -909,6 +909,8 @@ void lt_capture_sync_in(lt_memory *m)
         diff_device_writes(m, m->app_ptr);
 }
 
+static void hash_item(void *item);
+
 void lt_capture_conceal(lt_memory *m, int freeing)
 {
     /* Writes since the last submit reach the device only through a later
@@ -923,6 +925,14 @@ void lt_capture_conceal(lt_memory *m, int freeing)
     if (!skip)
         lt_capture_memory(m);
     m->concealing = 0;
+    /* verify: the content as it is unmapped, hashed as at a submit. The
+     * usual upload (map, write, unmap, submit) leaves nothing mapped at the
+     * submit, so without this no hash ever covered what its capture found
+     * here, and a write lost at the unmap went unnoticed by verify. */
+    if (!skip && m->mode != LT_OFF && lt_cfg()->verify && lt_tracing() && m->dev->active) {
+        hash_item(m);
+        lt_rec_hash(m->id, m->map_offset, m->map_size, m->verify_hash);
+    }
     if (m->auto_mode)
         m->auto_pref = m->mode;
     if (m->mode == LT_SHADOW)

@@ -183,10 +183,13 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
             c->capture_threads = (int)n;
     }
     if ((v = value_of(&p, "MEMTRACK_TEST_DROP_UPDATE"))) {
-        if (parse_u64(v, &n) != 0)
-            warn("MEMTRACK_TEST_DROP_UPDATE", v, "a packet number", arg);
-        else
+        int at_unmap = strncmp(v, "unmap:", 6) == 0;
+        if (parse_u64(v + (at_unmap ? 6 : 0), &n) != 0) {
+            warn("MEMTRACK_TEST_DROP_UPDATE", v, "a packet number, or unmap:N", arg);
+        } else {
             c->drop_update = n;
+            c->drop_at_unmap = at_unmap;
+        }
     }
     if ((v = value_of(&p, "MEMTRACK_FRAMES")) &&
         lt_parse_frames(v, &c->frames_first, &c->frames_last) != 0)

@@ -27,7 +27,8 @@
  *   MEMTRACK_TRIGGER           a signal (USR1, SIGUSR2, 10...): each one toggles capture;
  *                              capture starts paused unless MEMTRACK_FRAMES starts at 1
  *   MEMTRACK_TEST_DROP_UPDATE  k: drop the k-th update packet (tests that verify
- *                              detects a lost write)
+ *                              detects a lost write); unmap:k the k-th one written
+ *                              by the capture at an unmap
  * on/off values: 1/0, yes/no, true/false, on/off (any case). An invalid value
  * is reported once and the default kept. */
 #ifndef LT_CONFIG_H
@@ -59,6 +60,7 @@ typedef struct lt_config {
     int capture_threads; /* 0: the default */
     size_t merge_gap;
     uint64_t drop_update;
+    int drop_at_unmap; /* drop_update counts only the captures at an unmap */
     uint64_t frames_first, frames_last; /* 0, 0: every frame; last 0: to the end */
     int trigger; /* signal number, 0 if none */
     char *output;     /* malloc'd; never NULL after parsing */

@@ -30,7 +30,7 @@ static pthread_rwlock_t g_wlock = PTHREAD_RWLOCK_INITIALIZER;
 static mt_trace_writer *g_writer; /* under g_wlock */
 static _Atomic(mt_trace_writer *) g_writer_raw; /* for the last-words path only */
 static char *g_path;              /* the trace this process writes */
-static _Atomic uint64_t g_next_id, g_packets_seen;
+static _Atomic uint64_t g_next_id, g_packets_seen, g_unmap_packets_seen; /* the last two: test hook */
 static _Atomic uint64_t g_stats[LT_ST_COUNT], g_capture_max, g_extra_peak;
 static _Atomic uint64_t g_last_progress;
 /* Capture window: see session.h. */
@@ -378,13 +378,16 @@ void lt_rec_map(uint64_t memory, uint64_t offset, uint64_t size)
 
 void lt_rec_unmap(uint64_t memory) { REC(mt_trace_write_unmap(w_, memory)); }
 
-int lt_rec_update(uint64_t memory, uint64_t object, uint64_t offset, const void *data, size_t len)
+int lt_rec_update(uint64_t memory, uint64_t object, uint64_t offset, const void *data, size_t len,
+                  int at_unmap)
 {
     if (!lt_tracing())
         return 0;
-    uint64_t k = atomic_fetch_add_explicit(&g_packets_seen, 1, memory_order_relaxed) + 1;
-    if (k == g_cfg.drop_update)
-        return 1; /* test hook: a lost write */
+    if (g_cfg.drop_update && at_unmap >= g_cfg.drop_at_unmap) {
+        _Atomic uint64_t *seen = g_cfg.drop_at_unmap ? &g_unmap_packets_seen : &g_packets_seen;
+        if (atomic_fetch_add_explicit(seen, 1, memory_order_relaxed) + 1 == g_cfg.drop_update)
+            return 1; /* test hook: a lost write */
+    }
     REC(mt_trace_write_update(w_, memory, object, offset, data, len));
     lt_stat_add(LT_ST_PACKETS, 1);
     lt_stat_add(LT_ST_PACKET_BYTES, (int64_t)len);

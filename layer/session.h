@@ -72,7 +72,8 @@ void lt_rec_bind(uint64_t object, uint64_t memory, uint64_t offset);
 void lt_rec_map(uint64_t memory, uint64_t offset, uint64_t size);
 void lt_rec_unmap(uint64_t memory);
 /* Returns 0, or 1 when the test hook dropped the packet. */
-int lt_rec_update(uint64_t memory, uint64_t object, uint64_t offset, const void *data, size_t len);
+int lt_rec_update(uint64_t memory, uint64_t object, uint64_t offset, const void *data, size_t len,
+                  int at_unmap);
 void lt_rec_hash(uint64_t memory, uint64_t offset, uint64_t size, uint64_t hash);
 void lt_rec_submit(uint64_t queue);
 void lt_rec_frame(void);

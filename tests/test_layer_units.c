@@ -75,6 +75,15 @@ static void test_values(void)
     MT_CHECK_INT_EQ(c.merge_gap, 64);
     MT_CHECK_INT_EQ(c.follow_children, 1);
     MT_CHECK_INT_EQ(c.drop_update, 7);
+    MT_CHECK_INT_EQ(c.drop_at_unmap, 0);
+    {
+        static const char *const kv2[] = {"MEMTRACK_TEST_DROP_UPDATE", "unmap:3", NULL};
+        env e2 = {kv2, 0, ""};
+        lt_config c2;
+        MT_CHECK_INT_EQ(parse(&c2, &e2), 0);
+        MT_CHECK(c2.drop_update == 3 && c2.drop_at_unmap == 1 && e2.warnings == 0);
+        lt_config_free(&c2);
+    }
     MT_CHECK_INT_EQ(c.compression, MT_TRACE_COMPRESSION_FAST);
     MT_CHECK_INT_EQ(c.frames_first, 10);
     MT_CHECK_INT_EQ(c.frames_last, 20);

@@ -207,6 +207,34 @@ static int map_offset(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* ---- the usual upload: map, write, unmap, then submit ---------------------- */
+
+/* Nothing of the staging memory is mapped at any submit: its content is
+ * only ever seen by the capture at the unmap. */
+static int upload_unmapped(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        if (!src.ptr)
+            hv_map(h, &src);
+        VkDeviceSize at = 4096 * (VkDeviceSize)(1 + 7 * f) + 123, len = 20000 + 1000 * (VkDeviceSize)f;
+        hv_write(&src, at, len, 40 + (uint64_t)f);
+        hv_unmap(h, &src);
+        bad |= hv_gpu_check(h, &src, &rb, "upload-unmapped: GPU copy of the unmapped staging memory");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 /* ---- device writes while unmapped, through a buffer destroyed since -------- */
 
 static int gpu_write_unmapped(hv *h, int argc, char **argv)
@@ -470,6 +498,7 @@ const hv_behaviour hv_memory_behaviours[] = {
     {"app-madvise", "the app's own madvise(MADV_DONTNEED/MADV_FREE) on its mapping", app_madvise},
     {"proc-self-mem", "writes through /proc/self/mem", proc_self_mem},
     {"map-offset", "maps at an offset: minMemoryMapAlignment kept, content right", map_offset},
+    {"upload-unmapped", "map, write, unmap, submit: nothing mapped at any submit", upload_unmapped},
     {"gpu-write-unmapped", "the device writes while unmapped through a buffer destroyed since",
      gpu_write_unmapped},
     {"heap-small", "20 mapped allocations of 12-30 KB written by 3 threads", heap_small},

@@ -7,6 +7,16 @@ MEMTRACK_TEST_DROP_UPDATE=7 "$MEMTRACK" record --quiet -o "$TMP/t.mtrace" --mode
   "$SAMPLE" --workload sparse --frames 5 >/dev/null 2>&1 || fail "sample failed"
 if "$MEMTRACK" verify "$TMP/t.mtrace" >"$TMP/out"; then cat "$TMP/out"; fail "verify passed a trace with a lost write"; fi
 grep -q "MISMATCH" "$TMP/out" || fail "verify did not name the mismatching submit"
+# The same where the write was captured at an unmap and nothing of that
+# memory is mapped at any submit (map, write, unmap, submit): the hook drops
+# the first packet written by a capture at an unmap.
+HOSTILE=$BUILD/bin/memtrack-hostile
+MEMTRACK_TEST_DROP_UPDATE=unmap:1 "$MEMTRACK" record --quiet -o "$TMP/u.mtrace" --mode guard --verify -- \
+  "$HOSTILE" upload-unmapped --frames 3 >/dev/null 2>&1 || fail "memtrack-hostile upload-unmapped failed"
+if "$MEMTRACK" verify "$TMP/u.mtrace" >"$TMP/out"; then cat "$TMP/out"; fail "verify passed a trace that lost a write captured at an unmap"; fi
+"$MEMTRACK" record --quiet -o "$TMP/u.mtrace" --mode guard --verify -- \
+  "$HOSTILE" upload-unmapped --frames 3 >/dev/null 2>&1 || fail "memtrack-hostile upload-unmapped failed"
+"$MEMTRACK" verify "$TMP/u.mtrace" >"$TMP/out" || { cat "$TMP/out"; fail "verify of upload-unmapped"; }
 # And a trace without hashes is not a pass either: "cannot verify" (4).
 "$MEMTRACK" record --quiet -o "$TMP/n.mtrace" -- "$SAMPLE" --workload sparse --frames 2 >/dev/null 2>&1
 set +e; "$MEMTRACK" verify "$TMP/n.mtrace" >"$TMP/out"; rc=$?; set -e

@@ -237,8 +237,12 @@ int mt_cmd_info(int argc, char **argv)
         printf("annotation   ... %" PRIu64 " in all\n", annotations);
     printf("memories     %" PRIu64 " (%" PRIu64 " mappings)\n", nmem, maps);
     printf("objects      %" PRIu64 " buffers, %" PRIu64 " images\n", nbuf, nimg);
+    const char *verified = mt_trace_meta_get(r, "verify");
     printf("submits      %" PRIu64 ", frames %" PRIu64 ", content hashes %" PRIu64 "%s\n", nper,
-           frames, hashes, hashes ? "" : " (record with --verify to enable 'memtrack verify')");
+           frames, hashes,
+           hashes                                   ? ""
+           : verified && strcmp(verified, "1") == 0 ? " (recorded with --verify: nothing was mapped to hash)"
+                                                    : " (record with --verify to enable 'memtrack verify')");
     if (nper) {
         printf("changed      %" PRIu64 " bytes in %" PRIu64 " update packets; per submit: min %" PRIu64
                ", median %" PRIu64 ", max %" PRIu64 " bytes\n",

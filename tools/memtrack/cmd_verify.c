@@ -233,8 +233,14 @@ int mt_cmd_verify(int argc, char **argv)
             printf("lost         %" PRIu64 " ranges (%" PRIu64 " bytes) the capture missed\n", count[3], bytes[3]);
         if (rc < 0)
             printf("error        replay stopped: %s\n", mt_strerror(rc));
-        if (result == V_NO_HASHES)
-            printf("note         no content hashes in this trace: record it with --verify\n");
+        if (result == V_NO_HASHES) {
+            const char *v = mt_trace_meta_get(r, "verify");
+            if (v && strcmp(v, "1") == 0)
+                printf("note         recorded with --verify, but no memory was mapped at any submit or "
+                       "unmap: nothing to check\n");
+            else
+                printf("note         no content hashes in this trace: record it with --verify\n");
+        }
         if (result == V_INCOMPLETE)
             printf("note         the trace ended without its trailer (%s): verified up to submit %" PRIu64
                    "%s\n",

@@ -319,6 +319,114 @@ static int sig_readback(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* ---- a language runtime's stack-overflow handler ------------------------ */
+
+/* Rust's standard library, Go and the JVM install a SIGSEGV handler on an
+ * alternate stack at start-up, before any Vulkan: a fault on a thread's
+ * guard page is a stack overflow, reported by the runtime; anything else
+ * gets the default action. Here a thread overflows its stack every frame;
+ * the handler, on the thread's alternate stack, writes mapped memory (a
+ * tracked write inside a handler that itself runs for a fault) and
+ * siglongjmps out. */
+typedef struct overflow_arg {
+    hv_mem *m;
+    int frame, hit, bad;
+    uintptr_t stack_lo, guard_lo;
+    sigjmp_buf back;
+} overflow_arg;
+
+static __thread overflow_arg *g_overflowing;
+
+static void overflow_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    overflow_arg *a = g_overflowing;
+    uintptr_t addr = (uintptr_t)si->si_addr;
+    if (sig == SIGSEGV && a && addr >= a->guard_lo && addr < a->stack_lo + 65536) {
+        a->hit = 1;
+        hv_write(a->m, 300000 + (VkDeviceSize)a->frame * 5000, 3000, 900 + (uint64_t)a->frame);
+        siglongjmp(a->back, 1);
+    }
+    signal(sig, SIG_DFL); /* not an overflow: the default action on return */
+}
+
+static unsigned recurse(volatile unsigned char *prev, unsigned depth)
+{
+    volatile unsigned char frame[512]; /* below a page: every page is touched, the guard page too */
+    if (depth > (1u << 30)) /* never: a 256 KiB stack ends long before */
+        return 0;
+    frame[0] = (unsigned char)depth;
+    frame[511] = prev ? prev[0] : 0;
+    return recurse(frame, depth + 1) + frame[100];
+}
+
+static void *overflowing_thread(void *arg)
+{
+    overflow_arg *a = arg;
+    stack_t alt = {.ss_sp = malloc(1u << 16), .ss_size = 1u << 16}, none = {.ss_flags = SS_DISABLE};
+    if (!alt.ss_sp || sigaltstack(&alt, NULL) != 0) {
+        a->bad = 1;
+        return NULL;
+    }
+    pthread_attr_t at;
+    void *lo;
+    size_t size, guard;
+    pthread_getattr_np(pthread_self(), &at);
+    pthread_attr_getstack(&at, &lo, &size);
+    pthread_attr_getguardsize(&at, &guard);
+    pthread_attr_destroy(&at);
+    a->stack_lo = (uintptr_t)lo;
+    a->guard_lo = (uintptr_t)lo - guard;
+    g_overflowing = a;
+    if (sigsetjmp(a->back, 1) == 0)
+        (void)recurse(NULL, 0);
+    g_overflowing = NULL;
+    sigaltstack(&none, NULL);
+    free(alt.ss_sp);
+    return NULL;
+}
+
+static int sig_stack_overflow(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = overflow_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+        sigaction(SIGSEGV, &sa, NULL); /* as Rust does: only over the default */
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        hv_write(&src, (VkDeviceSize)f * 4096 + 17, 9000, 77 + (uint64_t)f);
+        overflow_arg a = {.m = &src, .frame = f};
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, 256u << 10);
+        pthread_t th;
+        if (pthread_create(&th, &at, overflowing_thread, &a) != 0)
+            hv_die("pthread_create failed");
+        pthread_attr_destroy(&at);
+        pthread_join(th, NULL);
+        if (!a.hit || a.bad) {
+            fprintf(stderr, "%s: the runtime's handler did not see the stack overflow\n", hv_argv0);
+            bad = 1;
+            break;
+        }
+        bad |= hv_gpu_check(h, &src, &rb, "sig-stack-overflow: GPU copy");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_signal_behaviours[] = {
     {"sig-late-handler", "own SIGSEGV/SIGBUS handlers installed after the layer, not chaining",
      sig_late_handler},
@@ -328,5 +436,7 @@ const hv_behaviour hv_signal_behaviours[] = {
     {"sig-timer", "a 50 us SIGALRM whose handler writes mapped memory during page faults", sig_timer},
     {"sig-readback", "terminating signals read back as the defaults they are; own handlers work",
      sig_readback},
+    {"sig-stack-overflow", "a runtime's alternate-stack SIGSEGV handler catches stack overflows",
+     sig_stack_overflow},
     {NULL, NULL, NULL},
 };

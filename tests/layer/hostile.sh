@@ -41,9 +41,16 @@ behaviours=${HOSTILE_BEHAVIOURS:-$("$HOSTILE" --list | awk '{print $1}' | grep -
 #                         the uffd backend runs them
 #   exit-after crash      TSan reports the crash itself and aborts before
 #                         the last words flush the trace
-tsan=0
+# Under any sanitizer:
+#   sig-stack-overflow    the sanitizer's runtime owns SIGSEGV from before
+#                         main, so the application's runtime handler is never
+#                         installed, and the sanitizer reports the overflow
+#                         itself (without the layer too)
+tsan=0 san=0
 case "${MT_SANITIZE:-}" in *thread*) tsan=1 ;; esac
-tsan_skip() { # behaviour backend: true when TSan cannot run it
+[ -n "${MT_SANITIZE:-}" ] && san=1
+tsan_skip() { # behaviour backend: true when the sanitizer's runtime cannot run it
+  [ $san = 1 ] && [ "$1" = sig-stack-overflow ] && return 0
   [ $tsan = 1 ] || return 1
   case "$1/$2" in
     fork-child/*|sig-handler-writes/signal|sig-timer/signal|exit-crash/*) return 0 ;;
@@ -53,6 +60,7 @@ tsan_skip() { # behaviour backend: true when TSan cannot run it
 if [ $tsan = 1 ]; then
   echo "note: under TSan, skipped: fork-child, sig-handler-writes and sig-timer (signal backend), exit-after crash (see hostile.sh)"
 fi
+[ $san = 1 ] && echo "note: under a sanitizer, skipped: sig-stack-overflow (see hostile.sh)"
 
 # Within one group (a subshell writing $out/*): record a failure.
 bad() { echo "FAIL: $*" >>"$out/fail"; }

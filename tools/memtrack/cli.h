@@ -48,7 +48,7 @@ int mt_cmd_record(int argc, char **argv);
 /* record_wait.c: record reaps its orphaned descendants, and waits for those
  * still writing a trace after its child ended (passing on a pending signal). */
 void mt_record_adopt_orphans(void);
-void mt_record_wait_writers(const char *status_path, pid_t child, const char *name,
+void mt_record_wait_writers(const char *status_path, const char *session, pid_t child, const char *name,
                             volatile sig_atomic_t *pending_sig, int quiet);
 void mt_cmd_record_usage(void);
 int mt_cmd_info(int argc, char **argv);

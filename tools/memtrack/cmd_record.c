@@ -394,7 +394,7 @@ int mt_cmd_record(int argc, char **argv)
         ;
     /* A SIGTERM/SIGHUP the child had goes to the writers too: they are
      * what it was meant to stop. */
-    mt_record_wait_writers(status_path, pid, argv[i], &g_pending_sig, quiet);
+    mt_record_wait_writers(status_path, session, pid, argv[i], &g_pending_sig, quiet);
     outcome o = report(status_path, abs_out);
     unlink(status_path);
     struct stat st;

@@ -10,7 +10,10 @@
  * sub-reaper of its descendants (orphans are re-parented to it, so it can
  * reap them), and after its child ends it waits for every process that said
  * "trace" in the session's status file and neither said "closed" nor ended,
- * passing on the SIGTERM/SIGHUP it receives to them as well. */
+ * passing on the SIGTERM/SIGHUP it receives to them as well. A pid counts
+ * only while its environment carries this session's MEMTRACK_SESSION: a
+ * writer killed and reaped by its parent frees its pid, which an unrelated
+ * process may get. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -51,6 +54,25 @@ static int alive(pid_t pid)
     return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' && close_paren[2] != 'X';
 }
 
+/* Whether pid's environment (as it was at its exec) names this session. */
+static int of_session(pid_t pid, const char *session)
+{
+    char path[64], want[96];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    int n = snprintf(want, sizeof want, "MEMTRACK_SESSION=%s", session);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char *var = NULL;
+    size_t cap = 0;
+    int found = 0;
+    while (!found && getdelim(&var, &cap, '\0', f) > 0)
+        found = strncmp(var, want, (size_t)n) == 0 && var[n] == 0;
+    free(var);
+    fclose(f);
+    return found;
+}
+
 /* The pids that opened a trace and did not close it, other than `except`. */
 static size_t open_writers(const char *status_path, pid_t except, pid_t *pids, size_t max)
 {
@@ -85,7 +107,7 @@ static void reap_adopted(void)
         ;
 }
 
-void mt_record_wait_writers(const char *status_path, pid_t child, const char *name,
+void mt_record_wait_writers(const char *status_path, const char *session, pid_t child, const char *name,
                             volatile sig_atomic_t *pending_sig, int quiet)
 {
     pid_t pids[MAX_WRITERS];
@@ -94,7 +116,7 @@ void mt_record_wait_writers(const char *status_path, pid_t child, const char *na
         reap_adopted();
         size_t n = open_writers(status_path, child, pids, MAX_WRITERS), live = 0;
         for (size_t k = 0; k < n; k++)
-            if (alive(pids[k]))
+            if (alive(pids[k]) && of_session(pids[k], session))
                 pids[live++] = pids[k];
         if (live == 0)
             return;

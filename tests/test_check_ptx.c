@@ -312,23 +312,37 @@ static void test_edges(void)
         "\tprefetchu.L1 [%rd1];\n\tprefetch.local.L1 [loc];\n"
         "\tld.u8 %r1, [4096];\n"
         "\tcp.async.ca.shared.global [sh], [%rd1], 16;\n"
+        "\t@%p1 cp.async.cg.shared.global.L2::cache_hint [sh+16], [%rd1+32], 8, %rd2;\n"
+        "\tcp.async.ca.shared.global [sh], [%rd1], 16, %r1;\n" /* a source size: not checked */
+        "\tcp.async.commit_group;\n\tcp.async.wait_group 0;\n"   /* no memory */
+        "\tcp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [sh], [%rd1], 64, [sh+32];\n"
         "\tfrobnicate.b32 %r1, %r2;\n"
         "$L_end:\n\t@%p1 bra $L_end;\n\tret;\n}\n";
     mt_ptx_result *r = inst(k, 0);
-    MT_CHECK_UINT_EQ(r->nsites, 8);
-    MT_CHECK_UINT_EQ(r->skipped, 1);
+    MT_CHECK_UINT_EQ(r->nsites, 10);
+    MT_CHECK_UINT_EQ(r->skipped, 2);
     MT_CHECK_UINT_EQ(r->unknown, 1);
-    MT_CHECK_UINT_EQ(r->nnotes, 2);
-    MT_CHECK(strstr(r->notes[0], "cp.async") || strstr(r->notes[1], "cp.async"));
-    MT_CHECK(strstr(r->notes[0], "frobnicate") || strstr(r->notes[1], "frobnicate"));
-    /* sites in order */
+    MT_CHECK_UINT_EQ(r->nnotes, 3);
+    int saw_size = 0, saw_bulk = 0, saw_frob = 0;
+    for (size_t i = 0; i < r->nnotes; i++) {
+        saw_size |= strstr(r->notes[i], "source size") != NULL;
+        saw_bulk |= strstr(r->notes[i], "bulk") != NULL;
+        saw_frob |= strstr(r->notes[i], "frobnicate") != NULL;
+    }
+    MT_CHECK(saw_size && saw_bulk && saw_frob);
+    /* sites in order: cp.async reads its source (the second address) */
     static const struct { int access, space, size; } want[] = {
         {MT_CHECK_LOAD, MT_CHECK_GLOBAL, 4},   {MT_CHECK_STORE, MT_CHECK_GLOBAL, 16},
         {MT_CHECK_LOAD, MT_CHECK_GLOBAL, 4},   {MT_CHECK_LOAD, MT_CHECK_LOCAL, 4},
         {MT_CHECK_ATOMIC, MT_CHECK_GLOBAL, 4}, {MT_CHECK_REDUCE, MT_CHECK_GLOBAL, 4},
         {MT_CHECK_PREFETCH, MT_CHECK_GENERIC, 1}, {MT_CHECK_LOAD, MT_CHECK_GENERIC, 1},
+        {MT_CHECK_LOAD, MT_CHECK_GLOBAL, 16},  {MT_CHECK_LOAD, MT_CHECK_GLOBAL, 8},
     };
-    for (size_t i = 0; i < 8; i++) {
+    MT_CHECK(strstr(r->text, "cp.async.ca.shared.global [sh], [%_mt_a], 16;"));
+    MT_CHECK(strstr(r->text, "cp.async.cg.shared.global.L2::cache_hint [sh+16], [%_mt_a], 8, %rd2;"));
+    MT_CHECK(strstr(r->text, "add.s64 %_mt_a, %rd1, 32;"));
+    MT_CHECK(strstr(r->text, "cp.async.ca.shared.global [sh], [%rd1], 16, %r1;")); /* unchanged */
+    for (size_t i = 0; i < 10; i++) {
         MT_CHECK_INT_EQ(r->sites[i].access, want[i].access);
         MT_CHECK_INT_EQ(r->sites[i].space, want[i].space);
         MT_CHECK_INT_EQ(r->sites[i].size, want[i].size);
@@ -355,7 +369,7 @@ static void test_edges(void)
 
     /* Flags: no validity bits, explicit .local left alone. */
     r = inst(k, MT_PTX_NO_INIT_CHECK | MT_PTX_NO_LOCAL);
-    MT_CHECK_UINT_EQ(r->nsites, 7);
+    MT_CHECK_UINT_EQ(r->nsites, 9);
     MT_CHECK(!strstr(r->text, "%_mt_v, %_mt_o;") && !strstr(r->text, "red.global.or.b32"));
     MT_CHECK(!strstr(r->text, "__mt_local_safe"));
     mt_ptx_result_free(r);

@@ -8,6 +8,7 @@
  * its check block (ptx/emit.c), adding a local scratch variable to functions
  * that check explicit .local accesses, and appending the table of variable
  * addresses the runtime registers in the validity map. */
+#define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,6 +346,41 @@ typedef struct loc {
     uint32_t line;
 } loc;
 
+/* cp.async [dst], [src], size{, policy}: points lb/rb at the source's
+ * brackets and sets mem->size. A source size (fewer bytes read, the rest
+ * zero-filled: CUTLASS passes 0 with an out-of-range pointer) or an
+ * ignore-src predicate would make the bytes read depend on a register:
+ * those forms are left unchecked (returns -1). */
+static int async_copy_source(const char *op, const char *op_end, const char *e, const char **lb,
+                             const char **rb, ptx_mem *mem)
+{
+    if (!*rb)
+        return -1;
+    const char *l2 = memchr(*rb, '[', (size_t)(e - *rb));
+    const char *r2 = l2 ? memchr(l2, ']', (size_t)(e - l2)) : NULL;
+    if (!r2)
+        return -1;
+    const char *p = skip_ws(r2 + 1, e);
+    if (p >= e || *p != ',')
+        return -1;
+    char *num_end;
+    long size = strtol(skip_ws(p + 1, e), &num_end, 0);
+    if (size != 4 && size != 8 && size != 16)
+        return -1;
+    p = skip_ws(num_end, e);
+    int hint = memmem(op, (size_t)(op_end - op), "cache_hint", 10) != NULL;
+    if (p < e && *p == ',') { /* one more operand: only the cache policy of .L2::cache_hint */
+        if (!hint || memchr(p + 1, ',', (size_t)(e - p - 1)))
+            return -1;
+    } else if (p < e || hint) {
+        return -1;
+    }
+    *lb = l2;
+    *rb = r2;
+    mem->size = (uint8_t)size;
+    return 0;
+}
+
 static void instruction(ctx *c, size_t si, const loc *where, int *needs_scratch)
 {
     const ptx_stmt *s = &c->lx.v[si];
@@ -388,6 +424,12 @@ static void instruction(ctx *c, size_t si, const loc *where, int *needs_scratch)
     }
     const char *lb = memchr(op_end, '[', (size_t)(e - op_end));
     const char *rb = lb ? memchr(lb, ']', (size_t)(e - lb)) : NULL;
+    if (mem.async_copy && async_copy_source(op, op_end, e, &lb, &rb, &mem)) {
+        add_note(c, c->fn_name, what,
+                 "cp.async with a source size, ignore-src or an unusual form is not checked");
+        c->r->pub.skipped++;
+        return;
+    }
     plan pl;
     memset(&pl, 0, sizeof pl);
     if (!lb || !rb || parse_address(c, lb + 1, rb, &pl.check)) {

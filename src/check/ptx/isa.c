@@ -74,7 +74,7 @@ void mti_ptx_classify(const char *op, size_t len, ptx_mem *out)
 
     /* Scan the modifiers once. */
     int space = MT_CHECK_GENERIC, other_space = 0, vec = 1, size = 0, tensormap = 0, async = 0,
-        bulk = 0, global_mod = 0;
+        bulk = 0, global_mod = 0, no_memory = 0;
     for (const char *m = dot; m && m < end;) {
         const char *s = m + 1, *e = memchr(s, '.', (size_t)(end - s));
         if (!e)
@@ -99,14 +99,26 @@ void mti_ptx_classify(const char *op, size_t len, ptx_mem *out)
             async = 1;
         else if (mod_is(s, n, "bulk"))
             bulk = 1;
+        else if (mod_is(s, n, "commit_group") || mod_is(s, n, "wait_group") || mod_is(s, n, "wait_all") ||
+                 mod_is(s, n, "mbarrier"))
+            no_memory = 1; /* cp.async's group and barrier bookkeeping: no address */
         else if (type_size(s, n))
             size = type_size(s, n);
         m = e;
     }
 
     if (!access) {
-        if (mod_is(op, blen, "cp") && (async || bulk) && (global_mod || !other_space))
-            skip(out, "cp.async copies to or from global memory are not checked");
+        if (mod_is(op, blen, "cp") && async && no_memory)
+            return;
+        if (mod_is(op, blen, "cp") && async && !bulk && global_mod) {
+            /* cp.async.{ca,cg}.shared{::cta}.global [dst], [src], size: a read
+             * of size bytes at src, which instrument.c finds. */
+            out->decision = PTX_MEM_CHECK;
+            out->access = MT_CHECK_LOAD;
+            out->space = MT_CHECK_GLOBAL;
+            out->async_copy = 1;
+        } else if (mod_is(op, blen, "cp") && (async || bulk) && (global_mod || !other_space))
+            skip(out, "bulk (TMA) copies to or from global memory are not checked");
         else if (mod_is(op, blen, "multimem"))
             skip(out, "multimem accesses are not checked");
         else if (mod_is(op, blen, "wmma") && !other_space && len > 9 &&

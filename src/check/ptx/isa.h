@@ -19,6 +19,9 @@ typedef struct ptx_mem {
     uint8_t space;   /* mt_check_space */
     uint8_t size;    /* bytes; prefetch: 1 */
     uint8_t uniform; /* prefetchu */
+    /* cp.async from global memory: the source is the second address operand
+     * and the size the third operand (instrument.c reads both). */
+    uint8_t async_copy;
     const char *reason;
 } ptx_mem;
 

@@ -121,27 +121,27 @@ const char _mt_helper_ptx[] = /* after a ".version/.target" header (devcheck.c) 
 ;
 
 /* Its own module: a probe the JIT refused must not take the shadow ops with
- * it. The array is indexed by a parameter so that it really lives in local
- * memory (an array only ever addressed statically may be optimised away,
- * and its address with it). */
+ * it. The array's generic address is stored through: an address that
+ * escapes keeps the array in local memory. A 16-byte array only addressed
+ * through .local (even dynamically indexed) is promoted to registers by the
+ * JIT, and the "address" it then gives is the bare offset 0x10 (measured on
+ * the H100: 0x10 that way, 0xFFFDC0 this way). */
 const char _mt_probe_ptx[] = /* after the same header */
     ".address_size 64\n"
     "\n"
     ".visible .entry _mt_local_probe(.param .u64 _mt_out, .param .u32 _mt_idx)\n"
     "{\n"
     "\t.local .align 16 .b8 _mt_t[16];\n"
-    "\t.reg .b64 %a, %b, %o, %off;\n"
-    "\t.reg .b32 %i, %v;\n"
+    "\t.reg .b64 %a, %g, %l, %o;\n"
+    "\t.reg .b32 %i;\n"
     "\tld.param.u64 %o, [_mt_out];\n"
     "\tld.param.u32 %i, [_mt_idx];\n"
-    "\tand.b32 %i, %i, 12;\n"
-    "\tcvt.u64.u32 %off, %i;\n"
     "\tmov.u64 %a, _mt_t;\n"
-    "\tadd.s64 %b, %a, %off;\n"
-    "\tst.local.u32 [%b], %i;\n"
-    "\tld.local.u32 %v, [%a+4];\n"
-    "\tst.global.u32 [%o+8], %v;\n"
-    "\tadd.s64 %a, %a, 16;\n"
-    "\tst.global.u64 [%o], %a;\n"
+    "\tcvta.local.u64 %g, %a;\n"
+    "\tst.u32 [%g], %i;\n"
+    "\tst.global.u64 [%o+8], %g;\n"
+    "\tcvta.to.local.u64 %l, %g;\n"
+    "\tadd.s64 %l, %l, 16;\n"
+    "\tst.global.u64 [%o], %l;\n"
     "\tret;\n"
     "}\n";

@@ -5,9 +5,9 @@
  *   2. local window: a .local address (explicit, or generic that isspacep
  *      says is local) must end at or below the top of the local window;
  *   3. global addresses (explicit, or generic that isspacep says is global and
- *      not const) against the validity map: A bits of every byte; prefetches
- *      look at the address rounded down to 1 KiB, the slack where the
- *      hardware never faults;
+ *      not const) against the validity map: A bits of every byte; a prefetch
+ *      passes when its byte or the address rounded down to 1 KiB (the slack
+ *      where the hardware never faults) is addressable;
  *   4. loads, atomics and reductions: V bits of every byte.
  *
  * The first failing stage sets the kind (1..4). On failure the thread writes
@@ -77,14 +77,20 @@ static void emit_walk(ptx_sb *b, uint64_t root)
     P("\tcvt.u32.u64 %%_mt_o, %%_mt_c;\n\tand.b32 %%_mt_o, %%_mt_o, 31;\n");
 }
 
-/* Sets kind `k` when the `half` bits of the access are not all set. */
-static void emit_bits_test(ptx_sb *b, const char *half, uint32_t mask, int generic, unsigned k)
+/* Sets predicate `pred` when the `half` bits of the access are not all set. */
+static void emit_bits_pred(ptx_sb *b, const char *half, uint32_t mask, int generic, const char *pred)
 {
     P("\tshr.b32 %%_mt_y, %s, %%_mt_o;\n\tand.b32 %%_mt_y, %%_mt_y, %" PRIu32 ";\n", half, mask);
     if (generic)
-        P("\tsetp.ne.and.u32 %%_mt_p, %%_mt_y, %" PRIu32 ", %%_mt_g;\n", mask);
+        P("\tsetp.ne.and.u32 %s, %%_mt_y, %" PRIu32 ", %%_mt_g;\n", pred, mask);
     else
-        P("\tsetp.ne.u32 %%_mt_p, %%_mt_y, %" PRIu32 ";\n", mask);
+        P("\tsetp.ne.u32 %s, %%_mt_y, %" PRIu32 ";\n", pred, mask);
+}
+
+/* Sets kind `k` when the `half` bits of the access are not all set. */
+static void emit_bits_test(ptx_sb *b, const char *half, uint32_t mask, int generic, unsigned k)
+{
+    emit_bits_pred(b, half, mask, generic, "%_mt_p");
     P("\t@%%_mt_p mov.u32 %%_mt_k, %u;\n", k);
 }
 
@@ -138,14 +144,23 @@ void mti_ptx_emit_check(ptx_sb *b, const ptx_check *c, const mt_ptx_opts *o)
             P("\tisspacep.global %%_mt_g, %%_mt_a;\n\tisspacep.const %%_mt_h, %%_mt_a;\n");
             P("\tnot.pred %%_mt_h, %%_mt_h;\n\tand.pred %%_mt_g, %%_mt_g, %%_mt_h;\n");
         }
-        if (pf)
-            P("\tand.b64 %%_mt_c, %%_mt_a, -1024;\n");
-        else
-            P("\tmov.b64 %%_mt_c, %%_mt_a;\n");
+        P("\tmov.b64 %%_mt_c, %%_mt_a;\n");
         emit_walk(b, o->map_root);
         if (reads && init) /* 4. validity */
             emit_bits_test(b, "%_mt_v", mask, generic, MT_CHECK_UNINIT);
-        emit_bits_test(b, "%_mt_x", mask, generic, MT_CHECK_NOACCESS); /* 3. addressability */
+        if (pf) {
+            /* 3. a prefetch fails only when neither its byte nor the start
+             * of its 1 KiB block is addressable: the block's start alone
+             * lies in the red zone before an allocation for the first 512
+             * bytes of it (CUB's transform kernels prefetch exactly there). */
+            emit_bits_pred(b, "%_mt_x", mask, generic, "%_mt_q");
+            P("\tand.b64 %%_mt_c, %%_mt_a, -1024;\n");
+            emit_walk(b, o->map_root);
+            emit_bits_pred(b, "%_mt_x", mask, generic, "%_mt_p");
+            P("\tand.pred %%_mt_p, %%_mt_p, %%_mt_q;\n\t@%%_mt_p mov.u32 %%_mt_k, %u;\n", MT_CHECK_NOACCESS);
+        } else {
+            emit_bits_test(b, "%_mt_x", mask, generic, MT_CHECK_NOACCESS); /* 3. addressability */
+        }
         if (generic) { /* 2. generic address in the local window */
             P("\tisspacep.local %%_mt_l, %%_mt_a;\n\tcvta.to.local.u64 %%_mt_t, %%_mt_a;\n");
             P("\tadd.s64 %%_mt_t, %%_mt_t, %u;\n", c->size);

@@ -119,6 +119,11 @@ void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
 /* The same, `hint` tried first as the index of the run containing a. */
 void mti_coh_runs_update_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
                             uint64_t or_mask, uint32_t hint);
+/* The two updates of an enqueue, `hint` tried first as the index of the run
+ * containing a: mask := m over [a, b) (a write), and mask |= bit over [a, b)
+ * (a read made it valid there). Each needs room for 2 more runs. */
+void mti_coh_runs_set_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t m, uint32_t hint);
+void mti_coh_runs_mark_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t bit, uint32_t hint);
 /* mask := `mask` over every range of `rg` (sorted, disjoint, non-empty), in
  * one pass. 0 or -ENOMEM (then nothing changed). */
 int mti_coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask);

@@ -353,8 +353,8 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
          * argument alone on its root is made the only valid copy in step
          * 3b anyway (one update instead of two). */
         if (!(alone && (x->access & MT_COH_WRITE)))
-            mti_coh_runs_update_at(&r->runs, x->need[k].a, x->need[k].b, ~0ull, COH_BIT(to),
-                                   r->track ? COH_NO_HINT : x->at[k]);
+            mti_coh_runs_mark_at(&r->runs, x->need[k].a, x->need[k].b, COH_BIT(to),
+                                 r->track ? COH_NO_HINT : x->at[k]);
     }
     return rc;
 }
@@ -382,8 +382,8 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
     coh_inst *in = r->inst[to];
     if (x->access & MT_COH_WRITE) {
         /* The run at x->a: found at validation when it read from there. */
-        mti_coh_runs_update_at(&r->runs, x->a, x->b, 0, COH_BIT(to),
-                               x->nneed && x->need[0].a == x->a ? x->at[0] : COH_NO_HINT);
+        mti_coh_runs_set_at(&r->runs, x->a, x->b, COH_BIT(to),
+                            x->nneed && x->need[0].a == x->a ? x->at[0] : COH_NO_HINT);
         r->version++;
         if (!map) {
             coh_fix f = {.root = r, .uid = in->uid, .loc = to, .a = x->a, .b = x->b};

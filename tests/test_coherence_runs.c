@@ -59,6 +59,8 @@ int main(void)
                 hint = COH_NO_HINT;
             else if (h == 1)
                 hint = (uint32_t)(rng(&s) % (r.n + 2));
+            else if (h == 2)
+                hint |= COH_HINT_EXACT; /* the planner's unchecked hint */
             if (mti_coh_runs_reserve(&r, 2)) {
                 fprintf(stderr, "reserve failed\n");
                 return 1;

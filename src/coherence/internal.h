@@ -99,14 +99,25 @@ static inline uint32_t mti_coh_runs_find(const coh_runs *r, uint64_t off)
 /* The same, trying `hint` first (an index found earlier in this enqueue:
  * the runs of an argument's root rarely change between its validation and
  * its updates, and checking the hint is two comparisons, the search about
- * thirty instructions). Any hint is safe: a wrong one is only not used. */
+ * thirty instructions). Any hint is safe: a wrong one is only not used.
+ * A hint with COH_HINT_EXACT is used unchecked: the caller knows that the
+ * runs have not changed since it was found (planner.c, fetch_arg). */
+#define COH_NO_HINT 0x7fffffffu
+#define COH_HINT_EXACT 0x80000000u
 static inline uint32_t mti_coh_runs_find_from(const coh_runs *r, uint64_t off, uint32_t hint)
 {
+    if (hint & COH_HINT_EXACT) {
+#ifndef NDEBUG
+        uint32_t k = hint ^ COH_HINT_EXACT;
+        if (!(k < r->n && r->v[k].start <= off && (k + 1 == r->n || off < r->v[k + 1].start)))
+            abort();
+#endif
+        return hint ^ COH_HINT_EXACT;
+    }
     if (hint < r->n && r->v[hint].start <= off && (hint + 1 == r->n || off < r->v[hint + 1].start))
         return hint;
     return mti_coh_runs_find(r, off);
 }
-#define COH_NO_HINT UINT32_MAX
 /* Room for `extra` more runs; 0 or -ENOMEM. Each single-range update below
  * needs 2. */
 int mti_coh_runs_grow(coh_runs *r, uint32_t extra);

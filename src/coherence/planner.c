@@ -36,7 +36,13 @@ typedef struct coh_res {
      * tracked roots (collections change their runs in between). */
     uint32_t nstale[2];
     uint64_t pref[2];
-    uint32_t at[2];     /* index of the run containing need[i].a then (a hint) */
+    /* Index of the run containing need[i].a then (a hint), with
+     * COH_HINT_EXACT when nothing can change the root's runs before this
+     * argument's fetch and update use it: it is alone on its root (other
+     * arguments' fetches and reserve's evictions leave the root's runs
+     * alone; submit clears the flag for a shared root), untracked, and no
+     * stale run can relay through host memory (a relay marks the host). */
+    uint32_t at[2];
     int off_peer;       /* some stale run is valid at no peer of the target */
     uint32_t on_root;   /* arguments of this command on its root, itself included */
     int first;          /* the first of them */
@@ -213,6 +219,9 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, uint64_t peers
         if (x->nstale[i] && p && r->inst[__builtin_ctzll(p)])
             __builtin_prefetch(r->inst[__builtin_ctzll(p)]);
     }
+    if (!x->off_peer && !r->track)
+        for (int i = 0; i < x->nneed; i++)
+            x->at[i] |= COH_HINT_EXACT;
     return 0;
 }
 
@@ -381,7 +390,8 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
     coh_root *r = x->root;
     coh_inst *in = r->inst[to];
     if (x->access & MT_COH_WRITE) {
-        /* The run at x->a: found at validation when it read from there. */
+        /* The run at x->a: found at validation when it read from there
+         * (exact when alone on its root: a write's read did not mark). */
         mti_coh_runs_set_at(&r->runs, x->a, x->b, COH_BIT(to),
                             x->nneed && x->need[0].a == x->a ? x->at[0] : COH_NO_HINT);
         r->version++;
@@ -452,6 +462,11 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
                 res[i].on_root++;
                 res[j].on_root++;
                 res[i].first = 0;
+                /* Updates of the other argument come in between. */
+                for (int k = 0; k < res[i].nneed; k++)
+                    res[i].at[k] &= ~COH_HINT_EXACT;
+                for (int k = 0; k < res[j].nneed; k++)
+                    res[j].at[k] &= ~COH_HINT_EXACT;
             }
     }
     created cr;

@@ -526,14 +526,8 @@ int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
  * completed. Ready commands go to the batch (planner's lock held). */
 void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd);
 /* The same, the caller's reference becoming the execution's (one reference
- * and one release less). */
-void mti_coh_cmd_ready_at_arm(mt_coh *c, coh_cmd *cmd);
-static inline void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
-{
-    /* acq_rel: as the decrements of completing dependencies (sched.c). */
-    if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) == 1)
-        mti_coh_cmd_ready_at_arm(c, cmd);
-}
+ * and one release less); below the context. */
+static inline void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd);
 /* Records that cmd uses an instance at loc: takes a sequence number there
  * (one per location per command). 0 or -ENOMEM. */
 int mti_coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq);
@@ -739,6 +733,27 @@ static inline coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
         cmd->migrations = 0;
     }
     return cmd;
+}
+
+/* Completes cmd at arm: a dependency failed, or it has no work (marker). */
+void mti_coh_cmd_ready_at_arm_slow(mt_coh *c, coh_cmd *cmd);
+static inline void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
+{
+    /* acq_rel: as the decrements of completing dependencies (sched.c). */
+    if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) != 1)
+        return;
+    /* Ready now: into the engine's batch, handed over at the next
+     * doorbell (inline: most migrations are ready when armed). */
+    coh_engine *e = cmd->eng;
+    if (atomic_load_explicit(&cmd->dep_error, memory_order_relaxed) || !e) {
+        mti_coh_cmd_ready_at_arm_slow(c, cmd);
+        return;
+    }
+    cmd->next = NULL;
+    mti_coh_cmds_append(&e->bhead, &e->btail, cmd, cmd);
+    c->batch_count++;
+    if (cmd->bytes >= (1u << 20)) /* a large copy starts at once */
+        c->batch_big = 1;
 }
 
 static inline coh_loc *mti_coh_loc_of(mt_coh *c, uint32_t loc)

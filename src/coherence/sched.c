@@ -50,7 +50,7 @@ static struct park *park_of(const coh_cmd *cmd)
 /* ---- a command's lock ----------------------------------------------------------
  * Held for a few stores (or a list swap); a holder preempted on a loaded
  * machine is waited for with sched_yield rather than spun on. */
-static void cmd_lock(coh_cmd *cmd)
+static inline __attribute__((always_inline)) void cmd_lock(coh_cmd *cmd)
 {
     /* acquire: pairs with the release of cmd_unlock. */
     while (atomic_exchange_explicit(&cmd->lk, 1, memory_order_acquire)) {
@@ -60,7 +60,7 @@ static void cmd_lock(coh_cmd *cmd)
     }
 }
 
-static void cmd_unlock(coh_cmd *cmd)
+static inline void cmd_unlock(coh_cmd *cmd)
 {
     atomic_store_explicit(&cmd->lk, 0, memory_order_release);
 }
@@ -290,7 +290,7 @@ int mti_coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
  * fail (the planner's lock orders fix_applied). Caller holds dep's lock, or
  * dep is a command the planner is building (not armed: nothing else can
  * complete it or link to it). */
-static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
+static inline __attribute__((always_inline)) int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
 {
     int st = atomic_load_explicit(&dep->status, memory_order_relaxed);
     if (st == COH_PENDING) {
@@ -557,20 +557,10 @@ void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
     mti_coh_cmd_arm_give(c, cmd);
 }
 
-void mti_coh_cmd_ready_at_arm(mt_coh *c, coh_cmd *cmd)
+void mti_coh_cmd_ready_at_arm_slow(mt_coh *c, coh_cmd *cmd)
 {
-    int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);
-    if (err || !cmd->eng) {
-        mti_coh_cmd_complete(cmd, err);
-        return;
-    }
-    /* Ready now: into the engine's batch, handed over at the next doorbell. */
-    coh_engine *e = cmd->eng;
-    cmd->next = NULL;
-    mti_coh_cmds_append(&e->bhead, &e->btail, cmd, cmd);
-    c->batch_count++;
-    if (cmd->bytes >= (1u << 20)) /* a large copy starts at once */
-        c->batch_big = 1;
+    (void)c;
+    mti_coh_cmd_complete(cmd, atomic_load_explicit(&cmd->dep_error, memory_order_relaxed));
 }
 
 /* ---- hand-over to the engines ----------------------------------------------------

@@ -718,16 +718,15 @@ static inline coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
         p->credit = 64;
     }
     p->credit--;
-    /* The rest was reset when it was freed (cmd_reset). */
-    atomic_init(&cmd->refs, 1);
+    /* The rest was reset when it was freed (cmd_reset: its reference,
+     * pending guard and dep_error too); `next` is written wherever it joins
+     * a list. Its status and numbers only the planner writes (a freed
+     * command's are read: mti_coh_depend_write_slow). */
     atomic_init(&cmd->status, COH_PENDING);
-    atomic_init(&cmd->pending, 1);
-    atomic_init(&cmd->dep_error, 0);
     cmd->nloc = 0;
     cmd->fix_applied = 0;
     cmd->kind = kind;
     cmd->eng = eng;
-    cmd->next = NULL;
     if (kind != COH_KIND_MIGRATION) { /* what an event reports */
         cmd->bytes_in = cmd->bytes_relay = 0;
         cmd->migrations = 0;

@@ -123,6 +123,11 @@ void mti_coh_pool_close(mt_coh *c)
  * and the lock and waiter count, which are 0 again whenever it is freed. */
 static void cmd_reset(coh_cmd *cmd)
 {
+    /* What mti_coh_cmd_new hands out: one reference, the planner's guard
+     * on `pending`, no error. Nothing reads these of a freed command. */
+    atomic_init(&cmd->refs, 1);
+    atomic_init(&cmd->pending, 1);
+    atomic_init(&cmd->dep_error, 0);
     cmd->deps = cmd->deps_inline;
     cmd->ndeps = 0;
     cmd->capdeps = COH_INLINE_DEPS;

@@ -255,19 +255,11 @@ typedef struct created {
     uint32_t n;
 } created;
 
-static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created *cr)
+/* `pinned`: the enqueue's roots, each once; `need`: the bytes of the device
+ * instances at the target they lack (both gathered while validating). */
+static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created *cr,
+                   coh_root *const *pinned, uint32_t np, uint64_t need)
 {
-    coh_root *pinned[MT_COH_MAX_ARGS];
-    uint32_t np = 0;
-    uint64_t need = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        coh_root *r = res[i].root;
-        if (!r || !res[i].first)
-            continue;
-        pinned[np++] = r;
-        if (target != MT_COH_HOST && !r->inst[target])
-            need += (r->size + 255) & ~(uint64_t)255;
-    }
     /* Refuse before evicting anything when even eviction cannot make room. */
     if (need && !mti_coh_room_possible(c, target, need, pinned, np))
         return MT_EDEVMEM;
@@ -452,6 +444,11 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
         prefetch_args(c, args, nargs, target);
     /* The devices the target copies from directly (resolve, per argument). */
     uint64_t peers = target == MT_COH_HOST ? 0 : c->dev[target]->peer_mask;
+    /* The roots, each once (never evicted by this enqueue), and the bytes
+     * of the instances at the target they lack (reserve). */
+    coh_root *pinned[MT_COH_MAX_ARGS];
+    uint32_t np = 0;
+    uint64_t need = 0;
     for (uint32_t i = 0; !rc && i < nargs; i++) {
         rc = resolve(c, cl, target, peers, &args[i], map, &res[i]);
         /* Arguments sharing a root (once, for reserve and the updates). */
@@ -468,11 +465,17 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
                 for (int k = 0; k < res[j].nneed; k++)
                     res[j].at[k] &= ~COH_HINT_EXACT;
             }
+        coh_root *r = res[i].root;
+        if (r && res[i].first) {
+            pinned[np++] = r;
+            if (target != MT_COH_HOST && !r->inst[target])
+                need += (r->size + 255) & ~(uint64_t)255;
+        }
     }
     created cr;
     cr.n = 0;
     if (!rc)
-        rc = reserve(c, res, nargs, target, &cr);
+        rc = reserve(c, res, nargs, target, &cr, pinned, np, need);
     coh_cmd *main = NULL;
     if (!rc) {
         coh_engine *e = fn ? &q->dev->eng[MT_COH_ENGINE_COMPUTE] : NULL;

@@ -72,8 +72,9 @@ static inline __attribute__((always_inline)) coh_cmd *make_mig(mt_coh *c, coh_ro
                                                                uint32_t from, uint32_t to)
 {
     coh_inst *src = r->inst[from], *dst = r->inst[to];
-    int host_mem_from = from == MT_COH_HOST || (c->hostmem_mask & COH_BIT(from));
-    int host_mem_to = to == MT_COH_HOST || (c->hostmem_mask & COH_BIT(to));
+    /* hostmem_mask has the host's bit too. */
+    int host_mem_from = (int)(c->hostmem_mask >> from) & 1;
+    int host_mem_to = (int)(c->hostmem_mask >> to) & 1;
     int kind = to != MT_COH_HOST && host_mem_from   ? MT_COH_OP_UPLOAD
                : host_mem_to && from != MT_COH_HOST ? MT_COH_OP_DOWNLOAD
                                                     : MT_COH_OP_PEER;

@@ -481,7 +481,14 @@ static inline void mti_coh_cmd_ref(coh_cmd *cmd)
 {
     atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
 }
-void mti_coh_cmd_unref(coh_cmd *cmd);
+/* The last reference went: frees cmd (to its pool). */
+void mti_coh_cmd_free(coh_cmd *cmd);
+static inline void mti_coh_cmd_unref(coh_cmd *cmd)
+{
+    /* acq_rel: the last owner sees every write the others made. */
+    if (cmd && atomic_fetch_sub_explicit(&cmd->refs, 1, memory_order_acq_rel) == 1)
+        mti_coh_cmd_free(cmd);
+}
 static inline int mti_coh_cmd_status(const coh_cmd *cmd)
 {
     return atomic_load_explicit(&cmd->status, memory_order_acquire);
@@ -520,11 +527,23 @@ static inline void mti_coh_set_write(coh_inst *in, coh_cmd *cmd, uint64_t seq)
     in->lw_seq = seq ? seq : UINT64_MAX; /* no number (-ENOMEM): never seen as done */
 }
 /* cmd runs after dep, whatever its outcome (queue order). */
-int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
-int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
+static inline int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
+{
+    if (!dep || dep == cmd)
+        return 0;
+    /* A completed dependency stays completed: no lock needed to see that
+     * (acquire pairs with the release store of the status). */
+    if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
+        return 0;
+    return mti_coh_cmd_link(c, cmd, dep, kind);
+}
+static inline int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+{
+    return mti_coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
+}
 /* The planner is done building cmd: it runs once its dependencies have
  * completed. Ready commands go to the batch (planner's lock held). */
-void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd);
+static inline void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd); /* below the context */
 /* The same, the caller's reference becoming the execution's (one reference
  * and one release less); below the context. */
 static inline void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd);
@@ -753,6 +772,13 @@ static inline void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
     c->batch_count++;
     if (cmd->bytes >= (1u << 20)) /* a large copy starts at once */
         c->batch_big = 1;
+}
+
+static inline void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
+{
+    /* The execution's reference: dropped by mti_coh_cmd_complete. */
+    mti_coh_cmd_ref(cmd);
+    mti_coh_cmd_arm_give(c, cmd);
 }
 
 static inline coh_loc *mti_coh_loc_of(mt_coh *c, uint32_t loc)

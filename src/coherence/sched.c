@@ -183,13 +183,8 @@ static void release_roots(coh_cmd *cmd)
     cmd->nroots = 0;
 }
 
-void mti_coh_cmd_unref(coh_cmd *cmd)
+void mti_coh_cmd_free(coh_cmd *cmd)
 {
-    if (!cmd)
-        return;
-    /* acq_rel: the last owner sees every write the others made. */
-    if (atomic_fetch_sub_explicit(&cmd->refs, 1, memory_order_acq_rel) != 1)
-        return;
     release_roots(cmd);
     if (cmd->absorb)
         mti_coh_root_unref(cmd->absorb);
@@ -330,17 +325,6 @@ int mti_coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
     return rc;
 }
 
-int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
-{
-    if (!dep || dep == cmd)
-        return 0;
-    /* A completed dependency stays completed: no lock needed to see that
-     * (acquire pairs with the release store of the status). */
-    if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
-        return 0;
-    return mti_coh_cmd_link(c, cmd, dep, kind);
-}
-
 int mti_coh_depend_write_slow(mt_coh *c, coh_cmd *cmd, coh_cmd *w, uint32_t loc, uint64_t seq)
 {
     /* Last writes hold no reference: w may have completed, been freed and
@@ -376,10 +360,6 @@ int mti_coh_cmd_depend_fresh_slow(coh_cmd *cmd, coh_cmd *dep)
     return link_locked(cmd, dep, COH_DEP_DATA);
 }
 
-int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
-{
-    return mti_coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
-}
 
 static void engine_push(coh_engine *e, coh_cmd *cmd);
 
@@ -553,13 +533,6 @@ void mti_coh_cmd_submitted(coh_cmd *cmd)
                 ready(take[i], &w);
     } while (nt == 16);
     wl_run(&w);
-}
-
-void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
-{
-    /* The execution's reference: dropped by mti_coh_cmd_complete. */
-    mti_coh_cmd_ref(cmd);
-    mti_coh_cmd_arm_give(c, cmd);
 }
 
 void mti_coh_cmd_ready_at_arm_slow(mt_coh *c, coh_cmd *cmd)

@@ -99,14 +99,25 @@ static inline uint32_t mti_coh_runs_find(const coh_runs *r, uint64_t off)
 /* The same, trying `hint` first (an index found earlier in this enqueue:
  * the runs of an argument's root rarely change between its validation and
  * its updates, and checking the hint is two comparisons, the search about
- * thirty instructions). Any hint is safe: a wrong one is only not used. */
+ * thirty instructions). Any hint is safe: a wrong one is only not used.
+ * A hint with COH_HINT_EXACT is used unchecked: the caller knows that the
+ * runs have not changed since it was found (planner.c, fetch_arg). */
+#define COH_NO_HINT 0x7fffffffu
+#define COH_HINT_EXACT 0x80000000u
 static inline uint32_t mti_coh_runs_find_from(const coh_runs *r, uint64_t off, uint32_t hint)
 {
+    if (hint & COH_HINT_EXACT) {
+#ifndef NDEBUG
+        uint32_t k = hint ^ COH_HINT_EXACT;
+        if (!(k < r->n && r->v[k].start <= off && (k + 1 == r->n || off < r->v[k + 1].start)))
+            abort();
+#endif
+        return hint ^ COH_HINT_EXACT;
+    }
     if (hint < r->n && r->v[hint].start <= off && (hint + 1 == r->n || off < r->v[hint + 1].start))
         return hint;
     return mti_coh_runs_find(r, off);
 }
-#define COH_NO_HINT UINT32_MAX
 /* Room for `extra` more runs; 0 or -ENOMEM. Each single-range update below
  * needs 2. */
 int mti_coh_runs_grow(coh_runs *r, uint32_t extra);
@@ -119,6 +130,11 @@ void mti_coh_runs_update(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
 /* The same, `hint` tried first as the index of the run containing a. */
 void mti_coh_runs_update_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_mask,
                             uint64_t or_mask, uint32_t hint);
+/* The two updates of an enqueue, `hint` tried first as the index of the run
+ * containing a: mask := m over [a, b) (a write), and mask |= bit over [a, b)
+ * (a read made it valid there). Each needs room for 2 more runs. */
+void mti_coh_runs_set_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t m, uint32_t hint);
+void mti_coh_runs_mark_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t bit, uint32_t hint);
 /* mask := `mask` over every range of `rg` (sorted, disjoint, non-empty), in
  * one pass. 0 or -ENOMEM (then nothing changed). */
 int mti_coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask);
@@ -465,7 +481,14 @@ static inline void mti_coh_cmd_ref(coh_cmd *cmd)
 {
     atomic_fetch_add_explicit(&cmd->refs, 1, memory_order_relaxed);
 }
-void mti_coh_cmd_unref(coh_cmd *cmd);
+/* The last reference went: frees cmd (to its pool). */
+void mti_coh_cmd_free(coh_cmd *cmd);
+static inline void mti_coh_cmd_unref(coh_cmd *cmd)
+{
+    /* acq_rel: the last owner sees every write the others made. */
+    if (cmd && atomic_fetch_sub_explicit(&cmd->refs, 1, memory_order_acq_rel) == 1)
+        mti_coh_cmd_free(cmd);
+}
 static inline int mti_coh_cmd_status(const coh_cmd *cmd)
 {
     return atomic_load_explicit(&cmd->status, memory_order_acquire);
@@ -504,20 +527,26 @@ static inline void mti_coh_set_write(coh_inst *in, coh_cmd *cmd, uint64_t seq)
     in->lw_seq = seq ? seq : UINT64_MAX; /* no number (-ENOMEM): never seen as done */
 }
 /* cmd runs after dep, whatever its outcome (queue order). */
-int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep);
-int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind);
+static inline int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
+{
+    if (!dep || dep == cmd)
+        return 0;
+    /* A completed dependency stays completed: no lock needed to see that
+     * (acquire pairs with the release store of the status). */
+    if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
+        return 0;
+    return mti_coh_cmd_link(c, cmd, dep, kind);
+}
+static inline int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
+{
+    return mti_coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
+}
 /* The planner is done building cmd: it runs once its dependencies have
  * completed. Ready commands go to the batch (planner's lock held). */
-void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd);
+static inline void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd); /* below the context */
 /* The same, the caller's reference becoming the execution's (one reference
- * and one release less). */
-void mti_coh_cmd_ready_at_arm(mt_coh *c, coh_cmd *cmd);
-static inline void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
-{
-    /* acq_rel: as the decrements of completing dependencies (sched.c). */
-    if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) == 1)
-        mti_coh_cmd_ready_at_arm(c, cmd);
-}
+ * and one release less); below the context. */
+static inline void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd);
 /* Records that cmd uses an instance at loc: takes a sequence number there
  * (one per location per command). 0 or -ENOMEM. */
 int mti_coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq);
@@ -708,21 +737,48 @@ static inline coh_cmd *mti_coh_cmd_new(mt_coh *c, int kind, coh_engine *eng)
         p->credit = 64;
     }
     p->credit--;
-    /* The rest was reset when it was freed (cmd_reset). */
-    atomic_init(&cmd->refs, 1);
+    /* The rest was reset when it was freed (cmd_reset: its reference,
+     * pending guard and dep_error too); `next` is written wherever it joins
+     * a list. Its status and numbers only the planner writes (a freed
+     * command's are read: mti_coh_depend_write_slow). */
     atomic_init(&cmd->status, COH_PENDING);
-    atomic_init(&cmd->pending, 1);
-    atomic_init(&cmd->dep_error, 0);
     cmd->nloc = 0;
     cmd->fix_applied = 0;
     cmd->kind = kind;
     cmd->eng = eng;
-    cmd->next = NULL;
     if (kind != COH_KIND_MIGRATION) { /* what an event reports */
         cmd->bytes_in = cmd->bytes_relay = 0;
         cmd->migrations = 0;
     }
     return cmd;
+}
+
+/* Completes cmd at arm: a dependency failed, or it has no work (marker). */
+void mti_coh_cmd_ready_at_arm_slow(mt_coh *c, coh_cmd *cmd);
+static inline void mti_coh_cmd_arm_give(mt_coh *c, coh_cmd *cmd)
+{
+    /* acq_rel: as the decrements of completing dependencies (sched.c). */
+    if (atomic_fetch_sub_explicit(&cmd->pending, 1, memory_order_acq_rel) != 1)
+        return;
+    /* Ready now: into the engine's batch, handed over at the next
+     * doorbell (inline: most migrations are ready when armed). */
+    coh_engine *e = cmd->eng;
+    if (atomic_load_explicit(&cmd->dep_error, memory_order_relaxed) || !e) {
+        mti_coh_cmd_ready_at_arm_slow(c, cmd);
+        return;
+    }
+    cmd->next = NULL;
+    mti_coh_cmds_append(&e->bhead, &e->btail, cmd, cmd);
+    c->batch_count++;
+    if (cmd->bytes >= (1u << 20)) /* a large copy starts at once */
+        c->batch_big = 1;
+}
+
+static inline void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
+{
+    /* The execution's reference: dropped by mti_coh_cmd_complete. */
+    mti_coh_cmd_ref(cmd);
+    mti_coh_cmd_arm_give(c, cmd);
 }
 
 static inline coh_loc *mti_coh_loc_of(mt_coh *c, uint32_t loc)

@@ -36,7 +36,13 @@ typedef struct coh_res {
      * tracked roots (collections change their runs in between). */
     uint32_t nstale[2];
     uint64_t pref[2];
-    uint32_t at[2];     /* index of the run containing need[i].a then (a hint) */
+    /* Index of the run containing need[i].a then (a hint), with
+     * COH_HINT_EXACT when nothing can change the root's runs before this
+     * argument's fetch and update use it: it is alone on its root (other
+     * arguments' fetches and reserve's evictions leave the root's runs
+     * alone; submit clears the flag for a shared root), untracked, and no
+     * stale run can relay through host memory (a relay marks the host). */
+    uint32_t at[2];
     int off_peer;       /* some stale run is valid at no peer of the target */
     uint32_t on_root;   /* arguments of this command on its root, itself included */
     int first;          /* the first of them */
@@ -213,6 +219,9 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, uint64_t peers
         if (x->nstale[i] && p && r->inst[__builtin_ctzll(p)])
             __builtin_prefetch(r->inst[__builtin_ctzll(p)]);
     }
+    if (!x->off_peer && !r->track)
+        for (int i = 0; i < x->nneed; i++)
+            x->at[i] |= COH_HINT_EXACT;
     return 0;
 }
 
@@ -246,19 +255,11 @@ typedef struct created {
     uint32_t n;
 } created;
 
-static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created *cr)
+/* `pinned`: the enqueue's roots, each once; `need`: the bytes of the device
+ * instances at the target they lack (both gathered while validating). */
+static int reserve(mt_coh *c, coh_res *res, uint32_t n, uint32_t target, created *cr,
+                   coh_root *const *pinned, uint32_t np, uint64_t need)
 {
-    coh_root *pinned[MT_COH_MAX_ARGS];
-    uint32_t np = 0;
-    uint64_t need = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        coh_root *r = res[i].root;
-        if (!r || !res[i].first)
-            continue;
-        pinned[np++] = r;
-        if (target != MT_COH_HOST && !r->inst[target])
-            need += (r->size + 255) & ~(uint64_t)255;
-    }
     /* Refuse before evicting anything when even eviction cannot make room. */
     if (need && !mti_coh_room_possible(c, target, need, pinned, np))
         return MT_EDEVMEM;
@@ -353,8 +354,8 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
          * argument alone on its root is made the only valid copy in step
          * 3b anyway (one update instead of two). */
         if (!(alone && (x->access & MT_COH_WRITE)))
-            mti_coh_runs_update_at(&r->runs, x->need[k].a, x->need[k].b, ~0ull, COH_BIT(to),
-                                   r->track ? COH_NO_HINT : x->at[k]);
+            mti_coh_runs_mark_at(&r->runs, x->need[k].a, x->need[k].b, COH_BIT(to),
+                                 r->track ? COH_NO_HINT : x->at[k]);
     }
     return rc;
 }
@@ -381,9 +382,10 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
     coh_root *r = x->root;
     coh_inst *in = r->inst[to];
     if (x->access & MT_COH_WRITE) {
-        /* The run at x->a: found at validation when it read from there. */
-        mti_coh_runs_update_at(&r->runs, x->a, x->b, 0, COH_BIT(to),
-                               x->nneed && x->need[0].a == x->a ? x->at[0] : COH_NO_HINT);
+        /* The run at x->a: found at validation when it read from there
+         * (exact when alone on its root: a write's read did not mark). */
+        mti_coh_runs_set_at(&r->runs, x->a, x->b, COH_BIT(to),
+                            x->nneed && x->need[0].a == x->a ? x->at[0] : COH_NO_HINT);
         r->version++;
         if (!map) {
             coh_fix f = {.root = r, .uid = in->uid, .loc = to, .a = x->a, .b = x->b};
@@ -442,6 +444,11 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
         prefetch_args(c, args, nargs, target);
     /* The devices the target copies from directly (resolve, per argument). */
     uint64_t peers = target == MT_COH_HOST ? 0 : c->dev[target]->peer_mask;
+    /* The roots, each once (never evicted by this enqueue), and the bytes
+     * of the instances at the target they lack (reserve). */
+    coh_root *pinned[MT_COH_MAX_ARGS];
+    uint32_t np = 0;
+    uint64_t need = 0;
     for (uint32_t i = 0; !rc && i < nargs; i++) {
         rc = resolve(c, cl, target, peers, &args[i], map, &res[i]);
         /* Arguments sharing a root (once, for reserve and the updates). */
@@ -452,12 +459,23 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
                 res[i].on_root++;
                 res[j].on_root++;
                 res[i].first = 0;
+                /* Updates of the other argument come in between. */
+                for (int k = 0; k < res[i].nneed; k++)
+                    res[i].at[k] &= ~COH_HINT_EXACT;
+                for (int k = 0; k < res[j].nneed; k++)
+                    res[j].at[k] &= ~COH_HINT_EXACT;
             }
+        coh_root *r = res[i].root;
+        if (r && res[i].first) {
+            pinned[np++] = r;
+            if (target != MT_COH_HOST && !r->inst[target])
+                need += (r->size + 255) & ~(uint64_t)255;
+        }
     }
     created cr;
     cr.n = 0;
     if (!rc)
-        rc = reserve(c, res, nargs, target, &cr);
+        rc = reserve(c, res, nargs, target, &cr, pinned, np, need);
     coh_cmd *main = NULL;
     if (!rc) {
         coh_engine *e = fn ? &q->dev->eng[MT_COH_ENGINE_COMPUTE] : NULL;

@@ -212,6 +212,73 @@ void mti_coh_runs_update_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t and_ma
     splice(r, i0, old_end, out, k);
 }
 
+void mti_coh_runs_set_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t m, uint32_t hint)
+{
+    if (a >= b)
+        return;
+    if (r->n == 1 && a == 0 && b >= r->size) {
+        r->v[0].mask = m;
+        return;
+    }
+    set_range(r, a, b, m, mti_coh_runs_find_from(r, a, hint));
+}
+
+void mti_coh_runs_mark_at(coh_runs *r, uint64_t a, uint64_t b, uint64_t bit, uint32_t hint)
+{
+    if (a >= b)
+        return;
+    coh_run *v = r->v;
+    uint32_t n = r->n;
+    if (n == 1 && a == 0 && b >= r->size) {
+        v[0].mask |= bit;
+        return;
+    }
+    uint32_t i0 = mti_coh_runs_find_from(r, a, hint), i1 = i0;
+    while (i1 + 1 < n && v[i1 + 1].start < b) /* the few runs it covers */
+        i1++;
+    if (i1 - i0 + 3 > UPDATE_WINDOW) {
+        update_split(r, a, b, ~0ull, bit);
+        return;
+    }
+    /* The window's new runs go to `out`, each only when its mask differs
+     * from the one before it (`last`), then replace runs [from, old_end).
+     * A run cut at a stays where it is, its part from a on entering as a
+     * new run; before the first run, a mask no run of the window can have
+     * (the complement of its new mask). */
+    coh_run out[UPDATE_WINDOW];
+    uint32_t k = 0, from = i0, j = i0;
+    uint64_t m0 = v[i0].mask, last, changed = 0;
+    if (v[i0].start < a) {
+        last = m0;
+        from = j = i0 + 1;
+        changed = ~m0 & bit;
+        if (changed) {
+            out[k++] = (coh_run){a, m0 | bit};
+            last = m0 | bit;
+        }
+    } else
+        last = i0 ? v[i0 - 1].mask : ~(m0 | bit);
+    for (; j <= i1; j++) {
+        uint64_t m = v[j].mask, nm = m | bit;
+        changed |= ~m & bit;
+        if (nm != last) {
+            out[k++] = (coh_run){v[j].start, nm};
+            last = nm;
+        }
+    }
+    if (!changed) /* valid there already: nothing to split or merge */
+        return;
+    uint64_t m1 = v[i1].mask;
+    if (!(m1 & bit) && b < mti_coh_run_end(r, i1)) { /* [b, end) keeps its mask */
+        out[k++] = (coh_run){b, m1};
+        last = m1;
+    }
+    uint32_t old_end = i1 + 1; /* first run kept after the window */
+    if (old_end < n && v[old_end].mask == last)
+        old_end++; /* it merges into the window's last run */
+    splice(r, from, old_end, out, k);
+}
+
 int mti_coh_runs_set_many(coh_runs *r, const coh_range *rg, size_t n, uint64_t mask)
 {
     if (!n)

@@ -50,7 +50,7 @@ static struct park *park_of(const coh_cmd *cmd)
 /* ---- a command's lock ----------------------------------------------------------
  * Held for a few stores (or a list swap); a holder preempted on a loaded
  * machine is waited for with sched_yield rather than spun on. */
-static void cmd_lock(coh_cmd *cmd)
+static inline __attribute__((always_inline)) void cmd_lock(coh_cmd *cmd)
 {
     /* acquire: pairs with the release of cmd_unlock. */
     while (atomic_exchange_explicit(&cmd->lk, 1, memory_order_acquire)) {
@@ -60,7 +60,7 @@ static void cmd_lock(coh_cmd *cmd)
     }
 }
 
-static void cmd_unlock(coh_cmd *cmd)
+static inline void cmd_unlock(coh_cmd *cmd)
 {
     atomic_store_explicit(&cmd->lk, 0, memory_order_release);
 }
@@ -123,6 +123,11 @@ void mti_coh_pool_close(mt_coh *c)
  * and the lock and waiter count, which are 0 again whenever it is freed. */
 static void cmd_reset(coh_cmd *cmd)
 {
+    /* What mti_coh_cmd_new hands out: one reference, the planner's guard
+     * on `pending`, no error. Nothing reads these of a freed command. */
+    atomic_init(&cmd->refs, 1);
+    atomic_init(&cmd->pending, 1);
+    atomic_init(&cmd->dep_error, 0);
     cmd->deps = cmd->deps_inline;
     cmd->ndeps = 0;
     cmd->capdeps = COH_INLINE_DEPS;
@@ -178,13 +183,8 @@ static void release_roots(coh_cmd *cmd)
     cmd->nroots = 0;
 }
 
-void mti_coh_cmd_unref(coh_cmd *cmd)
+void mti_coh_cmd_free(coh_cmd *cmd)
 {
-    if (!cmd)
-        return;
-    /* acq_rel: the last owner sees every write the others made. */
-    if (atomic_fetch_sub_explicit(&cmd->refs, 1, memory_order_acq_rel) != 1)
-        return;
     release_roots(cmd);
     if (cmd->absorb)
         mti_coh_root_unref(cmd->absorb);
@@ -290,7 +290,7 @@ int mti_coh_cmd_use_loc(mt_coh *c, coh_cmd *cmd, uint32_t loc, uint64_t *seq)
  * fail (the planner's lock orders fix_applied). Caller holds dep's lock, or
  * dep is a command the planner is building (not armed: nothing else can
  * complete it or link to it). */
-static int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
+static inline __attribute__((always_inline)) int link_locked(coh_cmd *cmd, coh_cmd *dep, int kind)
 {
     int st = atomic_load_explicit(&dep->status, memory_order_relaxed);
     if (st == COH_PENDING) {
@@ -323,17 +323,6 @@ int mti_coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
     int rc = link_locked(cmd, dep, kind);
     cmd_unlock(dep);
     return rc;
-}
-
-int mti_coh_cmd_depend_ex(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
-{
-    if (!dep || dep == cmd)
-        return 0;
-    /* A completed dependency stays completed: no lock needed to see that
-     * (acquire pairs with the release store of the status). */
-    if (atomic_load_explicit(&dep->status, memory_order_acquire) == 0)
-        return 0;
-    return mti_coh_cmd_link(c, cmd, dep, kind);
 }
 
 int mti_coh_depend_write_slow(mt_coh *c, coh_cmd *cmd, coh_cmd *w, uint32_t loc, uint64_t seq)
@@ -371,10 +360,6 @@ int mti_coh_cmd_depend_fresh_slow(coh_cmd *cmd, coh_cmd *dep)
     return link_locked(cmd, dep, COH_DEP_DATA);
 }
 
-int mti_coh_cmd_after(mt_coh *c, coh_cmd *cmd, coh_cmd *dep)
-{
-    return mti_coh_cmd_depend_ex(c, cmd, dep, COH_DEP_ORDER);
-}
 
 static void engine_push(coh_engine *e, coh_cmd *cmd);
 
@@ -550,27 +535,10 @@ void mti_coh_cmd_submitted(coh_cmd *cmd)
     wl_run(&w);
 }
 
-void mti_coh_cmd_arm(mt_coh *c, coh_cmd *cmd)
+void mti_coh_cmd_ready_at_arm_slow(mt_coh *c, coh_cmd *cmd)
 {
-    /* The execution's reference: dropped by mti_coh_cmd_complete. */
-    mti_coh_cmd_ref(cmd);
-    mti_coh_cmd_arm_give(c, cmd);
-}
-
-void mti_coh_cmd_ready_at_arm(mt_coh *c, coh_cmd *cmd)
-{
-    int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);
-    if (err || !cmd->eng) {
-        mti_coh_cmd_complete(cmd, err);
-        return;
-    }
-    /* Ready now: into the engine's batch, handed over at the next doorbell. */
-    coh_engine *e = cmd->eng;
-    cmd->next = NULL;
-    mti_coh_cmds_append(&e->bhead, &e->btail, cmd, cmd);
-    c->batch_count++;
-    if (cmd->bytes >= (1u << 20)) /* a large copy starts at once */
-        c->batch_big = 1;
+    (void)c;
+    mti_coh_cmd_complete(cmd, atomic_load_explicit(&cmd->dep_error, memory_order_relaxed));
 }
 
 /* ---- hand-over to the engines ----------------------------------------------------

@@ -31,7 +31,8 @@ static inline uint32_t lowest(uint64_t m)
 
 /* The sources equally good for a piece valid at `m` (the first non-empty
  * class of the order above); *relay = 1 when it goes through host memory. */
-static uint64_t source_candidates(mt_coh *c, uint32_t to, uint64_t m, int *relay)
+static inline __attribute__((always_inline)) uint64_t source_candidates(mt_coh *c, uint32_t to,
+                                                                          uint64_t m, int *relay)
 {
     *relay = 0;
     if (to == MT_COH_HOST) {
@@ -71,8 +72,9 @@ static inline __attribute__((always_inline)) coh_cmd *make_mig(mt_coh *c, coh_ro
                                                                uint32_t from, uint32_t to)
 {
     coh_inst *src = r->inst[from], *dst = r->inst[to];
-    int host_mem_from = from == MT_COH_HOST || (c->hostmem_mask & COH_BIT(from));
-    int host_mem_to = to == MT_COH_HOST || (c->hostmem_mask & COH_BIT(to));
+    /* hostmem_mask has the host's bit too. */
+    int host_mem_from = (int)(c->hostmem_mask >> from) & 1;
+    int host_mem_to = (int)(c->hostmem_mask >> to) & 1;
     int kind = to != MT_COH_HOST && host_mem_from   ? MT_COH_OP_UPLOAD
                : host_mem_to && from != MT_COH_HOST ? MT_COH_OP_DOWNLOAD
                                                     : MT_COH_OP_PEER;
@@ -196,18 +198,16 @@ static uint64_t seg_bytes(const coh_cmd *cmd)
     return bytes;
 }
 
-static int flush_one(coh_builder *b, uint32_t which)
+/* Two hops through the root's host memory (`down`, made by make_mig as a
+ * download to host memory, then an upload of the same segments); the host
+ * copy becomes valid. */
+static __attribute__((noinline)) int issue_relay(mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main,
+                                                 coh_cmd *down)
 {
-    mt_coh *c = b->c;
-    coh_root *r = b->r;
     int rc = 0;
-    if (!b->m[which].relay)
-        return issue(c, r, b->m[which].cmd, b->main, seg_bytes(b->m[which].cmd));
-    /* Two hops through the root's host memory; the host copy becomes valid. */
-    coh_cmd *down = b->m[which].cmd; /* made by make_mig as a download to host memory */
     uint64_t relayed = seg_bytes(down);
     c->st_relay += relayed;
-    coh_cmd *up = make_mig(c, r, MT_COH_HOST, b->to);
+    coh_cmd *up = make_mig(c, r, MT_COH_HOST, to);
     if (!up) {
         rc = -ENOMEM;
     } else {
@@ -218,14 +218,21 @@ static int flush_one(coh_builder *b, uint32_t which)
         if (mti_coh_runs_reserve(&r->runs, 2) == 0)
             mti_coh_runs_update(&r->runs, down->segs[i].dst, down->segs[i].dst + down->segs[i].len,
                             ~0ull, COH_BIT(MT_COH_HOST));
-    int rc2 = issue(c, r, down, b->main, relayed);
+    int rc2 = issue(c, r, down, main, relayed);
     if (up) {
         if (!rc)
             rc = mti_coh_cmd_depend(c, up, down);
-        int rc3 = issue(c, r, up, b->main, seg_bytes(up));
+        int rc3 = issue(c, r, up, main, seg_bytes(up));
         rc = rc ? rc : rc3;
     }
     return rc ? rc : rc2;
+}
+
+static int flush_one(coh_builder *b, uint32_t which)
+{
+    if (!b->m[which].relay)
+        return issue(b->c, b->r, b->m[which].cmd, b->main, seg_bytes(b->m[which].cmd));
+    return issue_relay(b->c, b->r, b->to, b->main, b->m[which].cmd);
 }
 
 int mti_coh_fetch_flush(coh_builder *b, int force)
@@ -355,6 +362,69 @@ static int fetch_direct(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_
     return issue(c, r, cmd, main, bytes);
 }
 
+/* The fetch of an untracked range whose stale runs no one peer of `to`
+ * holds: the builder's choice of sources (add_piece) in one walk, the
+ * migrations issued at its end, each with the bytes counted on the way. */
+static int fetch_split(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
+                       uint64_t pref, uint32_t hint)
+{
+    struct {
+        uint32_t src;
+        int relay;
+        coh_cmd *cmd;
+        uint64_t bytes;
+    } m[COH_MAX_SOURCES];
+    uint32_t n = 0;
+    int rc = 0;
+    const coh_runs *rs = &r->runs;
+    uint64_t bit = COH_BIT(to);
+    for (uint32_t k = mti_coh_runs_find_from(rs, a, hint); k < rs->n && rs->v[k].start < b; k++) {
+        uint64_t mk = rs->v[k].mask;
+        if ((mk & bit) || !mk)
+            continue; /* valid there already, or lost (validation refused reads of it) */
+        uint64_t s = rs->v[k].start > a ? rs->v[k].start : a;
+        uint64_t e = mti_coh_run_end(rs, k) < b ? mti_coh_run_end(rs, k) : b;
+        int relay;
+        uint64_t cand = source_candidates(c, to, mk, &relay);
+        uint32_t i = 0;
+        while (i < n && !(m[i].relay == relay && (cand & COH_BIT(m[i].src))))
+            i++;
+        if (i == n) {
+            if (n == COH_MAX_SOURCES) { /* a ninth source: issue what was collected */
+                for (uint32_t j = 0; j < n; j++) {
+                    int r2 = m[j].relay ? issue_relay(c, r, to, main, m[j].cmd)
+                                        : issue(c, r, m[j].cmd, main, m[j].bytes);
+                    rc = rc ? rc : r2;
+                }
+                n = i = 0;
+                if (rc)
+                    return rc;
+            }
+            uint32_t from = lowest(cand & pref ? cand & pref : cand);
+            coh_cmd *cmd = make_mig(c, r, from, relay ? MT_COH_HOST : to);
+            if (!cmd) {
+                rc = -ENOMEM;
+                break;
+            }
+            m[i].src = from;
+            m[i].relay = relay;
+            m[i].cmd = cmd;
+            m[i].bytes = 0;
+            n = i + 1;
+        }
+        m[i].bytes += e - s;
+        if ((rc = mti_coh_cmd_add_seg(m[i].cmd, s, s, e - s)) != 0)
+            break;
+    }
+    /* What was collected is issued even after a failure (prefetches). */
+    for (uint32_t j = 0; j < n; j++) {
+        int r2 = m[j].relay ? issue_relay(c, r, to, main, m[j].cmd)
+                            : issue(c, r, m[j].cmd, main, m[j].bytes);
+        rc = rc ? rc : r2;
+    }
+    return rc;
+}
+
 int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t b, coh_cmd *main,
                    uint64_t pref, uint32_t hint)
 {
@@ -365,11 +435,5 @@ int mti_coh_plan_fetch(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t
     uint64_t direct = to != MT_COH_HOST && pref && pref != ~0ull ? pref & c->dev[to]->peer_mask : 0;
     if (direct)
         return fetch_direct(c, r, to, a, b, main, lowest(direct), hint);
-    coh_builder bld;
-    mti_coh_fetch_begin(&bld, c, r, to, main);
-    bld.pref = pref ? pref : ~0ull;
-    int rc = fetch_pieces(&bld, a, b, hint);
-    int rc2 = mti_coh_fetch_flush(&bld, 1);
-    mti_coh_fetch_end(&bld);
-    return rc ? rc : rc2;
+    return fetch_split(c, r, to, a, b, main, pref ? pref : ~0ull, hint);
 }

@@ -890,6 +890,7 @@ typedef struct coh_builder {
     uint32_t n;
     uint64_t bytes;     /* collected, not yet issued */
     uint64_t pref;      /* locations valid over every stale piece of the range */
+    int runs_changed;   /* a relay flushed: host memory marked valid, runs re-cut */
 } coh_builder;
 void mti_coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, coh_cmd *main);
 int mti_coh_fetch_add(coh_builder *b, uint64_t a, uint64_t bnd);

@@ -188,6 +188,7 @@ void mti_coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, co
     b->n = 0;
     b->bytes = 0;
     b->pref = ~0ull;
+    b->runs_changed = 0;
 }
 
 static uint64_t seg_bytes(const coh_cmd *cmd)
@@ -232,6 +233,7 @@ static int flush_one(coh_builder *b, uint32_t which)
 {
     if (!b->m[which].relay)
         return issue(b->c, b->r, b->m[which].cmd, b->main, seg_bytes(b->m[which].cmd));
+    b->runs_changed = 1; /* issue_relay marks host memory valid over what it relays */
     return issue_relay(b->c, b->r, b->to, b->main, b->m[which].cmd);
 }
 
@@ -298,21 +300,34 @@ static int add_piece(coh_builder *b, uint64_t a, uint64_t e, uint64_t m)
     return mti_coh_cmd_add_seg(b->m[i].cmd, a, a, e - a);
 }
 
-/* The pieces of [a, bnd) stale at the target, with b->pref set. */
+/* The pieces of [a, bnd) stale at the target, with b->pref set. A flush in
+ * the middle of the walk (a ninth source) that issued a relay has marked
+ * host memory valid over earlier pieces: the runs may have been split or
+ * merged under the walk's index, so the walk finds its place again by
+ * offset (by index it could skip a run, leaving a piece unfetched). */
 static int fetch_pieces(coh_builder *b, uint64_t a, uint64_t bnd, uint32_t hint)
 {
     const coh_runs *rs = &b->r->runs;
     uint64_t bit = COH_BIT(b->to);
-    uint32_t k0 = mti_coh_runs_find_from(rs, a, hint);
-    for (uint32_t k = k0; k < rs->n && rs->v[k].start < bnd; k++) {
+    b->runs_changed = 0;
+    for (uint32_t k = mti_coh_runs_find_from(rs, a, hint); k < rs->n && rs->v[k].start < bnd;) {
         uint64_t m = rs->v[k].mask;
-        if ((m & bit) || !m)
+        if ((m & bit) || !m) {
+            k++;
             continue; /* valid there already, or lost (validation refused reads of it) */
+        }
         uint64_t s = rs->v[k].start > a ? rs->v[k].start : a;
         uint64_t e = mti_coh_run_end(rs, k) < bnd ? mti_coh_run_end(rs, k) : bnd;
-        int rc = add_piece(b, s, e, m);
+        int rc = add_piece(b, s, e, m); /* [s, e) itself is not among what a flush relays */
         if (rc)
             return rc;
+        if (b->runs_changed && e < bnd) {
+            b->runs_changed = 0;
+            a = e;
+            k = mti_coh_runs_find(rs, e);
+        } else {
+            k++;
+        }
     }
     return 0;
 }
@@ -379,6 +394,7 @@ static int fetch_split(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t
     const coh_runs *rs = &r->runs;
     uint64_t bit = COH_BIT(to);
     for (uint32_t k = mti_coh_runs_find_from(rs, a, hint); k < rs->n && rs->v[k].start < b; k++) {
+    walk:;
         uint64_t mk = rs->v[k].mask;
         if ((mk & bit) || !mk)
             continue; /* valid there already, or lost (validation refused reads of it) */
@@ -391,7 +407,9 @@ static int fetch_split(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t
             i++;
         if (i == n) {
             if (n == COH_MAX_SOURCES) { /* a ninth source: issue what was collected */
+                int relayed = 0;
                 for (uint32_t j = 0; j < n; j++) {
+                    relayed |= m[j].relay;
                     int r2 = m[j].relay ? issue_relay(c, r, to, main, m[j].cmd)
                                         : issue(c, r, m[j].cmd, main, m[j].bytes);
                     rc = rc ? rc : r2;
@@ -399,6 +417,16 @@ static int fetch_split(mt_coh *c, coh_root *r, uint32_t to, uint64_t a, uint64_t
                 n = i = 0;
                 if (rc)
                     return rc;
+                if (relayed) {
+                    /* The relays marked host memory valid over earlier
+                     * pieces: the runs may have been split or merged under
+                     * k (by index the walk could skip a run and leave a
+                     * piece unfetched). Find [s, ...) again by offset, and
+                     * take the run there afresh. */
+                    a = s;
+                    k = mti_coh_runs_find(rs, s);
+                    goto walk;
+                }
             }
             uint32_t from = lowest(cand & pref ? cand & pref : cand);
             coh_cmd *cmd = make_mig(c, r, from, relay ? MT_COH_HOST : to);

@@ -21,7 +21,9 @@ if ! ls "$bindir"/bug_* >/dev/null 2>&1; then
     command -v nvcc >/dev/null || { echo "no nvcc and no prebuilt programs: skipped"; exit 77; }
     for src in "$here"/cuda/bug_*.cu "$here"/cuda/ok_*.cu; do
         p=$(basename "$src" .cu)
-        nvcc -O3 -lineinfo -gencode arch=compute_90,code='[sm_90,compute_90]' -o "$bindir/$p" "$src" &
+        libs=
+        case $p in *nvrtc*) libs="-lnvrtc -lcuda" ;; esac # run-time compilation, driver API
+        nvcc -O3 -lineinfo -gencode arch=compute_90,code='[sm_90,compute_90]' -o "$bindir/$p" "$src" $libs &
     done
     wait
 fi

@@ -45,9 +45,8 @@ int mt_cli_help(const char *cmd);
 int mt_cmd_bench(int argc, char **argv);
 void mt_cmd_bench_usage(void);
 int mt_cmd_record(int argc, char **argv);
-/* record_wait.c: record reaps its orphaned descendants, and waits for those
- * still writing a trace after its child ended (passing on a pending signal). */
-void mt_record_adopt_orphans(void);
+/* record_wait.c: after its child ended, record waits for the processes of
+ * the session still writing a trace (passing on a pending signal). */
 void mt_record_wait_writers(const char *status_path, const char *session, pid_t child, const char *name,
                             volatile sig_atomic_t *pending_sig, int quiet);
 void mt_cmd_record_usage(void);

@@ -369,7 +369,6 @@ int mt_cmd_record(int argc, char **argv)
         return 1;
     }
 
-    mt_record_adopt_orphans();
     pid_t pid = fork();
     if (pid < 0) {
         perror("memtrack: fork");

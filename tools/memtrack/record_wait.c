@@ -6,11 +6,13 @@
  * When the launcher ends first (killed, or it put the application in the
  * background) record used to return while that descendant was still
  * writing: its summary counted a trace in the middle of a write, and a
- * `memtrack verify` right after read an unfinished trace. Now record is the
- * sub-reaper of its descendants (orphans are re-parented to it, so it can
- * reap them), and after its child ends it waits for every process that said
- * "trace" in the session's status file and neither said "closed" nor ended,
- * passing on the SIGTERM/SIGHUP it receives to them as well. A pid counts
+ * `memtrack verify` right after read an unfinished trace. Now, after its
+ * child ends, record waits for every process that said "trace" in the
+ * session's status file and neither said "closed" nor ended (polling: they
+ * are not its children), passing on the SIGTERM/SIGHUP it receives to them
+ * as well. record does not make itself their sub-reaper: an orphan would
+ * then see record, not init, as its parent, and a program that waits for
+ * getppid() to become 1 would wait for ever. A pid counts
  * only while its environment carries this session's MEMTRACK_SESSION: a
  * writer killed and reaped by its parent frees its pid, which an unrelated
  * process may get. */
@@ -20,8 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,15 +29,8 @@
 
 #define MAX_WRITERS 256
 
-void mt_record_adopt_orphans(void)
-{
-    /* Best effort: without it (not Linux, or refused) an orphan goes to init
-     * and is still waited for below, by polling its pid. */
-    (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-}
-
-/* Alive and not a zombie (a zombie whose parent is not us stays one until
- * its parent reaps it, but writes nothing any more). */
+/* Alive and not a zombie (a zombie stays one until its parent reaps it, but
+ * writes nothing any more). */
 static int alive(pid_t pid)
 {
     if (kill(pid, 0) != 0 && errno == ESRCH)
@@ -100,20 +93,12 @@ static size_t open_writers(const char *status_path, pid_t except, pid_t *pids, s
     return n;
 }
 
-static void reap_adopted(void)
-{
-    int st;
-    while (waitpid(-1, &st, WNOHANG) > 0)
-        ;
-}
-
 void mt_record_wait_writers(const char *status_path, const char *session, pid_t child, const char *name,
                             volatile sig_atomic_t *pending_sig, int quiet)
 {
     pid_t pids[MAX_WRITERS];
     int said = 0;
     for (;;) {
-        reap_adopted();
         size_t n = open_writers(status_path, child, pids, MAX_WRITERS), live = 0;
         for (size_t k = 0; k < n; k++)
             if (alive(pids[k]) && of_session(pids[k], session))

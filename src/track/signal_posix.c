@@ -282,9 +282,21 @@ int mti_sig_arm_range(mt_range *r)
         keep_open(r);
         return 0;
     }
+    /* The first page alone first: memory the kernel maps with pages larger
+     * than the tracker's (hugetlbfs, MAP_HUGETLB) cannot change the
+     * protection of one small page (mprotect fails with EINVAL; a whole
+     * range's protection can change, so arming it would work and the
+     * application would die on its first write, whose page cannot be made
+     * writable again). Such memory is refused before anything else is
+     * armed, and the caller falls back to what it does without tracking
+     * (the layer scans it). */
     mt_pins pins;
     mti_kw_rearm_begin(&pins);
-    rc = mti_protect_pages(r, 0, r->npages, MT_PROT_ARMED, r->span_start, &pins);
+    rc = mti_protect_pages(r, 0, 1, MT_PROT_ARMED, r->span_start, &pins);
+    if (rc == -EINVAL)
+        rc = MT_EUNSUPPORTED;
+    if (rc == 0 && r->npages > 1)
+        rc = mti_protect_pages(r, 1, r->npages - 1, MT_PROT_ARMED, r->span_start, &pins);
     mti_kw_rearm_end();
     if (rc) {
         mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);

@@ -356,6 +356,8 @@ static void import_host(hv *h, hv_mem *src, unsigned char *host, size_t size)
 }
 
 /* A device with host-pointer imports, and `size` bytes of host memory. */
+static int g_host_hugetlb; /* host_pointer's memory from MAP_HUGETLB */
+
 static int host_setup(hv *h, size_t size, unsigned char **host)
 {
     static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
@@ -363,7 +365,15 @@ static int host_setup(hv *h, size_t size, unsigned char **host)
     int rc = hv_init(h, &o);
     if (rc)
         return rc;
-    *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *host = MAP_FAILED;
+    if (g_host_hugetlb) {
+        *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+        if (*host == MAP_FAILED)
+            fprintf(stderr, "%s: no huge pages reserved here (%s): ordinary memory instead\n", hv_argv0,
+                    strerror(errno));
+    }
+    if (*host == MAP_FAILED)
+        *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (*host == MAP_FAILED)
         hv_die("mmap of host memory failed");
     return 0;
@@ -378,7 +388,7 @@ static void unimport_host(hv *h, hv_mem *src)
 static int host_pointer(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
-    size_t size = 1u << 20;
+    size_t size = g_host_hugetlb ? 2u << 20 : 1u << 20;
     unsigned char *host;
     int rc = host_setup(h, size, &host);
     if (rc)
@@ -407,6 +417,14 @@ static int host_pointer(hv *h, int argc, char **argv)
  * the next: every new memory starts with the content its predecessor had
  * (a capture layer that reuses what it knew of a freed memory must not
  * take it for what replay knows of the new one). */
+/* The same on hugetlb memory (2 MiB pages), which the signal backend cannot
+ * protect page by page: the capture must fall back, not kill the app. */
+static int host_pointer_hugetlb(hv *h, int argc, char **argv)
+{
+    g_host_hugetlb = 1;
+    return host_pointer(h, argc, argv);
+}
+
 static int host_pointer_reimport(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
@@ -503,6 +521,8 @@ const hv_behaviour hv_memory_behaviours[] = {
      gpu_write_unmapped},
     {"heap-small", "20 mapped allocations of 12-30 KB written by 3 threads", heap_small},
     {"host-pointer", "memory imported from a host pointer, written through it", host_pointer},
+    {"host-pointer-hugetlb", "the same with MAP_HUGETLB memory (where huge pages are reserved)",
+     host_pointer_hugetlb},
     {"host-pointer-reimport", "the same host memory imported anew each frame, the last import freed first",
      host_pointer_reimport},
     {"export-memory", "exported memory written through an importer and by another process",

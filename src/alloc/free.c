@@ -52,7 +52,7 @@ static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t
     chain_link(b, f, hi);
     tlsf_insert(a, f);
     if (__builtin_expect(lo == hi, 0)) /* both the sentinel: the region is empty */
-        mti_alloc_region_emptied(a, NODE(b, lo)->region);
+        return mti_alloc_region_emptied(a, NODE(b, lo)->region); /* a tail call */
     return 0;
 }
 

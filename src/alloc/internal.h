@@ -296,8 +296,9 @@ typedef struct mta_req {
 int mti_alloc_map_reserve(mt_alloc *a);
 int mti_alloc_map_rebuild(mt_alloc *a);
 
-/* region.c: a region lost its last allocation / is being removed. */
-void mti_alloc_region_emptied(mt_alloc *a, uint32_t id);
+/* region.c: a region lost its last allocation (returns 0: the free path
+ * tail-calls it) / is being removed. */
+int mti_alloc_region_emptied(mt_alloc *a, uint32_t id);
 void mti_alloc_region_drop(mt_alloc *a, uint32_t id, int call_release);
 
 /* The allocator is "tight" once 9/16 of its granules are used: best fit

@@ -53,6 +53,8 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
         free(a);
         return -ENOMEM;
     }
+    mti_alloc_pick_alloc(a);
+    mti_alloc_pick_free(a);
     *out = a;
     return 0;
 }
@@ -99,12 +101,15 @@ static inline void used_fill(blk *u, uint64_t bstart, uint64_t pad, const mta_re
     u->region = rid;
 }
 
+/* Whether a hot path's copy has the offset map: MAP_ASK tests. */
+enum { MAP_NONE, MAP_YES, MAP_ASK };
+
 /* Counts allocation uid of `size` granules, whose data starts at `start` of
  * region rid after a kept pad of `pad`, and enters it in the map. */
 static inline __attribute__((always_inline)) void record_counts(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pad,
-                                 uint32_t uid, uint64_t size)
+                                 uint32_t uid, uint64_t size, int map)
 {
-    if (a->ht)
+    if (map == MAP_ASK ? a->ht != NULL : map == MAP_YES)
         map_insert(a, rid, start, uid);
     a->live++;
     a->used += size + pad;
@@ -115,7 +120,7 @@ static inline __attribute__((always_inline)) void record_counts(mt_alloc *a, uin
 static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pad, uint32_t uid,
                           const mta_req *r, mt_alloc_block *restrict out)
 {
-    record_counts(a, rid, start, pad, uid, r->size);
+    record_counts(a, rid, start, pad, uid, r->size, MAP_ASK);
     out->offset = start << a->gshift;
     out->size = r->size << a->gshift;
     out->region = rid;
@@ -202,7 +207,7 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, ui
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
 static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t size,
-                               unsigned kind, mt_alloc_block *restrict out)
+                               unsigned kind, mt_alloc_block *restrict out, int map)
 {
     /* The block's tail first (the index is done with c then), then the
      * allocation, then the leading part: fewer values live at once. */
@@ -237,7 +242,7 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
     blk *u = NODE(b, uid);
     used_fill(u, start - pad, pad, &r, rid);
     u->next_phys = id;
-    record_counts(a, rid, start, pad, uid, size);
+    record_counts(a, rid, start, pad, uid, size, map);
     out->region = rid;
     out->hint = uid;
     if (start - pad != xoff) { /* then pad is 0 */
@@ -258,10 +263,6 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
  * than ever before; when the credit would be small, it grows a little
  * early, so that the inline path does not come here every few calls. */
 #define CREDIT_MAX 1024u
-static inline uint32_t *credit_of(mt_alloc *a)
-{
-    return a->fast == FAST_FIRST_FIT ? &a->credit_ff : &a->credit;
-}
 
 #define CREDIT_MIN 16u
 static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
@@ -274,7 +275,7 @@ static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
         return -ENOMEM;
     uint32_t c = a->b_unused_n / 2, room = a->ht_room - a->live;
     c = c < room ? c : room;
-    *credit_of(a) = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
+    a->credit = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
     return 0;
 }
 
@@ -322,8 +323,7 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
                                                    unsigned kind, mt_alloc_block *out)
 {
     mta_req r = {size, align, kind};
-    uint32_t *credit = credit_of(a);
-    int rc = *credit ? 0 : reserve_slow(a);
+    int rc = a->credit ? 0 : reserve_slow(a);
     if (rc == 0)
         rc = reserve(a);
     if (rc)
@@ -333,7 +333,7 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
     if (id == NIL)
         return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
     commit_found(a, id, start, &r, out);
-    *credit -= *credit != 0; /* it took what one unit of credit stands for */
+    a->credit -= a->credit != 0; /* it took what one unit of credit stands for */
     return 0;
 }
 
@@ -344,7 +344,7 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
 static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size, uint64_t align,
                                                       mt_alloc_kind kind, mt_alloc_block *out)
 {
-    if (!a || !out || size == 0 || (align & (align - 1)) != 0 ||
+    if (!out || size == 0 || (align & (align - 1)) != 0 ||
         (unsigned)kind > MT_ALLOC_NONLINEAR)
         return -EINVAL;
     if (size > MT_ALLOC_MAX_SIZE)
@@ -355,32 +355,35 @@ static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size
     return allocate_slow(a, ((size - 1) >> gs) + 1, align ? align : 1, (unsigned)kind, out);
 }
 
+/* The hot path, one copy per strategy (fast: FAST_*, or 0 for the
+ * general path alone) and map (MAP_*), picked by mti_alloc_pick_alloc. */
 static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t size,
                                                           uint64_t align, mt_alloc_kind kind,
-                                                          mt_alloc_block *restrict out)
+                                                          mt_alloc_block *restrict out, int fast,
+                                                          int map)
 {
     /* The unusual values OR'ed into one word (size - 1 and align - 1 wrap
      * for 0, and are below 2^56 = MT_ALLOC_MAX_SIZE for a good size and a
-     * power-of-two alignment up to it), then the pointers. Alignment 0 (the
-     * granule) goes the unusual way too, so that here align - 1 shifted to
-     * granules is the alignment's mask, whatever the granule: no test. */
+     * power-of-two alignment up to it), then the pointer (a is not NULL:
+     * mt_alloc_allocate). Alignment 0 (the granule) goes the unusual way
+     * too, so that here align - 1 shifted to granules is the alignment's
+     * mask, whatever the granule: no test. */
     _Static_assert(MT_ALLOC_MAX_SIZE == 1ull << 56 && MT_ALLOC_NONLINEAR == 1, "checks below");
     if (__builtin_expect(((align & (align - 1)) | (((size - 1) | (align - 1)) >> 56) |
-                          ((unsigned)kind >> 1)) != 0 || !a || !out, 0))
+                          ((unsigned)kind >> 1)) != 0 || !out, 0))
         return allocate_unusual(a, size, align, kind, out);
     unsigned gs = a->gshift;
     mta_req r = {((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
      * and map room, a block found among the class heads. */
     int c = -1;
-    if (__builtin_expect(a->credit != 0, 1)) {
-        if ((c = mti_alloc_best_fit_fast(a, &r)) >= 0)
+    if (fast && __builtin_expect(a->credit != 0, 1)) {
+        if ((c = fast == FAST_BEST_FIT ? mti_alloc_best_fit_fast(a, &r)
+                                       : mti_alloc_first_fit_fast(a, &r)) >= 0)
             a->credit--;
-    } else if (a->credit_ff != 0 && (c = mti_alloc_first_fit_fast(a, &r)) >= 0) {
-        a->credit_ff--;
     }
-    if (__builtin_expect(c >= 0, 1)) {
-        commit_head(a, (unsigned)c, r.align, r.size, r.kind, out);
+    if (fast && __builtin_expect(c >= 0, 1)) {
+        commit_head(a, (unsigned)c, r.align, r.size, r.kind, out, map);
         return 0;
     }
     /* Scalars: a request passed by address or by value would have to be
@@ -388,8 +391,52 @@ static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t 
     return allocate_slow(a, r.size, r.align, r.kind, out);
 }
 
-/* The public entry point, built twice on x86-64 (internal.h). */
-MTI_HOT_DISPATCH(int, mt_alloc_allocate, mti_alloc_allocate, allocate,
-                 (mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
-                  mt_alloc_block *restrict out),
-                 (a, size, align, kind, out))
+#define ALLOC_COPY(name, attr, fast, map)                                                   \
+    static attr int name(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,   \
+                         mt_alloc_block *restrict out)                                     \
+    {                                                                                      \
+        return allocate(a, size, align, kind, out, fast, map);                             \
+    }
+ALLOC_COPY(alloc_best_map, , FAST_BEST_FIT, MAP_YES)
+ALLOC_COPY(alloc_best_nomap, , FAST_BEST_FIT, MAP_NONE)
+ALLOC_COPY(alloc_first, , FAST_FIRST_FIT, MAP_ASK)
+ALLOC_COPY(alloc_general, , 0, MAP_ASK)
+#if MTI_BMI2_COPY
+ALLOC_COPY(alloc_best_map_bmi2, MTI_TARGET_BMI2, FAST_BEST_FIT, MAP_YES)
+ALLOC_COPY(alloc_best_nomap_bmi2, MTI_TARGET_BMI2, FAST_BEST_FIT, MAP_NONE)
+ALLOC_COPY(alloc_first_bmi2, MTI_TARGET_BMI2, FAST_FIRST_FIT, MAP_ASK)
+#endif
+
+void mti_alloc_pick_alloc(mt_alloc *a)
+{
+    int map = a->ht != NULL;
+#if MTI_BMI2_COPY
+    if (mti_cpu_has_bmi2()) {
+        a->alloc_fn = a->fast == FAST_BEST_FIT    ? map ? alloc_best_map_bmi2 : alloc_best_nomap_bmi2
+                      : a->fast == FAST_FIRST_FIT ? alloc_first_bmi2
+                                                  : alloc_general;
+        return;
+    }
+#endif
+    a->alloc_fn = a->fast == FAST_BEST_FIT    ? map ? alloc_best_map : alloc_best_nomap
+                  : a->fast == FAST_FIRST_FIT ? alloc_first
+                                              : alloc_general;
+}
+
+#if MTI_BMI2_COPY
+#include <cpuid.h>
+int mti_cpu_has_bmi2(void)
+{
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & bit_BMI2);
+}
+#endif
+
+/* The public entry point. */
+int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
+                      mt_alloc_block *restrict out)
+{
+    if (__builtin_expect(!a, 0))
+        return -EINVAL;
+    return a->alloc_fn(a, size, align, kind, out);
+}

@@ -49,7 +49,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     if (slot_take(a, &rid) != 0)
         return -ENOMEM;
     uint32_t sid = node_take(a), bid = node_take(a);
-    a->credit = a->credit_ff = 0; /* they counted these nodes (alloc.c, reserve_slow) */
+    a->credit = 0; /* they counted these nodes (alloc.c, reserve_slow) */
     blk *b = a->b;
     /* The sentinel reads as a used neighbour that is no block (SZ_SENT), and
      * carries the region id for the free blocks beside it. */

@@ -376,16 +376,45 @@ static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t 
     mta_req r = {((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
      * and map room, a block found among the class heads. */
-    int c = -1;
-    if (fast && __builtin_expect(a->credit != 0, 1)) {
-        if ((c = fast == FAST_BEST_FIT ? mti_alloc_best_fit_fast(a, &r)
-                                       : mti_alloc_first_fit_fast(a, &r)) >= 0)
-            a->credit--;
+    int c;
+    if (!fast || __builtin_expect(a->credit == 0, 0))
+        goto slow;
+    if (fast == FAST_FIRST_FIT) {
+        if ((c = mti_alloc_first_fit_fast(a, &r)) < 0)
+            goto slow;
+    } else {
+        /* mti_alloc_best_fit_fast, written out here so that only its rare
+         * way (no two guaranteed heads in one bitmap word) tests for "none"
+         * (search.h). */
+        const tlsf_idx *ix = &a->ix;
+        unsigned cu = class_index(r.size);
+        if (head_fits(NODE(a->b, ix->head[cu]), &r)) {
+            c = (int)cu;
+            goto found;
+        }
+        unsigned cw = class_index_up(r.size + r.align - 1);
+        if (a->used >= a->tight && cu + 1 < cw) {
+            int k = tlsf_class_from(ix, cu + 1);
+            if (k >= 0 && (unsigned)k < cw && head_fits(NODE(a->b, ix->head[k]), &r)) {
+                c = k;
+                goto found;
+            }
+        }
+        unsigned w = cw / 64;
+        uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64)), m2 = m & (m - 1);
+        if (__builtin_expect(m2 == 0, 0)) {
+            if ((c = mti_alloc_lowest_head(a, cw, 2)) < 0)
+                goto slow;
+            goto found;
+        }
+        c = mti_alloc_lower_of_two(a, w, m, m2,
+                                   a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
     }
-    if (fast && __builtin_expect(c >= 0, 1)) {
-        commit_head(a, (unsigned)c, r.align, r.size, r.kind, out, map);
-        return 0;
-    }
+found:
+    a->credit--;
+    commit_head(a, (unsigned)c, r.align, r.size, r.kind, out, map);
+    return 0;
+slow:
     /* Scalars: a request passed by address or by value would have to be
      * kept in memory on the fast path too. */
     return allocate_slow(a, r.size, r.align, r.kind, out);

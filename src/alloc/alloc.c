@@ -457,7 +457,7 @@ void mti_alloc_pick_alloc(mt_alloc *a)
 int mti_cpu_has_bmi2(void)
 {
     unsigned eax, ebx, ecx, edx;
-    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & bit_BMI2);
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & bit_BMI) && (ebx & bit_BMI2);
 }
 #endif
 

@@ -238,14 +238,15 @@ struct mt_alloc {
  * tests neither on every call, and on x86-64 each is built twice, once for
  * CPUs with BMI2, whose shifts by a register (shrx, shlx) need no move
  * into cl, which the class and granule arithmetic does a dozen times a
- * pair (-12 instructions a pair, docs/alloc.md). Same source, so the same
+ * pair (-12 instructions a pair, docs/alloc.md), with BMI1 beside it, which
+ * every such CPU has (andn, blsr: -0.8). Same source, so the same
  * results; builds whose -march has BMI2 already need no second copy. Picked
  * at create time by cpuid, not by an ifunc: no resolver runs while the
  * loader relocates (ThreadSanitizer's runtime does not exist yet then), and
  * the jump through the allocator costs what the ifunc's jump did. */
 #if defined(__x86_64__) && !defined(__BMI2__) && defined(__GNUC__)
-#define MTI_BMI2_COPY 1
-#define MTI_TARGET_BMI2 __attribute__((target("bmi2")))
+#define MTI_BMI2_COPY 1 /* BMI1 and BMI2 */
+#define MTI_TARGET_BMI2 __attribute__((target("bmi,bmi2")))
 int mti_cpu_has_bmi2(void);
 #else
 #define MTI_BMI2_COPY 0

@@ -227,7 +227,10 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
         commit_no_tail(a, c, start, pad, size, kind, out);
         return;
     }
-    uint32_t prev = x->prev_phys, uid = node_take(a);
+    /* Both nodes counted at once (gcc keeps the count in a spill slot
+     * between two decrements). */
+    a->b_unused_n -= 1 + (start - pad != xoff);
+    uint32_t prev = x->prev_phys, uid = node_take_uncounted(a);
     if (__builtin_expect(prev == x->next_phys, 0))
         a->reg_empty--; /* the region's first allocation */
     x->off = aend;
@@ -246,7 +249,7 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
     out->region = rid;
     out->hint = uid;
     if (start - pad != xoff) { /* then pad is 0 */
-        uint32_t lead = node_take(a);
+        uint32_t lead = node_take_uncounted(a);
         NODE(b, lead)->off = xoff;
         NODE(b, lead)->size = start - xoff;
         chain_link(b, prev, lead);

@@ -206,7 +206,7 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, ui
  * the tail is still of class c, else it moves to the tail's class. The used block is a new node in front of it; a leading pad the
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
-static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t size,
+static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsigned c, uint64_t amask, uint64_t size,
                                unsigned kind, mt_alloc_block *restrict out, int map)
 {
     /* The block's tail first (the index is done with c then), then the
@@ -215,7 +215,7 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
     blk *b = a->b;
     uint32_t id = ix->head[c];
     blk *x = NODE(b, id);
-    uint64_t xoff = x->off, start = align_up(xoff, align), aend = start + size;
+    uint64_t xoff = x->off, start = (xoff + amask) & ~amask, aend = start + size;
     uint64_t tail = xoff + x->size - aend;
     mta_req r = {size, 1, kind};
     uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
@@ -376,7 +376,10 @@ static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t 
                           ((unsigned)kind >> 1)) != 0 || !out, 0))
         return allocate_unusual(a, size, align, kind, out);
     unsigned gs = a->gshift;
-    mta_req r = {((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind};
+    /* The alignment in granules as its mask: align_up and the worst case
+     * need nothing else. */
+    uint64_t amask = (align - 1) >> gs;
+    mta_req r = {((size - 1) >> gs) + 1, amask + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
      * and map room, a block found among the class heads. */
     int c;
@@ -391,14 +394,14 @@ static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t 
          * (search.h). */
         const tlsf_idx *ix = &a->ix;
         unsigned cu = class_index(r.size);
-        if (head_fits(NODE(a->b, ix->head[cu]), &r)) {
+        if (head_fits_mask(NODE(a->b, ix->head[cu]), r.size, amask)) {
             c = (int)cu;
             goto found;
         }
-        unsigned cw = class_index_up(r.size + r.align - 1);
+        unsigned cw = class_index_up(r.size + amask);
         if (a->used >= a->tight && cu + 1 < cw) {
             int k = tlsf_class_from(ix, cu + 1);
-            if (k >= 0 && (unsigned)k < cw && head_fits(NODE(a->b, ix->head[k]), &r)) {
+            if (k >= 0 && (unsigned)k < cw && head_fits_mask(NODE(a->b, ix->head[k]), r.size, amask)) {
                 c = k;
                 goto found;
             }
@@ -415,7 +418,7 @@ static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t 
     }
 found:
     a->credit--;
-    commit_head(a, (unsigned)c, r.align, r.size, r.kind, out, map);
+    commit_head(a, (unsigned)c, amask, r.size, r.kind, out, map);
     return 0;
 slow:
     /* Scalars: a request passed by address or by value would have to be

@@ -89,11 +89,13 @@ static inline uint64_t head_fit(const blk *h, const mta_req *r)
     return (start - h->off) + r->size <= h->size ? start : NO_FIT;
 }
 
-/* head_fit(h, r) != NO_FIT, without comparing with NO_FIT (a start of
- * UINT64_MAX is no fit either way). */
-static inline int head_fits(const blk *h, const mta_req *r)
+/* head_fit(h, r) != NO_FIT for a request of `size` granules aligned to
+ * amask + 1 (the fast path keeps the mask: align_up needs nothing else),
+ * without comparing with NO_FIT (a start of UINT64_MAX is no fit either
+ * way). */
+static inline int head_fits_mask(const blk *h, uint64_t size, uint64_t amask)
 {
-    return (align_up(h->off, r->align) - h->off) + r->size <= h->size;
+    return (((h->off + amask) & ~amask) - h->off) + size <= h->size;
 }
 
 /* Where the request starts in the head block of class c, or NO_FIT (also

@@ -176,10 +176,12 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
  * their links, unless a leading part the allocation does not keep stays
  * free in front of it. Out of line, with scalars, so that the fast path
  * keeps no request in memory for it. */
-static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, uint64_t start,
-                                                     uint64_t pad, uint64_t size, unsigned kind,
-                                                     mt_alloc_block *out)
+static __attribute__((noinline)) int commit_no_tail(mt_alloc *a, unsigned c, uint64_t start,
+                                                    uint64_t pad, uint64_t size_kind,
+                                                    mt_alloc_block *out)
 {
+    uint64_t size = size_kind & SZ_MASK;
+    unsigned kind = (unsigned)(size_kind >> 63);
     blk *b = a->b;
     uint32_t id = a->ix.head[c];
     blk *x = NODE(b, id);
@@ -198,6 +200,7 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, ui
     }
     used_fill(NODE(b, uid), bstart, pad, &r, rid);
     record(a, rid, start, pad, uid, &r, out);
+    return 0;
 }
 
 /* commit for the fast path, where the block is the head of class c, whose
@@ -206,7 +209,7 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, ui
  * the tail is still of class c, else it moves to the tail's class. The used block is a new node in front of it; a leading pad the
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
-static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsigned c, uint64_t amask, uint64_t size,
+static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsigned c, uint64_t amask, uint64_t size,
                                unsigned kind, mt_alloc_block *restrict out, int map)
 {
     /* The block's tail first (the index is done with c then), then the
@@ -223,10 +226,8 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
      * (-5 instructions a pair against writing it all at the end). */
     out->offset = start << a->gshift;
     out->size = size << a->gshift;
-    if (__builtin_expect(tail == 0, 0)) { /* no tail: rare, out of line */
-        commit_no_tail(a, c, start, pad, size, kind, out);
-        return;
-    }
+    if (__builtin_expect(tail == 0, 0)) /* no tail: rare, out of line (six arguments: a tail call) */
+        return commit_no_tail(a, c, start, pad, size | (uint64_t)kind << 63, out);
     /* Both nodes counted at once (gcc keeps the count in a spill slot
      * between two decrements). */
     a->b_unused_n -= 1 + (start - pad != xoff);
@@ -257,6 +258,7 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
         prev = lead;
     }
     chain_link(b, prev, uid);
+    return 0;
 }
 
 /* Makes sure a split can take two nodes (leading pad, allocation) and the
@@ -418,8 +420,7 @@ static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t 
     }
 found:
     a->credit--;
-    commit_head(a, (unsigned)c, amask, r.size, r.kind, out, map);
-    return 0;
+    return commit_head(a, (unsigned)c, amask, r.size, r.kind, out, map);
 slow:
     /* Scalars: a request passed by address or by value would have to be
      * kept in memory on the fast path too. */

@@ -304,13 +304,15 @@ static inline unsigned class_index(uint64_t u)
  * holds u granules. */
 static inline uint64_t class_round_up(uint64_t u) { return u + (1ull << class_shift(u)) - 1; }
 
-/* class_index(class_round_up(u)) for 0 < u <= U_LIMIT: the next class up
- * unless u is the smallest size of its own class, which is what the class
- * of u - 1, plus one, is. N_CLASSES when no class is certain to hold u. */
-static inline unsigned class_index_up(uint64_t u)
-{
-    return u > 1 ? class_index(u - 1) + 1 : class_index(1);
-}
+/* For 0 < u <= U_LIMIT, an index above the class of u - 1 and at most the
+ * class of class_round_up(u): the classes at or above it are those whose
+ * every block holds u. Doubling a size adds SL_N to its class, and 2u - 1
+ * lies between 2(u - 1) and 2u, so its class less SL_N lies from the class
+ * of u - 1 to that of u, and is the class of u - 1 from 2 * SL_N up (two
+ * sizes to a class there): minus SL_N - 1, no test for u = 1, whose u - 1
+ * has no class. Rounding (2u - 1 from 2^53) errs only upwards or where no
+ * block is. Below N_CLASSES. */
+static inline unsigned class_index_up(uint64_t u) { return class_index(2 * u - 1) - (SL_N - 1); }
 
 static inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 

@@ -651,41 +651,6 @@ static void test_dump(void)
     mt_alloc_destroy(a);
 }
 
-/* Size classes come from a size's bits as a double (internal.h,
- * class_index), exact below 2^53 granules: with a granule of one byte a
- * region may not reach 2^53 bytes, and blocks right below it and requests
- * far above it still behave. */
-static void test_huge_granules(void)
-{
-    for (int s = 0; s < 2; s++) {
-        mt_alloc *a = au_create(s ? MT_ALLOC_FIRST_FIT : MT_ALLOC_BEST_FIT, 1, 0);
-        uint32_t r;
-        const uint64_t lim = 1ull << 53;
-        AU_CHECK_ERR_UNCHANGED(a, mt_alloc_add_region(a, lim, NULL, &r), -EINVAL);
-        AU_CHECK_ERR_UNCHANGED(a, mt_alloc_add_region(a, MT_ALLOC_MAX_SIZE, NULL, &r), -EINVAL);
-        MT_CHECK_OK(mt_alloc_add_region(a, lim - 1, NULL, &r));
-        mt_alloc_block x = au_alloc(a, 1, 0, MT_ALLOC_LINEAR);
-        mt_alloc_block y = au_alloc(a, lim / 2 - 1, 1ull << 40, MT_ALLOC_NONLINEAR);
-        mt_alloc_block z = au_alloc(a, (lim / 2) - (1ull << 41), 0, MT_ALLOC_LINEAR);
-        mt_alloc_block b;
-        AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, lim, 0, MT_ALLOC_LINEAR, &b), -ENOSPC);
-        AU_CHECK_ERR_UNCHANGED(a, mt_alloc_allocate(a, MT_ALLOC_MAX_SIZE, 0, MT_ALLOC_LINEAR, &b),
-                               -ENOSPC);
-        MT_CHECK_OK(mt_alloc_check(a, NULL, 0));
-        MT_CHECK_OK(mt_alloc_free_block(a, &y));
-        MT_CHECK_OK(mt_alloc_check(a, NULL, 0));
-        y = au_alloc(a, lim / 4 + 3, 1ull << 20, MT_ALLOC_LINEAR);
-        MT_CHECK_OK(mt_alloc_free_block(a, &x));
-        MT_CHECK_OK(mt_alloc_free_block(a, &z));
-        MT_CHECK_OK(mt_alloc_free_block(a, &y));
-        MT_CHECK_OK(mt_alloc_check(a, NULL, 0));
-        mt_alloc_stats st;
-        MT_CHECK_OK(mt_alloc_get_stats(a, &st));
-        MT_CHECK(st.largest_free == lim - 1 && st.allocations == 0);
-        mt_alloc_destroy(a);
-    }
-}
-
 int main(void)
 {
     test_split_coalesce();
@@ -700,7 +665,6 @@ int main(void)
     test_checker_catches();
     test_kept_pad();
     test_dump();
-    test_huge_granules();
     puts("alloc basic: ok");
     return 0;
 }

@@ -135,19 +135,25 @@ static int check_classes(checker *c)
     if (ix->cls_map[N_CLASSES / 64] >> (N_CLASSES % 64) ||
         ix->head[N_CLASSES] != NIL)
         return fail(c, "bits or heads past the last class");
-    for (unsigned k = 0; k < N_CLASSES; k++) {
-        uint32_t h = ix->head[k];
-        if (((ix->cls_map[k / 64] >> (k % 64)) & 1) != (h != NIL))
-            return fail(c, "bitmap bit %u disagrees with its list", k);
-        for (uint32_t id = h, prev = NIL; id != NIL; prev = id, id = NODE(a->b, id)->next_free) {
-            if ((rc = mark(c, id, 2, "class list")))
-                return rc;
-            const blk *x = NODE(a->b, id);
-            if (!blk_is_free(x) || x->size == 0 || !(c->seen[id >> NODE_SHIFT] & 1) ||
-                NODE(a->b, id)->prev_free != prev || class_index(x->size) != k)
-                return fail(c, "class %u: node %" PRIu32 " is not a free block of "
-                            "this class in a region chain", k, id);
-            listed++;
+    for (unsigned fl = 0; fl < FL_N; fl++) {
+        for (unsigned sl = 0; sl < SL_N; sl++) {
+            uint32_t h = ix->head[fl * SL_N + sl];
+            unsigned k = fl * SL_N + sl;
+            if (((ix->cls_map[k / 64] >> (k % 64)) & 1) != (h != NIL))
+                return fail(c, "bitmap bit (%u,%u) disagrees with its list", fl, sl);
+            for (uint32_t id = h, prev = NIL; id != NIL;
+                 prev = id, id = NODE(a->b, id)->next_free) {
+                if ((rc = mark(c, id, 2, "class list")))
+                    return rc;
+                const blk *x = NODE(a->b, id);
+                unsigned f, s;
+                class_of(x->size, &f, &s);
+                if (!blk_is_free(x) || x->size == 0 || !(c->seen[id >> NODE_SHIFT] & 1) ||
+                    NODE(a->b, id)->prev_free != prev || f != fl || s != sl)
+                    return fail(c, "class (%u,%u): node %" PRIu32 " is not a free block of "
+                                "this class in a region chain", fl, sl, id);
+                listed++;
+            }
         }
     }
     if (listed != c->free_in_chains)

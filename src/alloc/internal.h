@@ -28,9 +28,6 @@
 #define MT_ALLOC_INTERNAL_H
 
 #include <stdint.h>
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
 
 #include "memtrack/alloc.h"
 
@@ -42,10 +39,10 @@
  * churn (docs/alloc.md). */
 #define SL_LOG2 4
 #define SL_N (1u << SL_LOG2)
-/* Block sizes in granules are below 2^53 (mt_alloc_add_region: every size
- * is exact as a double, class_index); requests and searches round up to
- * below 2^57. */
-#define BLK_LIMIT (1ull << 53)
+/* Block sizes in granules are at most 2^56 (MT_ALLOC_MAX_SIZE with a granule
+ * of 1); searches round up to below 2^57. Top bit at most 56, so the first
+ * level is at most 56 - SL_LOG2 + 1. */
+#define FL_N (57 - SL_LOG2 + 1)
 #define U_LIMIT ((1ull << 57) - 1) /* largest size in granules with a class */
 
 /* Farthest bucket from its home that an offset-map entry may live in
@@ -57,8 +54,7 @@
 #define SCAN_LIMIT 64
 
 #define NIL 0u
-/* Class indices (class_index): sizes 1 to U_LIMIT give 80 to 992. */
-#define N_CLASSES 1008u
+#define N_CLASSES (FL_N * SL_N)
 /* Words of the class bitmap: one bit per class, and room for bit
  * N_CLASSES ("no class is certain to fit"), which is never set. */
 #define CLS_WORDS ((N_CLASSES + 64) / 64)
@@ -268,51 +264,30 @@ static inline unsigned msb64(uint64_t x) { return 63u ^ (unsigned)__builtin_clzl
  * makes the formula hold for small u too, without a branch. */
 static inline unsigned class_shift(uint64_t u) { return msb64(u | SL_N) - SL_LOG2; }
 
-/* Class index of a free block of u > 0 granules: the top 16 bits of u as
- * a double, which are its exponent and the first SL_LOG2 bits after its
- * leading one, so SL_N classes per power of two and every size below
- * 2 * SL_N a class of its own (sizes below SL_N have fewer than SL_LOG2
- * bits after the leading one: their classes are exact, with unused
- * indices between them). A conversion, a move and a shift: the bit scan
- * and shifts it replaces took seven instructions. Exact below 2^53
- * (BLK_LIMIT): blocks are; a request that large, whose class may come out
- * one high, fits no block anyway. The offset makes 1 class 80 and
- * keeps every class's place in its bitmap word. */
-#define CLASS_BIAS 0x3fa0u
-#if defined(__x86_64__)
-/* The conversion in asm, so that no zeroing of the register comes first
- * (gcc clears it so that cvtsi2sd does not wait for its last writer: here
- * the last class computation, two dozen instructions earlier), and the
- * top 16 bits straight out of it (pextrw), not a move and a shift. */
+/* Class index (fl * SL_N + sl) of a free block of u > 0 granules: exact
+ * below 2 * SL_N, then SL_N classes per power of two. With s = class_shift,
+ * u >> s lies in [SL_N, 2 * SL_N) and each shift step adds SL_N classes. */
 static inline unsigned class_index(uint64_t u)
 {
-    __m128d d;
-    __asm__("cvtsi2sdq %1, %0" : "=x"(d) : "r"(u));
-    return (unsigned)_mm_extract_epi16(_mm_castpd_si128(d), 3) - CLASS_BIAS;
+    unsigned t = msb64(u | SL_N);
+    return (t << SL_LOG2) + (unsigned)(u >> (t - SL_LOG2)) - (SL_LOG2 << SL_LOG2);
 }
-#else
-static inline unsigned class_index(uint64_t u)
+
+static inline void class_of(uint64_t u, unsigned *fl, unsigned *sl)
 {
-    double d = (double)(int64_t)u;
-    uint64_t bits;
-    __builtin_memcpy(&bits, &d, sizeof bits);
-    return (unsigned)(bits >> 48) - CLASS_BIAS;
+    unsigned c = class_index(u);
+    *fl = c / SL_N;
+    *sl = c % SL_N;
 }
-#endif
 
 /* u rounded up to the next class boundary, so that every block of its class
  * holds u granules. */
 static inline uint64_t class_round_up(uint64_t u) { return u + (1ull << class_shift(u)) - 1; }
 
-/* For 0 < u <= U_LIMIT, an index above the class of u - 1 and at most the
- * class of class_round_up(u): the classes at or above it are those whose
- * every block holds u. Doubling a size adds SL_N to its class, and 2u - 1
- * lies between 2(u - 1) and 2u, so its class less SL_N lies from the class
- * of u - 1 to that of u, and is the class of u - 1 from 2 * SL_N up (two
- * sizes to a class there): minus SL_N - 1, no test for u = 1, whose u - 1
- * has no class. Rounding (2u - 1 from 2^53) errs only upwards or where no
- * block is. Below N_CLASSES. */
-static inline unsigned class_index_up(uint64_t u) { return class_index(2 * u - 1) - (SL_N - 1); }
+/* class_index(class_round_up(u)) for 0 < u <= U_LIMIT: the next class up
+ * unless u is the smallest size of its own class, which is what the class
+ * of u - 1, plus one, is. N_CLASSES when no class is certain to hold u. */
+static inline unsigned class_index_up(uint64_t u) { return class_index(u - 1) + 1; }
 
 static inline uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 

@@ -41,7 +41,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     if (!a || !id)
         return -EINVAL;
     size &= ~((1ull << a->gshift) - 1);
-    if (size == 0 || size > MT_ALLOC_MAX_SIZE || size >> a->gshift >= BLK_LIMIT)
+    if (size == 0 || size > MT_ALLOC_MAX_SIZE)
         return -EINVAL;
     if (mti_alloc_node_reserve(a, 2) != 0)
         return -ENOMEM;

@@ -11,6 +11,10 @@
 #include "offmap.h"
 #include "search.h"
 
+#if MTI_BMI2_COPY
+#include <cpuid.h>
+#endif
+
 static int is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
@@ -226,7 +230,8 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
      * (-5 instructions a pair against writing it all at the end). */
     out->offset = start << a->gshift;
     out->size = size << a->gshift;
-    if (__builtin_expect(tail == 0, 0)) /* no tail: rare, out of line (six arguments: a tail call) */
+    /* No tail: rare, out of line (six arguments: a tail call). */
+    if (__builtin_expect(tail == 0, 0))
         return commit_no_tail(a, c, start, pad, size | (uint64_t)kind << 63, out);
     /* Both nodes counted at once (gcc keeps the count in a spill slot
      * between two decrements). */
@@ -403,7 +408,8 @@ static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t 
         unsigned cw = class_index_up(r.size + amask);
         if (a->used >= a->tight && cu + 1 < cw) {
             int k = tlsf_class_from(ix, cu + 1);
-            if (k >= 0 && (unsigned)k < cw && head_fits_mask(NODE(a->b, ix->head[k]), r.size, amask)) {
+            if (k >= 0 && (unsigned)k < cw &&
+                head_fits_mask(NODE(a->b, ix->head[k]), r.size, amask)) {
                 c = k;
                 goto found;
             }
@@ -448,7 +454,7 @@ void mti_alloc_pick_alloc(mt_alloc *a)
     int map = a->ht != NULL;
 #if MTI_BMI2_COPY
     if (mti_cpu_has_bmi2()) {
-        a->alloc_fn = a->fast == FAST_BEST_FIT    ? map ? alloc_best_map_bmi2 : alloc_best_nomap_bmi2
+        a->alloc_fn = a->fast == FAST_BEST_FIT ? map ? alloc_best_map_bmi2 : alloc_best_nomap_bmi2
                       : a->fast == FAST_FIRST_FIT ? alloc_first_bmi2
                                                   : alloc_general;
         return;
@@ -460,7 +466,7 @@ void mti_alloc_pick_alloc(mt_alloc *a)
 }
 
 #if MTI_BMI2_COPY
-#include <cpuid.h>
+/* Whether the CPU has BMI1 and BMI2, which the BMI copies use (internal.h). */
 int mti_cpu_has_bmi2(void)
 {
     unsigned eax, ebx, ecx, edx;

@@ -57,8 +57,9 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
         free(a);
         return -ENOMEM;
     }
-    mti_alloc_pick_alloc(a);
-    mti_alloc_pick_free(a);
+    int bmi = mti_cpu_has_bmi2();
+    mti_alloc_pick_alloc(a, bmi);
+    mti_alloc_pick_free(a, bmi);
     *out = a;
     return 0;
 }
@@ -449,11 +450,12 @@ ALLOC_COPY(alloc_best_nomap_bmi2, MTI_TARGET_BMI2, FAST_BEST_FIT, MAP_NONE)
 ALLOC_COPY(alloc_first_bmi2, MTI_TARGET_BMI2, FAST_FIRST_FIT, MAP_ASK)
 #endif
 
-void mti_alloc_pick_alloc(mt_alloc *a)
+void mti_alloc_pick_alloc(mt_alloc *a, int bmi)
 {
     int map = a->ht != NULL;
+    (void)bmi; /* without BMI copies */
 #if MTI_BMI2_COPY
-    if (mti_cpu_has_bmi2()) {
+    if (bmi) {
         a->alloc_fn = a->fast == FAST_BEST_FIT ? map ? alloc_best_map_bmi2 : alloc_best_nomap_bmi2
                       : a->fast == FAST_FIRST_FIT ? alloc_first_bmi2
                                                   : alloc_general;

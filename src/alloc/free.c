@@ -134,11 +134,12 @@ FREE_COPIES(, )
 FREE_COPIES(_bmi2, MTI_TARGET_BMI2)
 #endif
 
-void mti_alloc_pick_free(mt_alloc *a)
+void mti_alloc_pick_free(mt_alloc *a, int bmi)
 {
     int map = a->ht != NULL;
+    (void)bmi; /* without BMI copies */
 #if MTI_BMI2_COPY
-    if (mti_cpu_has_bmi2()) {
+    if (bmi) {
         a->free_fn = map ? free_offset_bmi2 : free_by_offset_none;
         a->free_block_fn = map ? free_block_map_bmi2 : free_block_nomap_bmi2;
         return;

@@ -247,11 +247,13 @@ int mti_cpu_has_bmi2(void);
 #else
 #define MTI_BMI2_COPY 0
 #define MTI_TARGET_BMI2
+static inline int mti_cpu_has_bmi2(void) { return 0; }
 #endif
 
-/* alloc.c, free.c: set a's hot paths for its strategy, map and CPU. */
-void mti_alloc_pick_alloc(mt_alloc *a);
-void mti_alloc_pick_free(mt_alloc *a);
+/* alloc.c, free.c: set a's hot paths for its strategy, map and CPU (bmi:
+ * mti_cpu_has_bmi2, asked once by mt_alloc_create). */
+void mti_alloc_pick_alloc(mt_alloc *a, int bmi);
+void mti_alloc_pick_free(mt_alloc *a, int bmi);
 
 /* ---- size classes ---------------------------------------------------------- */
 

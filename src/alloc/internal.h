@@ -228,7 +228,7 @@ struct mt_alloc {
 };
 
 /* The hot paths (allocate, free) are built in several copies, and
- * mt_alloc_create picks one of each for the allocator (mti_alloc_pick):
+ * mt_alloc_create picks one of each for the allocator (mti_alloc_pick_*):
  * the public functions test the allocator for NULL and jump through its
  * pointers. A copy per strategy and per "with or without the offset map"
  * tests neither on every call, and on x86-64 each is built twice, once for

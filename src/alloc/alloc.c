@@ -11,6 +11,10 @@
 #include "offmap.h"
 #include "search.h"
 
+#if MTI_BMI2_COPY
+#include <cpuid.h>
+#endif
+
 static int is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
@@ -53,6 +57,9 @@ int mt_alloc_create(const mt_alloc_opts *opts, mt_alloc **out)
         free(a);
         return -ENOMEM;
     }
+    int bmi = mti_cpu_has_bmi2();
+    mti_alloc_pick_alloc(a, bmi);
+    mti_alloc_pick_free(a, bmi);
     *out = a;
     return 0;
 }
@@ -99,12 +106,15 @@ static inline void used_fill(blk *u, uint64_t bstart, uint64_t pad, const mta_re
     u->region = rid;
 }
 
+/* Whether a hot path's copy has the offset map: MAP_ASK tests. */
+enum { MAP_NONE, MAP_YES, MAP_ASK };
+
 /* Counts allocation uid of `size` granules, whose data starts at `start` of
  * region rid after a kept pad of `pad`, and enters it in the map. */
 static inline __attribute__((always_inline)) void record_counts(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pad,
-                                 uint32_t uid, uint64_t size)
+                                 uint32_t uid, uint64_t size, int map)
 {
-    if (a->ht)
+    if (map == MAP_ASK ? a->ht != NULL : map == MAP_YES)
         map_insert(a, rid, start, uid);
     a->live++;
     a->used += size + pad;
@@ -115,7 +125,7 @@ static inline __attribute__((always_inline)) void record_counts(mt_alloc *a, uin
 static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pad, uint32_t uid,
                           const mta_req *r, mt_alloc_block *restrict out)
 {
-    record_counts(a, rid, start, pad, uid, r->size);
+    record_counts(a, rid, start, pad, uid, r->size, MAP_ASK);
     out->offset = start << a->gshift;
     out->size = r->size << a->gshift;
     out->region = rid;
@@ -171,10 +181,12 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
  * their links, unless a leading part the allocation does not keep stays
  * free in front of it. Out of line, with scalars, so that the fast path
  * keeps no request in memory for it. */
-static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, uint64_t start,
-                                                     uint64_t pad, uint64_t size, unsigned kind,
-                                                     mt_alloc_block *out)
+static __attribute__((noinline)) int commit_no_tail(mt_alloc *a, unsigned c, uint64_t start,
+                                                    uint64_t pad, uint64_t size_kind,
+                                                    mt_alloc_block *out)
 {
+    uint64_t size = size_kind & SZ_MASK;
+    unsigned kind = (unsigned)(size_kind >> 63);
     blk *b = a->b;
     uint32_t id = a->ix.head[c];
     blk *x = NODE(b, id);
@@ -193,6 +205,7 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, ui
     }
     used_fill(NODE(b, uid), bstart, pad, &r, rid);
     record(a, rid, start, pad, uid, &r, out);
+    return 0;
 }
 
 /* commit for the fast path, where the block is the head of class c, whose
@@ -201,8 +214,8 @@ static __attribute__((noinline)) void commit_no_tail(mt_alloc *a, unsigned c, ui
  * the tail is still of class c, else it moves to the tail's class. The used block is a new node in front of it; a leading pad the
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
-static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsigned c, uint64_t align, uint64_t size,
-                               unsigned kind, mt_alloc_block *restrict out)
+static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsigned c, uint64_t amask, uint64_t size,
+                               unsigned kind, mt_alloc_block *restrict out, int map)
 {
     /* The block's tail first (the index is done with c then), then the
      * allocation, then the leading part: fewer values live at once. */
@@ -210,7 +223,7 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
     blk *b = a->b;
     uint32_t id = ix->head[c];
     blk *x = NODE(b, id);
-    uint64_t xoff = x->off, start = align_up(xoff, align), aend = start + size;
+    uint64_t xoff = x->off, start = (xoff + amask) & ~amask, aend = start + size;
     uint64_t tail = xoff + x->size - aend;
     mta_req r = {size, 1, kind};
     uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
@@ -218,11 +231,13 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
      * (-5 instructions a pair against writing it all at the end). */
     out->offset = start << a->gshift;
     out->size = size << a->gshift;
-    if (__builtin_expect(tail == 0, 0)) { /* no tail: rare, out of line */
-        commit_no_tail(a, c, start, pad, size, kind, out);
-        return;
-    }
-    uint32_t prev = x->prev_phys, uid = node_take(a);
+    /* No tail: rare, out of line (six arguments: a tail call). */
+    if (__builtin_expect(tail == 0, 0))
+        return commit_no_tail(a, c, start, pad, size | (uint64_t)kind << 63, out);
+    /* Both nodes counted at once (gcc keeps the count in a spill slot
+     * between two decrements). */
+    a->b_unused_n -= 1 + (start - pad != xoff);
+    uint32_t prev = x->prev_phys, uid = node_take_uncounted(a);
     if (__builtin_expect(prev == x->next_phys, 0))
         a->reg_empty--; /* the region's first allocation */
     x->off = aend;
@@ -237,11 +252,11 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
     blk *u = NODE(b, uid);
     used_fill(u, start - pad, pad, &r, rid);
     u->next_phys = id;
-    record_counts(a, rid, start, pad, uid, size);
+    record_counts(a, rid, start, pad, uid, size, map);
     out->region = rid;
     out->hint = uid;
     if (start - pad != xoff) { /* then pad is 0 */
-        uint32_t lead = node_take(a);
+        uint32_t lead = node_take_uncounted(a);
         NODE(b, lead)->off = xoff;
         NODE(b, lead)->size = start - xoff;
         chain_link(b, prev, lead);
@@ -249,6 +264,7 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
         prev = lead;
     }
     chain_link(b, prev, uid);
+    return 0;
 }
 
 /* Makes sure a split can take two nodes (leading pad, allocation) and the
@@ -258,10 +274,6 @@ static inline __attribute__((always_inline)) void commit_head(mt_alloc *a, unsig
  * than ever before; when the credit would be small, it grows a little
  * early, so that the inline path does not come here every few calls. */
 #define CREDIT_MAX 1024u
-static inline uint32_t *credit_of(mt_alloc *a)
-{
-    return a->fast == FAST_FIRST_FIT ? &a->credit_ff : &a->credit;
-}
 
 #define CREDIT_MIN 16u
 static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
@@ -274,7 +286,7 @@ static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
         return -ENOMEM;
     uint32_t c = a->b_unused_n / 2, room = a->ht_room - a->live;
     c = c < room ? c : room;
-    *credit_of(a) = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
+    a->credit = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
     return 0;
 }
 
@@ -322,8 +334,7 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
                                                    unsigned kind, mt_alloc_block *out)
 {
     mta_req r = {size, align, kind};
-    uint32_t *credit = credit_of(a);
-    int rc = *credit ? 0 : reserve_slow(a);
+    int rc = a->credit ? 0 : reserve_slow(a);
     if (rc == 0)
         rc = reserve(a);
     if (rc)
@@ -333,7 +344,7 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
     if (id == NIL)
         return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
     commit_found(a, id, start, &r, out);
-    *credit -= *credit != 0; /* it took what one unit of credit stands for */
+    a->credit -= a->credit != 0; /* it took what one unit of credit stands for */
     return 0;
 }
 
@@ -344,7 +355,7 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
 static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size, uint64_t align,
                                                       mt_alloc_kind kind, mt_alloc_block *out)
 {
-    if (!a || !out || size == 0 || (align & (align - 1)) != 0 ||
+    if (!out || size == 0 || (align & (align - 1)) != 0 ||
         (unsigned)kind > MT_ALLOC_NONLINEAR)
         return -EINVAL;
     if (size > MT_ALLOC_MAX_SIZE)
@@ -355,41 +366,121 @@ static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size
     return allocate_slow(a, ((size - 1) >> gs) + 1, align ? align : 1, (unsigned)kind, out);
 }
 
+/* The hot path, one copy per strategy (fast: FAST_*, or 0 for the
+ * general path alone) and map (MAP_*), picked by mti_alloc_pick_alloc. */
 static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t size,
                                                           uint64_t align, mt_alloc_kind kind,
-                                                          mt_alloc_block *restrict out)
+                                                          mt_alloc_block *restrict out, int fast,
+                                                          int map)
 {
     /* The unusual values OR'ed into one word (size - 1 and align - 1 wrap
      * for 0, and are below 2^56 = MT_ALLOC_MAX_SIZE for a good size and a
-     * power-of-two alignment up to it), then the pointers. Alignment 0 (the
-     * granule) goes the unusual way too, so that here align - 1 shifted to
-     * granules is the alignment's mask, whatever the granule: no test. */
+     * power-of-two alignment up to it), then the pointer (a is not NULL:
+     * mt_alloc_allocate). Alignment 0 (the granule) goes the unusual way
+     * too, so that here align - 1 shifted to granules is the alignment's
+     * mask, whatever the granule: no test. */
     _Static_assert(MT_ALLOC_MAX_SIZE == 1ull << 56 && MT_ALLOC_NONLINEAR == 1, "checks below");
     if (__builtin_expect(((align & (align - 1)) | (((size - 1) | (align - 1)) >> 56) |
-                          ((unsigned)kind >> 1)) != 0 || !a || !out, 0))
+                          ((unsigned)kind >> 1)) != 0 || !out, 0))
         return allocate_unusual(a, size, align, kind, out);
     unsigned gs = a->gshift;
-    mta_req r = {((size - 1) >> gs) + 1, ((align - 1) >> gs) + 1, (unsigned)kind};
+    /* The alignment in granules as its mask: align_up and the worst case
+     * need nothing else. */
+    uint64_t amask = (align - 1) >> gs;
+    mta_req r = {((size - 1) >> gs) + 1, amask + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
      * and map room, a block found among the class heads. */
-    int c = -1;
-    if (__builtin_expect(a->credit != 0, 1)) {
-        if ((c = mti_alloc_best_fit_fast(a, &r)) >= 0)
-            a->credit--;
-    } else if (a->credit_ff != 0 && (c = mti_alloc_first_fit_fast(a, &r)) >= 0) {
-        a->credit_ff--;
+    int c;
+    if (!fast || __builtin_expect(a->credit == 0, 0))
+        goto slow;
+    if (fast == FAST_FIRST_FIT) {
+        if ((c = mti_alloc_first_fit_fast(a, &r)) < 0)
+            goto slow;
+    } else {
+        /* mti_alloc_best_fit_fast, written out here so that only its rare
+         * way (no two guaranteed heads in one bitmap word) tests for "none"
+         * (search.h). */
+        const tlsf_idx *ix = &a->ix;
+        unsigned cu = class_index(r.size);
+        if (head_fits_mask(NODE(a->b, ix->head[cu]), r.size, amask)) {
+            c = (int)cu;
+            goto found;
+        }
+        unsigned cw = class_index_up(r.size + amask);
+        if (a->used >= a->tight && cu + 1 < cw) {
+            int k = tlsf_class_from(ix, cu + 1);
+            if (k >= 0 && (unsigned)k < cw &&
+                head_fits_mask(NODE(a->b, ix->head[k]), r.size, amask)) {
+                c = k;
+                goto found;
+            }
+        }
+        unsigned w = cw / 64;
+        uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64)), m2 = m & (m - 1);
+        if (__builtin_expect(m2 == 0, 0)) {
+            if ((c = mti_alloc_lowest_head(a, cw, 2)) < 0)
+                goto slow;
+            goto found;
+        }
+        c = mti_alloc_lower_of_two(a, w, m, m2,
+                                   a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
     }
-    if (__builtin_expect(c >= 0, 1)) {
-        commit_head(a, (unsigned)c, r.align, r.size, r.kind, out);
-        return 0;
-    }
+found:
+    a->credit--;
+    return commit_head(a, (unsigned)c, amask, r.size, r.kind, out, map);
+slow:
     /* Scalars: a request passed by address or by value would have to be
      * kept in memory on the fast path too. */
     return allocate_slow(a, r.size, r.align, r.kind, out);
 }
 
-/* The public entry point, built twice on x86-64 (internal.h). */
-MTI_HOT_DISPATCH(int, mt_alloc_allocate, mti_alloc_allocate, allocate,
-                 (mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
-                  mt_alloc_block *restrict out),
-                 (a, size, align, kind, out))
+#define ALLOC_COPY(name, attr, fast, map)                                                   \
+    static attr int name(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,   \
+                         mt_alloc_block *restrict out)                                     \
+    {                                                                                      \
+        return allocate(a, size, align, kind, out, fast, map);                             \
+    }
+ALLOC_COPY(alloc_best_map, , FAST_BEST_FIT, MAP_YES)
+ALLOC_COPY(alloc_best_nomap, , FAST_BEST_FIT, MAP_NONE)
+ALLOC_COPY(alloc_first, , FAST_FIRST_FIT, MAP_ASK)
+ALLOC_COPY(alloc_general, , 0, MAP_ASK)
+#if MTI_BMI2_COPY
+ALLOC_COPY(alloc_best_map_bmi2, MTI_TARGET_BMI2, FAST_BEST_FIT, MAP_YES)
+ALLOC_COPY(alloc_best_nomap_bmi2, MTI_TARGET_BMI2, FAST_BEST_FIT, MAP_NONE)
+ALLOC_COPY(alloc_first_bmi2, MTI_TARGET_BMI2, FAST_FIRST_FIT, MAP_ASK)
+#endif
+
+void mti_alloc_pick_alloc(mt_alloc *a, int bmi)
+{
+    int map = a->ht != NULL;
+    (void)bmi; /* without BMI copies */
+#if MTI_BMI2_COPY
+    if (bmi) {
+        a->alloc_fn = a->fast == FAST_BEST_FIT ? map ? alloc_best_map_bmi2 : alloc_best_nomap_bmi2
+                      : a->fast == FAST_FIRST_FIT ? alloc_first_bmi2
+                                                  : alloc_general;
+        return;
+    }
+#endif
+    a->alloc_fn = a->fast == FAST_BEST_FIT    ? map ? alloc_best_map : alloc_best_nomap
+                  : a->fast == FAST_FIRST_FIT ? alloc_first
+                                              : alloc_general;
+}
+
+#if MTI_BMI2_COPY
+/* Whether the CPU has BMI1 and BMI2, which the BMI copies use (internal.h). */
+int mti_cpu_has_bmi2(void)
+{
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & bit_BMI) && (ebx & bit_BMI2);
+}
+#endif
+
+/* The public entry point. */
+int mt_alloc_allocate(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
+                      mt_alloc_block *restrict out)
+{
+    if (__builtin_expect(!a, 0))
+        return -EINVAL;
+    return a->alloc_fn(a, size, align, kind, out);
+}

@@ -17,12 +17,12 @@
  * filed. Taking neighbours off and filing the result once costs no more
  * than moving a grown neighbour between lists in place, which nearly
  * always changes class anyway with 16 classes per power of two. */
-static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t id)
+static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t id, int map)
 {
     blk *b = a->b, *x = NODE(b, id);
     uint32_t lo = x->prev_phys, hi = x->next_phys, f = id;
     uint64_t off = blk_off(x), size = blk_size(x);
-    if (a->ht)
+    if (map)
         map_remove_noted(a, x);
     a->live--;
     a->used -= size;
@@ -52,17 +52,14 @@ static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t
     chain_link(b, f, hi);
     tlsf_insert(a, f);
     if (__builtin_expect(lo == hi, 0)) /* both the sentinel: the region is empty */
-        mti_alloc_region_emptied(a, NODE(b, lo)->region);
+        return mti_alloc_region_emptied(a, NODE(b, lo)->region); /* a tail call */
     return 0;
 }
 
+/* mt_alloc_free with the map (without: free_by_offset_none). */
 static inline __attribute__((always_inline)) int free_by_offset(mt_alloc *a, uint32_t rid,
                                                                 uint64_t offset)
 {
-    if (!a)
-        return -EINVAL;
-    if (!a->ht)
-        return -ENOTSUP;
     if (rid >= a->reg_cap || a->reg[rid].size == 0)
         return -ENOENT;
     if (offset >= a->reg[rid].size || (offset & ((1ull << a->gshift) - 1)) != 0)
@@ -70,7 +67,7 @@ static inline __attribute__((always_inline)) int free_by_offset(mt_alloc *a, uin
     mloc l = map_find(a, rid, offset >> a->gshift);
     if (l.bucket == UINT32_MAX)
         return -ENOENT;
-    return free_node(a, map_id(a, l));
+    return free_node(a, map_id(a, l), 1);
 }
 
 /* Without the map, a block whose hint does not hold names no allocation
@@ -87,10 +84,11 @@ static __attribute__((noinline)) int free_unhinted(mt_alloc *a, uint32_t rid, ui
     return -ENOENT;
 }
 
+/* mt_alloc_free_block with the map or without (map), a not NULL. */
 static inline __attribute__((always_inline)) int free_block(mt_alloc *a,
-                                                            const mt_alloc_block *blk_in)
+                                                            const mt_alloc_block *blk_in, int map)
 {
-    if (!a || !blk_in)
+    if (!blk_in)
         return -EINVAL;
     uint32_t id = blk_in->hint, rid = blk_in->region;
     uint64_t offset = blk_in->offset;
@@ -106,13 +104,62 @@ static inline __attribute__((always_inline)) int free_block(mt_alloc *a,
         if (__builtin_expect(((x->size >> 62) ^ 2) | (x->region ^ rid) |
                                  ((blk_data_off(x) << a->gshift) ^ offset),
                              0) == 0)
-            return free_node(a, id);
+            return free_node(a, id, map);
     }
     return free_unhinted(a, rid, offset);
 }
 
-/* The public entry points, built twice on x86-64 (internal.h). */
-MTI_HOT_DISPATCH(int, mt_alloc_free, mti_alloc_free, free_by_offset,
-                 (mt_alloc *a, uint32_t rid, uint64_t offset), (a, rid, offset))
-MTI_HOT_DISPATCH(int, mt_alloc_free_block, mti_alloc_free_block, free_block,
-                 (mt_alloc *a, const mt_alloc_block *blk_in), (a, blk_in))
+static int free_by_offset_none(mt_alloc *a, uint32_t rid, uint64_t offset)
+{
+    (void)a, (void)rid, (void)offset;
+    return -ENOTSUP;
+}
+
+/* The copies of the hot paths (internal.h), picked by mti_alloc_pick_free. */
+#define FREE_COPIES(sfx, attr)                                                              \
+    static attr int free_offset##sfx(mt_alloc *a, uint32_t rid, uint64_t offset)           \
+    {                                                                                      \
+        return free_by_offset(a, rid, offset);                                             \
+    }                                                                                      \
+    static attr int free_block_map##sfx(mt_alloc *a, const mt_alloc_block *blk_in)         \
+    {                                                                                      \
+        return free_block(a, blk_in, 1);                                                   \
+    }                                                                                      \
+    static attr int free_block_nomap##sfx(mt_alloc *a, const mt_alloc_block *blk_in)       \
+    {                                                                                      \
+        return free_block(a, blk_in, 0);                                                   \
+    }
+FREE_COPIES(, )
+#if MTI_BMI2_COPY
+FREE_COPIES(_bmi2, MTI_TARGET_BMI2)
+#endif
+
+void mti_alloc_pick_free(mt_alloc *a, int bmi)
+{
+    int map = a->ht != NULL;
+    (void)bmi; /* without BMI copies */
+#if MTI_BMI2_COPY
+    if (bmi) {
+        a->free_fn = map ? free_offset_bmi2 : free_by_offset_none;
+        a->free_block_fn = map ? free_block_map_bmi2 : free_block_nomap_bmi2;
+        return;
+    }
+#endif
+    a->free_fn = map ? free_offset : free_by_offset_none;
+    a->free_block_fn = map ? free_block_map : free_block_nomap;
+}
+
+/* The public entry points. */
+int mt_alloc_free(mt_alloc *a, uint32_t rid, uint64_t offset)
+{
+    if (__builtin_expect(!a, 0))
+        return -EINVAL;
+    return a->free_fn(a, rid, offset);
+}
+
+int mt_alloc_free_block(mt_alloc *a, const mt_alloc_block *blk_in)
+{
+    if (__builtin_expect(!a, 0))
+        return -EINVAL;
+    return a->free_block_fn(a, blk_in);
+}

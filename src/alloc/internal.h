@@ -167,6 +167,12 @@ typedef struct mbucket {
     uint32_t id[MAP_LANES];
 } mbucket;
 
+/* The hot paths, one copy of each picked per allocator (below). */
+typedef int mti_alloc_fn(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,
+                         mt_alloc_block *out);
+typedef int mti_free_block_fn(mt_alloc *a, const mt_alloc_block *blk);
+typedef int mti_free_fn(mt_alloc *a, uint32_t region, uint64_t offset);
+
 typedef struct region {
     uint64_t size;     /* bytes; 0: the slot is unused */
     void *user;
@@ -180,6 +186,10 @@ typedef struct region {
  * and sentinels, a region's use is a walk of its chain
  * (mt_alloc_region_info). */
 struct mt_alloc {
+    /* The hot paths picked for this allocator (mti_alloc_pick_*). */
+    mti_alloc_fn *alloc_fn;
+    mti_free_block_fn *free_block_fn;
+    mti_free_fn *free_fn;
     blk *b;            /* nodes; the one at id NIL is the sink node (tlsf.h) */
     mbucket *ht;       /* offset map: ht_mask + 1 buckets; NULL without one */
     uint64_t ht_seed;  /* odd multiplier of the hash */
@@ -194,10 +204,9 @@ struct mt_alloc {
     uint32_t fast;     /* FAST_*: the inline path and its strategy, or 0 */
     /* Allocations the inline path may make before it must check for spare
      * nodes and map room again (alloc.c, reserve): one counter instead of
-     * three tests. One per strategy, so that best fit's path tests its
-     * counter and not the strategy as well; 0 but the inline path's. */
-    uint32_t credit;    /* best fit's */
-    uint32_t credit_ff; /* first fit's */
+     * three tests. Each strategy has its own copy of the path, so the
+     * counter needs no test of the strategy; 0 without an inline path. */
+    uint32_t credit;
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */
@@ -218,28 +227,33 @@ struct mt_alloc {
     tlsf_idx ix;    /* the free blocks */
 };
 
-/* The hot entry points (allocate, free) are built twice on x86-64 and the
- * loader picks one by the CPU (an ifunc): BMI2's shifts by a register
- * (shrx, shlx) need no move into cl, which the class and granule
- * arithmetic does a dozen times a pair (-12 instructions per pair, docs/
- * alloc.md). Same source, so the same results; the baseline x86-64 copy
- * serves CPUs without BMI2, and builds whose -march has it already need
- * no second copy. MTI_HOT_DISPATCH(ret, name, iname, impl, params, args)
- * defines the public `name` from the always-inline `impl`: gcc's
- * target_clones on the internal `iname`, whose resolver (iname.resolver)
- * is internal too, and `name` an alias of it. Not under ThreadSanitizer:
- * the resolver runs while the loader relocates, before TSan's runtime
- * exists, and gcc instruments it (it crashes). */
-#if defined(__x86_64__) && !defined(__BMI2__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__)
-#define MTI_HOT_DISPATCH(ret, name, iname, impl, params, args)                                 \
-    ret iname params;                                                                         \
-    __attribute__((target_clones("bmi2", "default"))) ret iname params { return impl args; }  \
-    ret name params __attribute__((alias(#iname)));
+/* The hot paths (allocate, free) are built in several copies, and
+ * mt_alloc_create picks one of each for the allocator (mti_alloc_pick_*):
+ * the public functions test the allocator for NULL and jump through its
+ * pointers. A copy per strategy and per "with or without the offset map"
+ * tests neither on every call, and on x86-64 each is built twice, once for
+ * CPUs with BMI2, whose shifts by a register (shrx, shlx) need no move
+ * into cl, which the class and granule arithmetic does a dozen times a
+ * pair (-12 instructions a pair, docs/alloc.md), with BMI1 beside it, which
+ * every such CPU has (andn, blsr: -0.8). Same source, so the same
+ * results; builds whose -march has BMI2 already need no second copy. Picked
+ * at create time by cpuid, not by an ifunc: no resolver runs while the
+ * loader relocates (ThreadSanitizer's runtime does not exist yet then), and
+ * the jump through the allocator costs what the ifunc's jump did. */
+#if defined(__x86_64__) && !defined(__BMI2__) && defined(__GNUC__)
+#define MTI_BMI2_COPY 1 /* BMI1 and BMI2 */
+#define MTI_TARGET_BMI2 __attribute__((target("bmi,bmi2")))
+int mti_cpu_has_bmi2(void);
 #else
-#define MTI_HOT_DISPATCH(ret, name, iname, impl, params, args) \
-    ret name params { return impl args; }
+#define MTI_BMI2_COPY 0
+#define MTI_TARGET_BMI2
+static inline int mti_cpu_has_bmi2(void) { return 0; }
 #endif
+
+/* alloc.c, free.c: set a's hot paths for its strategy, map and CPU (bmi:
+ * mti_cpu_has_bmi2, asked once by mt_alloc_create). */
+void mti_alloc_pick_alloc(mt_alloc *a, int bmi);
+void mti_alloc_pick_free(mt_alloc *a, int bmi);
 
 /* ---- size classes ---------------------------------------------------------- */
 
@@ -296,8 +310,9 @@ typedef struct mta_req {
 int mti_alloc_map_reserve(mt_alloc *a);
 int mti_alloc_map_rebuild(mt_alloc *a);
 
-/* region.c: a region lost its last allocation / is being removed. */
-void mti_alloc_region_emptied(mt_alloc *a, uint32_t id);
+/* region.c: a region lost its last allocation (returns 0: the free path
+ * tail-calls it) / is being removed. */
+int mti_alloc_region_emptied(mt_alloc *a, uint32_t id);
 void mti_alloc_region_drop(mt_alloc *a, uint32_t id, int call_release);
 
 /* The allocator is "tight" once 9/16 of its granules are used: best fit

@@ -49,7 +49,7 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     if (slot_take(a, &rid) != 0)
         return -ENOMEM;
     uint32_t sid = node_take(a), bid = node_take(a);
-    a->credit = a->credit_ff = 0; /* they counted these nodes (alloc.c, reserve_slow) */
+    a->credit = 0; /* they counted these nodes (alloc.c, reserve_slow) */
     blk *b = a->b;
     /* The sentinel reads as a used neighbour that is no block (SZ_SENT), and
      * carries the region id for the free blocks beside it. */
@@ -87,13 +87,14 @@ void mti_alloc_region_drop(mt_alloc *a, uint32_t rid, int call_release)
         a->release(a->user, rid, r.size, r.user);
 }
 
-void mti_alloc_region_emptied(mt_alloc *a, uint32_t rid)
+int mti_alloc_region_emptied(mt_alloc *a, uint32_t rid)
 {
     a->reg_empty++;
     /* Keep one empty region so that a workload hovering at a region boundary
      * does not release and grow on every allocation. */
     if ((a->flags & MT_ALLOC_RELEASE_EMPTY) && a->reg_empty > 1)
         mti_alloc_region_drop(a, rid, 1);
+    return 0;
 }
 
 /* A live region without allocations is one free block (coalescing). */

@@ -27,7 +27,7 @@
  * in all, so both strategies stay O(1). This is what lets an aged heap fill
  * to 0.99 before it refuses a request.
  *
- * mti_alloc_best_fit_fast and mti_alloc_first_fit_fast are the strategies without
+ * Best fit's fast path (alloc.c) and mti_alloc_first_fit_fast are the strategies without
  * granularity pages, inline on the allocation's fast path, on head blocks
  * only; mti_alloc_search is everything, out of line: for best fit it always
  * tries the next class and compares two guaranteed heads without the span
@@ -89,11 +89,13 @@ static inline uint64_t head_fit(const blk *h, const mta_req *r)
     return (start - h->off) + r->size <= h->size ? start : NO_FIT;
 }
 
-/* head_fit(h, r) != NO_FIT, without comparing with NO_FIT (a start of
- * UINT64_MAX is no fit either way). */
-static inline int head_fits(const blk *h, const mta_req *r)
+/* head_fit(h, r) != NO_FIT for a request of `size` granules aligned to
+ * amask + 1 (the fast path keeps the mask: align_up needs nothing else),
+ * without comparing with NO_FIT (a start of UINT64_MAX is no fit either
+ * way). */
+static inline int head_fits_mask(const blk *h, uint64_t size, uint64_t amask)
 {
-    return (align_up(h->off, r->align) - h->off) + r->size <= h->size;
+    return (((h->off + amask) & ~amask) - h->off) + size <= h->size;
 }
 
 /* Where the request starts in the head block of class c, or NO_FIT (also
@@ -150,16 +152,15 @@ static inline int mti_alloc_lowest_head(const mt_alloc *a, unsigned cw, unsigned
     return best;
 }
 
-/* mti_alloc_lowest_head(ix, cw, 2) for the fast path: when both classes are in
- * cw's bitmap word (nearly always), two bit scans and one comparison. */
-static inline int mti_alloc_lowest_of_two(const mt_alloc *a, unsigned cw, unsigned span)
+/* Of the first two non-empty classes at or above cw, both in bitmap word
+ * w (m: the word from cw on; m2: m without its lowest bit, not 0), the
+ * one whose head is lower if the second is at most `span` classes above
+ * the first, else the first: mti_alloc_lowest_head(a, cw, 2) with the
+ * span rule, for the fast path (alloc.c), which has tested m2. */
+static inline int mti_alloc_lower_of_two(const mt_alloc *a, unsigned w, uint64_t m, uint64_t m2,
+                                         unsigned span)
 {
     const tlsf_idx *ix = &a->ix;
-    unsigned w = cw / 64;
-    uint64_t m = ix->cls_map[w] & (~0ull << (cw % 64));
-    uint64_t m2 = m & (m - 1);
-    if (__builtin_expect(m2 == 0, 0))
-        return mti_alloc_lowest_head(a, cw, 2);
     unsigned c1 = w * 64 + (unsigned)__builtin_ctzll(m), c2 = w * 64 + (unsigned)__builtin_ctzll(m2);
     /* Which head is lower is a coin toss for the branch predictor: both
      * conditions are evaluated and the class selected without a branch. */
@@ -231,25 +232,12 @@ static inline uint32_t mti_alloc_scan(const mt_alloc *a, unsigned from, unsigned
     return best.id;
 }
 
-/* BEST_FIT without granularity separation, the common case, on head
- * blocks only: the request's own class, then the lowest of the first
- * guaranteed heads. Returns the class whose head to take, or -1 when
- * neither has a block (mti_alloc_search then scans). */
-static inline __attribute__((always_inline)) int mti_alloc_best_fit_fast(const mt_alloc *a, const mta_req *r)
-{
-    const tlsf_idx *ix = &a->ix;
-    unsigned cu = class_index(r->size);
-    if (head_fits(NODE(a->b, ix->head[cu]), r))
-        return (int)cu;
-    unsigned cw = class_index_up(r->size + r->align - 1);
-    if (a->used >= a->tight && cu + 1 < cw) {
-        int k = tlsf_class_from(ix, cu + 1);
-        if (k >= 0 && (unsigned)k < cw && head_fits(NODE(a->b, ix->head[k]), r))
-            return k;
-    }
-    _Static_assert(GUARANTEED_HEADS == 2, "the fast path compares two heads");
-    return mti_alloc_lowest_of_two(a, cw, a->used >= a->tight ? TIGHT_SPAN : GUARANTEED_SPAN);
-}
+/* BEST_FIT without granularity separation, the common case, is written
+ * out in alloc.c (allocate), on head blocks only: the request's own class,
+ * once tight the next non-empty class below the guaranteed ones, then the
+ * lower of the first two guaranteed heads (mti_alloc_lower_of_two, or
+ * mti_alloc_lowest_head when they are not in one bitmap word); when no
+ * guaranteed class has a block, mti_alloc_search scans. */
 
 /* FIRST_FIT without granularity separation: the head of the first
  * non-empty guaranteed class, or -1 (mti_alloc_search then scans). */

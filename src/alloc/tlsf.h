@@ -108,12 +108,18 @@ static inline uint32_t tlsf_top(const tlsf_idx *ix)
  * Callers reserve (mti_alloc_node_reserve) before changing anything, so that taking
  * a node never fails halfway through an operation. */
 
-static inline uint32_t node_take(mt_alloc *a)
+/* Takes an unused node off its list; the caller counts it (node_take). */
+static inline uint32_t node_take_uncounted(mt_alloc *a)
 {
     uint32_t id = a->b_unused;
     a->b_unused = NODE(a->b, id)->next_free;
-    a->b_unused_n--;
     return id;
+}
+
+static inline uint32_t node_take(mt_alloc *a)
+{
+    a->b_unused_n--;
+    return node_take_uncounted(a);
 }
 
 /* Puts back a node that reads as no used block (a free block's: its size

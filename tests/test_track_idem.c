@@ -25,51 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "track_child.h"
-#include "track_util.h"
+#include "kw_env.h"
 
-#define NP 8
-
-typedef struct env {
-    mt_tracker *t;
-    mt_range_id id;
-    unsigned char *m;
-    size_t ps;
-} env;
-
-/* Where a call writes: straddling pages 2 and 3. */
-static void *spot(env *e, size_t len) { return e->m + 3 * e->ps - len / 2; }
-
-/* The pages reported by one collect, as a bitmap in *seen; their count. */
-static size_t collected(env *e, unsigned char *seen)
+static void run(env *ep)
 {
-    memset(seen, 0, NP);
-    return tu_collect_into(e->t, e->id, (uintptr_t)e->m, (uintptr_t)e->m, seen, NP);
-}
-
-/* After a call that wrote `len` bytes at spot(): pages 2 and 3, nothing
- * more, then nothing. errno as the test left it. */
-static void check_written(env *e, const char *name)
-{
-    MT_CHECK_INT_EQ(errno, 4321);
+    env e = *ep;
     unsigned char seen[NP];
-    size_t n = collected(e, seen);
-    if (n != 2 || !seen[2] || !seen[3])
-        fprintf(stderr, "%s: %zu pages reported\n", name, n);
-    MT_CHECK(n == 2 && seen[2] && seen[3]);
-    MT_CHECK(collected(e, seen) == 0);
-}
-
-static void run(mt_track_backend be)
-{
-    env e = {.ps = tu_page()};
-    mt_tracker_opts to = {.backend = be};
-    MT_CHECK_OK(mt_tracker_create(&to, &e.t));
-    e.m = tu_map(NP * e.ps);
-    mt_range_opts ro = {.backend = be};
-    MT_CHECK_OK(mt_tracker_add(e.t, e.m, NP * e.ps, &ro, &e.id));
-    unsigned char seen[NP];
-    MT_CHECK(collected(&e, seen) == 0);
 
     struct timespec t0;
     MT_CHECK(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0) == 0);
@@ -157,20 +118,6 @@ static void run(mt_track_backend be)
     close(fd);
     unlink(path);
 
-    printf("  %-58s ok\n", mt_track_backend_name(be));
-    MT_CHECK_OK(mt_tracker_remove(e.t, e.id));
-    mt_tracker_destroy(e.t);
-    munmap(e.m, NP * e.ps);
 }
 
-int main(void)
-{
-    if (!tc_need_interposer())
-        return 77;
-    mt_track_backend be[2];
-    int nb = tu_backends(be);
-    for (int i = 0; i < nb; i++)
-        run(be[i]);
-    puts("track idempotent reports into tracked memory (interposer): ok");
-    return 0;
-}
+int main(void) { return kw_env_main(run, "track idempotent reports into tracked memory (interposer): ok"); }

@@ -41,10 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "track_child.h"
-#include "track_util.h"
-
-#define NP 8
+#include "kw_env.h"
 
 #if TC_TSAN || defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
@@ -62,48 +59,11 @@ int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
 ssize_t __readlink_chk(const char *path, char *buf, size_t n, size_t buflen);
 char *__getcwd_chk(char *buf, size_t n, size_t buflen);
 
-typedef struct env {
-    mt_tracker *t;
-    mt_range_id id;
-    unsigned char *m;
-    size_t ps;
-} env;
-
-/* Where a call writes: straddling pages 2 and 3; 8-byte aligned from 16
- * bytes on (structures), not below (an int cannot straddle aligned: it is
- * read back with rd_int). */
-static void *spot(env *e, size_t len)
-{
-    uintptr_t p = (uintptr_t)(e->m + 3 * e->ps - len / 2);
-    return (void *)(len >= 16 ? p & ~(uintptr_t)7 : p);
-}
-
 static int rd_int(const void *p)
 {
     int v;
     memcpy(&v, p, sizeof v);
     return v;
-}
-
-static size_t collected(env *e, unsigned char *seen)
-{
-    memset(seen, 0, NP);
-    return tu_collect_into(e->t, e->id, (uintptr_t)e->m, (uintptr_t)e->m, seen, NP);
-}
-
-/* After a call whose output straddled pages 2 and 3: exactly those pages,
- * then nothing; errno as the test left it. */
-static void check_written(env *e, const char *name)
-{
-    if (errno != 4321)
-        fprintf(stderr, "%s: errno %d\n", name, errno);
-    MT_CHECK_INT_EQ(errno, 4321);
-    unsigned char seen[NP];
-    size_t n = collected(e, seen);
-    if (n != 2 || !seen[2] || !seen[3])
-        fprintf(stderr, "%s: %zu pages reported\n", name, n);
-    MT_CHECK(n == 2 && seen[2] && seen[3]);
-    MT_CHECK(collected(e, seen) == 0);
 }
 
 static void descriptors(env *e)
@@ -465,38 +425,16 @@ static void reports(env *e)
     close(fd);
 }
 
-static void run(mt_track_backend be)
+static void run(env *e)
 {
-    env e = {.ps = tu_page()};
-    mt_tracker_opts to = {.backend = be};
-    MT_CHECK_OK(mt_tracker_create(&to, &e.t));
-    e.m = tu_map(NP * e.ps);
-    mt_range_opts ro = {.backend = be};
-    MT_CHECK_OK(mt_tracker_add(e.t, e.m, NP * e.ps, &ro, &e.id));
-    unsigned char seen[NP];
-    MT_CHECK(collected(&e, seen) == 0);
-    descriptors(&e);
-    sockets(&e);
-    statuses(&e);
-    events(&e);
-    sleeps(&e);
-    ioctls(&e);
-    messages(&e);
-    reports(&e);
-    printf("  %-58s ok\n", mt_track_backend_name(be));
-    MT_CHECK_OK(mt_tracker_remove(e.t, e.id));
-    mt_tracker_destroy(e.t);
-    munmap(e.m, NP * e.ps);
+    descriptors(e);
+    sockets(e);
+    statuses(e);
+    events(e);
+    sleeps(e);
+    ioctls(e);
+    messages(e);
+    reports(e);
 }
 
-int main(void)
-{
-    if (!tc_need_interposer())
-        return 77;
-    mt_track_backend be[2];
-    int nb = tu_backends(be);
-    for (int i = 0; i < nb; i++)
-        run(be[i]);
-    puts("track small kernel outputs into tracked memory (interposer): ok");
-    return 0;
-}
+int main(void) { return kw_env_main(run, "track small kernel outputs into tracked memory (interposer): ok"); }

@@ -178,8 +178,7 @@ MTP_EXPORT int fstatfs(int fd, struct statfs *st)
 
 /* The address's length is read (without faulting: kw.h) only for the run
  * again, after the first one failed with EFAULT. */
-#define ADDR_SEGS(addr, len)                                                                        \
-    ((struct iovec[2]){{(addr), (addr) && (len) ? kw_peek_len(len) : 0}, {(len), sizeof *(len)}})
+#define ADDR_SEGS(addr, len) kw_addr_iov((struct iovec[2]){{0}}, (addr), (len))
 
 MTP_EXPORT int getsockname(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
 {

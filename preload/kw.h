@@ -105,6 +105,15 @@ static inline socklen_t kw_peek_len(const socklen_t *p)
     return fail == EFAULT ? 0 : 256;
 }
 
+/* An address and its length, which the kernel reads, then writes back
+ * (accept, getsockopt's value, getsockname): seg filled, and returned. */
+static inline struct iovec *kw_addr_iov(struct iovec seg[2], void *addr, socklen_t *len)
+{
+    seg[0] = (struct iovec){addr, addr && len ? kw_peek_len(len) : 0};
+    seg[1] = (struct iovec){len, len ? sizeof *len : 0};
+    return seg;
+}
+
 /* select's three fd_sets (the kernel writes as many longs as cover n bits)
  * and its timeout (Linux writes the time left). */
 static inline void kw_select_segs(struct iovec seg[4], mt_kw_segs *s, int n, fd_set *r, fd_set *w,

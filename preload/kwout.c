@@ -63,12 +63,9 @@ MTP_EXPORT int socketpair(int domain, int type, int proto, int sv[2])
     return KW_BUF(sv, 2 * sizeof(int), REAL(socketpair)(domain, type, proto, sv));
 }
 
-/* An address and its length, which the kernel reads, then writes back. */
 static void addr_segs(struct iovec seg[2], mt_kw_segs *s, void *addr, socklen_t *len)
 {
-    seg[0] = (struct iovec){addr, addr ? kw_peek_len(len) : 0};
-    seg[1] = (struct iovec){len, len ? sizeof *len : 0};
-    *s = (mt_kw_segs){.iov = seg, .niov = 2};
+    *s = (mt_kw_segs){.iov = kw_addr_iov(seg, addr, len), .niov = 2};
 }
 
 MTP_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)

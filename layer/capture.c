@@ -183,8 +183,8 @@ static int collected(lt_memory *m, cand *c, size_t *pages)
      * back on every collect from now on. Said once, here where it costs. */
     if (m->backend == MT_TRACK_SIGNAL && mt_track_unbracketed_writers())
         lt_warn_once("unbracketed",
-                     "the application set up io_uring or Linux AIO, whose kernel writes into its "
-                     "memory no call brackets: signal-backend memory is no longer write-protected, "
+                     "the application set up io_uring or Linux AIO, or has more POSIX AIO reads "
+                     "in flight than can be followed, whose kernel writes into its memory no call brackets: signal-backend memory is no longer write-protected, "
                      "each capture compares all of it (exact, slower; the uffd backend, Linux 6.7 "
                      "and later, keeps tracking pages)");
     return c->oom ? -ENOMEM : 0;

@@ -93,6 +93,18 @@ void mtp_resolve(void)
     RESOLVE(wait3);
     RESOLVE(wait4);
     RESOLVE(waitid);
+    RESOLVE(aio_read);
+    RESOLVE(aio_read64);
+    RESOLVE(lio_listio);
+    RESOLVE(lio_listio64);
+    RESOLVE(aio_error);
+    RESOLVE(aio_error64);
+    RESOLVE(aio_return);
+    RESOLVE(aio_return64);
+    RESOLVE(aio_suspend);
+    RESOLVE(aio_suspend64);
+    RESOLVE(aio_cancel);
+    RESOLVE(aio_cancel64);
     RESOLVE(poll);
     RESOLVE(__poll_chk);
     RESOLVE(__ppoll_chk);
@@ -251,6 +263,7 @@ static void setup(void)
     g_real_for_track.madvise = mtp_r.madvise;
     g_real_for_track.mremap = real_mremap_v;
     mtp_signals_atfork();
+    mtp_aio_atfork();
 }
 
 MTP_EXPORT const mt_preload_api *memtrack_preload_abi_v1(void);

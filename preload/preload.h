@@ -3,6 +3,7 @@
 #ifndef MTP_PRELOAD_H
 #define MTP_PRELOAD_H
 
+#include <aio.h>
 #include <dirent.h>
 #include <mqueue.h>
 #include <pthread.h>
@@ -126,6 +127,19 @@ typedef struct mtp_real {
     int (*msgrcv)(int, void *, size_t, long, int);
     ssize_t (*mq_receive)(mqd_t, char *, size_t, unsigned *);
     ssize_t (*mq_timedreceive)(mqd_t, char *, size_t, unsigned *, const struct timespec *);
+    /* POSIX AIO (aio.c) */
+    int (*aio_read)(struct aiocb *);
+    int (*aio_read64)(struct aiocb *); /* the *64 ones: same layout on LP64 (aio.c) */
+    int (*lio_listio)(int, struct aiocb *const[], int, struct sigevent *);
+    int (*lio_listio64)(int, struct aiocb *const[], int, struct sigevent *);
+    int (*aio_error)(const struct aiocb *);
+    int (*aio_error64)(const struct aiocb *);
+    ssize_t (*aio_return)(struct aiocb *);
+    ssize_t (*aio_return64)(struct aiocb *);
+    int (*aio_suspend)(const struct aiocb *const[], int, const struct timespec *);
+    int (*aio_suspend64)(const struct aiocb *const[], int, const struct timespec *);
+    int (*aio_cancel)(int, struct aiocb *);
+    int (*aio_cancel64)(int, struct aiocb *);
     /* small outputs of calls that change state (kwout.c) */
     int (*ioctl)(int, unsigned long, ...);
     int (*pipe)(int[2]);
@@ -217,6 +231,8 @@ extern const mt_preload_hooks *_Atomic mtp_hooks;
 /* async.c: reports a kernel facility that writes memory unbracketed
  * (MT_PRELOAD_ASYNC_*), and what was reported so far (for attach). */
 void mtp_async_note(unsigned what);
+/* aio.c: drops the parent's AIO holds in a fork child. */
+void mtp_aio_atfork(void);
 unsigned mtp_async_seen(void);
 /* kwrite.c: syscall(SYS_getrandom, buf, len, flags) bracketed like read(). */
 long mtp_kw_buf_syscall(long nr, const long a[6]);

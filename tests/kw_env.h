@@ -20,6 +20,7 @@ typedef struct env {
     mt_range_id id;
     unsigned char *m;
     size_t ps;
+    mt_track_backend be;
 } env;
 
 /* Where a call writes: straddling pages 2 and 3; 8-byte aligned from 16
@@ -62,7 +63,7 @@ static inline int kw_env_main(void (*body)(env *), const char *done)
     mt_track_backend be[2];
     int nb = tu_backends(be);
     for (int i = 0; i < nb; i++) {
-        env e = {.ps = tu_page()};
+        env e = {.ps = tu_page(), .be = be[i]};
         mt_tracker_opts to = {.backend = be[i]};
         MT_CHECK_OK(mt_tracker_create(&to, &e.t));
         e.m = tu_map(NP * e.ps);

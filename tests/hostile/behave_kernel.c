@@ -5,7 +5,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <aio.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -437,6 +440,135 @@ static int kernel_outputs(hv *h, int argc, char **argv)
     return bad;
 }
 
+
+static int aio_across_submit(hv *h, hv_mem *src, hv_mem *rb, size_t at)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        hv_die("pipe: %s", strerror(errno));
+    enum { N = 10000 };
+    struct aiocb a = {.aio_fildes = p[0], .aio_buf = src->ptr + at, .aio_nbytes = N};
+    if (aio_read(&a) != 0)
+        hv_die("aio_read (pipe): %s", strerror(errno));
+    hv_write(src, at - 100, 90, 4242);   /* the read's first page */
+    hv_write(src, at + N + 7, 300, 4343); /* its last page */
+    int bad = hv_gpu_check(h, src, rb, "kernel-aio: writes beside a read in flight");
+    unsigned char data[N];
+    hv_pattern(data, N, 99);
+    if (write(p[1], data, N) != N)
+        hv_die("write (pipe): %s", strerror(errno));
+    const struct aiocb *wait1[1] = {&a};
+    while (aio_error(&a) == EINPROGRESS)
+        aio_suspend(wait1, 1, NULL);
+    bad |= expect(aio_return(&a), N, "aio_read from a pipe");
+    memcpy(src->model + at, data, N);
+    close(p[0]);
+    close(p[1]);
+    if (!bad)
+        bad |= hv_gpu_check(h, src, rb, "kernel-aio: a read that spanned a submit");
+    return bad;
+}
+
+static _Atomic int g_aio_done;
+static void aio_notified(union sigval v)
+{
+    (void)v;
+    atomic_fetch_add(&g_aio_done, 1);
+}
+
+static int aio_unasked(hv *h, hv_mem *src, hv_mem *rb, int fd, const unsigned char *file)
+{
+    enum { N = 300, LEN = 5000 };
+    static struct aiocb cbs[N];
+    atomic_store(&g_aio_done, 0);
+    for (int i = 0; i < N; i++) {
+        size_t at = 4096 + (size_t)i * 9001;
+        cbs[i] = (struct aiocb){.aio_fildes = fd, .aio_buf = src->ptr + at, .aio_nbytes = LEN,
+                                .aio_offset = (off_t)i * 17};
+        cbs[i].aio_sigevent.sigev_notify = SIGEV_THREAD;
+        cbs[i].aio_sigevent.sigev_notify_function = aio_notified;
+        if (aio_read(&cbs[i]) != 0)
+            hv_die("aio_read #%d: %s", i, strerror(errno));
+        memcpy(src->model + at, file + (size_t)i * 17, LEN);
+    }
+    for (int spins = 0; atomic_load(&g_aio_done) < N; spins++) {
+        if (spins > 20000)
+            hv_die("aio: %d of %d reads notified after 20 s", atomic_load(&g_aio_done), N);
+        usleep(1000);
+    }
+    return hv_gpu_check(h, src, rb, "kernel-aio: reads ended by a callback alone");
+}
+
+/* POSIX AIO: glibc's aio_read and lio_listio read in threads of their own
+ * through its internal pread, which no interposer sees, and the read lands
+ * whenever that thread runs. aio_suspend, aio_error and aio_return then see
+ * what the application would see without the capture. */
+static int kernel_aio(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    unsigned char *file;
+    int fd = pattern_file(&file);
+    hv_mem src, rb;
+    hv_alloc(h, &src, 8u << 20, HV_SRC);
+    hv_alloc(h, &rb, 8u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        /* one aio_read, waited for with aio_suspend */
+        size_t base = 333 + (size_t)f * 5003, len = 300000 + (size_t)f * 811;
+        off_t foff = (off_t)f * 2999;
+        struct aiocb a = {.aio_fildes = fd, .aio_buf = src.ptr + base, .aio_nbytes = len,
+                          .aio_offset = foff};
+        if (aio_read(&a) != 0)
+            hv_die("aio_read: %s", strerror(errno));
+        const struct aiocb *wait1[1] = {&a};
+        while (aio_error(&a) == EINPROGRESS)
+            aio_suspend(wait1, 1, NULL);
+        if (aio_error(&a) != 0)
+            fprintf(stderr, "%s: aio_read failed: %s\n", hv_argv0, strerror(aio_error(&a)));
+        bad |= expect(aio_return(&a), len, "aio_read");
+        memcpy(src.model + base, file + foff, len);
+        /* lio_listio: three reads at once, one of them into ordinary memory */
+        size_t b2 = base + len + 4096 * 2 + 5;
+        static unsigned char scratch[50000];
+        struct aiocb l[3] = {
+            {.aio_fildes = fd, .aio_lio_opcode = LIO_READ, .aio_buf = src.ptr + b2,
+             .aio_nbytes = 70000, .aio_offset = 11},
+            {.aio_fildes = fd, .aio_lio_opcode = LIO_READ, .aio_buf = scratch,
+             .aio_nbytes = sizeof scratch, .aio_offset = 12345},
+            {.aio_fildes = fd, .aio_lio_opcode = LIO_READ, .aio_buf = src.ptr + b2 + 100000,
+             .aio_nbytes = 1000000, .aio_offset = 4096},
+        };
+        struct aiocb *list[3] = {&l[0], &l[1], &l[2]};
+        if (lio_listio(LIO_WAIT, list, 3, NULL) != 0)
+            fprintf(stderr, "%s: lio_listio: %s\n", hv_argv0, strerror(errno));
+        for (int i = 0; i < 3; i++)
+            bad |= expect(aio_return(&l[i]), l[i].aio_nbytes, "lio_listio read");
+        memcpy(src.model + b2, file + 11, 70000);
+        memcpy(src.model + b2 + 100000, file + 4096, 1000000);
+        bad |= hv_compare(scratch, file + 12345, sizeof scratch, "lio_listio scratch read");
+        if (!bad)
+            bad |= hv_gpu_check(h, &src, &rb, "kernel-aio: GPU copy of the staging memory");
+        /* A read still in flight across a submit: from a pipe, so it waits
+         * for data. The app meanwhile writes the same pages around it and
+         * submits; those writes must reach the device. */
+        if (!bad)
+            bad |= aio_across_submit(h, &src, &rb, base + len + 1500000 + (size_t)f * 64);
+    }
+    /* Reads whose end the app learns only from a completion callback, more
+     * of them than a capture can follow one by one. */
+    if (!bad)
+        bad |= aio_unasked(h, &src, &rb, fd, file);
+    close(fd);
+    free(file);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_kernel_behaviours[] = {
     {"kernel-read", "read/pread/readv/preadv straight into mapped memory", kernel_read},
     {"kernel-fread", "a large fread (stdio bypasses its buffer) and small ones", kernel_fread},
@@ -444,5 +576,6 @@ const hv_behaviour hv_kernel_behaviours[] = {
     {"kernel-uring", "io_uring reads and getrandom() straight into mapped memory", kernel_uring},
     {"kernel-outputs", "pipe2, poll, ioctl, getsockopt, waitpid and vmsplice output into mapped memory",
      kernel_outputs},
+    {"kernel-aio", "POSIX AIO (aio_read, lio_listio) straight into mapped memory", kernel_aio},
     {NULL, NULL, NULL},
 };

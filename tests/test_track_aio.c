@@ -1,0 +1,167 @@
+/* POSIX AIO reads into tracked memory (the interposer's aio.c): glibc reads
+ * in threads of its own whenever it gets to it, so the pages must stay
+ * writable from aio_read until the application learns the read ended, be
+ * reported by every collect in between, and be re-armed after. An
+ * application that never asks (completion callbacks only) must still get
+ * every byte: past the holds the interposer keeps, AIO becomes an
+ * unbracketed writer (exact fallback). */
+#define _GNU_SOURCE
+#include <aio.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "kw_env.h"
+
+static void wait_done(const struct aiocb *cb)
+{
+    const struct aiocb *l[1] = {cb};
+    while (aio_error(cb) == EINPROGRESS)
+        aio_suspend(l, 1, NULL);
+}
+
+/* A read from a pipe waits for data: collects in between report its pages
+ * every time (a write beside it on the same page included), and once
+ * aio_return has been called, once more and then never. */
+static void across_collects(env *e)
+{
+    int p[2];
+    MT_CHECK(pipe(p) == 0);
+    enum { N = 64 };
+    unsigned char *buf = spot(e, N);
+    struct aiocb a = {.aio_fildes = p[0], .aio_buf = buf, .aio_nbytes = N};
+    MT_CHECK(aio_read(&a) == 0);
+    unsigned char seen[NP];
+    for (int round = 0; round < 3; round++) {
+        buf[-1] = (unsigned char)round; /* the app's own write beside the read */
+        if (e->be == MT_TRACK_SIGNAL) /* held: writable, so reported whoever writes */
+            MT_CHECK(collected(e, seen) == 2 && seen[2] && seen[3]);
+        else /* uffd sees the kernel's writes itself: nothing held */
+            MT_CHECK(collected(e, seen) == 1 && seen[2]);
+    }
+    if (e->be == MT_TRACK_SIGNAL) /* not re-armed by those collects */
+        MT_CHECK(tc_real_prot(e->m + 2 * e->ps) & PROT_WRITE);
+    unsigned char data[N];
+    for (int i = 0; i < N; i++)
+        data[i] = (unsigned char)(i * 7 + 1);
+    MT_CHECK(write(p[1], data, N) == N);
+    wait_done(&a);
+    errno = 4321;
+    MT_CHECK(aio_return(&a) == N);
+    MT_CHECK(memcmp(buf, data, N) == 0);
+    check_written(e, "aio_read across collects");
+    close(p[0]);
+    close(p[1]);
+}
+
+static int temp_file(size_t len)
+{
+    char path[] = "/tmp/mt-aio-XXXXXX";
+    int fd = mkstemp(path);
+    MT_CHECK(fd >= 0);
+    unlink(path);
+    unsigned char *b = malloc(len);
+    MT_CHECK(b != NULL);
+    for (size_t i = 0; i < len; i++)
+        b[i] = (unsigned char)(i * 13 + 5);
+    MT_CHECK(write(fd, b, len) == (ssize_t)len);
+    free(b);
+    return fd;
+}
+
+static void from_a_file(env *e)
+{
+    int fd = temp_file(3 * e->ps);
+    size_t len = 2 * e->ps - 64;
+    unsigned char *buf = (unsigned char *)e->m + 2 * e->ps + 32; /* pages 2 and 3 */
+    /* aio_read, then aio_error alone (no aio_return) ends the hold */
+    struct aiocb a = {.aio_fildes = fd, .aio_buf = buf, .aio_nbytes = len, .aio_offset = 3};
+    MT_CHECK(aio_read(&a) == 0);
+    while (aio_error(&a) == EINPROGRESS)
+        usleep(100);
+    MT_CHECK(aio_error(&a) == 0 && buf[0] == (unsigned char)(3 * 13 + 5));
+    errno = 4321;
+    check_written(e, "aio_read, aio_error");
+    /* lio_listio LIO_WAIT: two reads, one into ordinary memory */
+    unsigned char plain[100];
+    struct aiocb l[2] = {
+        {.aio_fildes = fd, .aio_lio_opcode = LIO_READ, .aio_buf = buf, .aio_nbytes = len},
+        {.aio_fildes = fd, .aio_lio_opcode = LIO_READ, .aio_buf = plain, .aio_nbytes = sizeof plain},
+    };
+    struct aiocb *list[2] = {&l[0], &l[1]};
+    MT_CHECK(lio_listio(LIO_WAIT, list, 2, NULL) == 0);
+    MT_CHECK(buf[1] == 18 && plain[1] == 18);
+    errno = 4321;
+    check_written(e, "lio_listio");
+    /* a control block queued again without asking: the first read ended */
+    MT_CHECK(aio_read(&a) == 0);
+    wait_done(&a);
+    MT_CHECK(aio_read(&a) == 0);
+    wait_done(&a);
+    errno = 4321;
+    MT_CHECK(aio_return(&a) == (ssize_t)len);
+    check_written(e, "aio_read twice on one block");
+    close(fd);
+}
+
+static void run(env *e)
+{
+    across_collects(e);
+    from_a_file(e);
+}
+
+/* ---- never asked: completion callbacks only, more reads than holds ---- */
+
+static _Atomic int g_done;
+static void notified(union sigval v)
+{
+    (void)v;
+    atomic_fetch_add(&g_done, 1);
+}
+
+static void never_asked(void)
+{
+    enum { N = 300 };
+    size_t ps = tu_page();
+    mt_tracker *t;
+    mt_tracker_opts to = {.backend = MT_TRACK_SIGNAL};
+    MT_CHECK_OK(mt_tracker_create(&to, &t));
+    size_t pages = N + 2;
+    unsigned char *m = tu_map(pages * ps);
+    mt_range_opts ro = {.backend = MT_TRACK_SIGNAL};
+    mt_range_id id;
+    MT_CHECK_OK(mt_tracker_add(t, m, pages * ps, &ro, &id));
+    int fd = temp_file(2 * ps);
+    static struct aiocb cbs[N];
+    for (int i = 0; i < N; i++) {
+        cbs[i] = (struct aiocb){.aio_fildes = fd, .aio_buf = m + (size_t)i * ps + 100, .aio_nbytes = 200,
+                                .aio_offset = i};
+        cbs[i].aio_sigevent.sigev_notify = SIGEV_THREAD;
+        cbs[i].aio_sigevent.sigev_notify_function = notified;
+        MT_CHECK(aio_read(&cbs[i]) == 0);
+    }
+    for (int spins = 0; atomic_load(&g_done) < N; spins++) {
+        MT_CHECK(spins < 20000);
+        usleep(1000);
+    }
+    for (int i = 0; i < N; i++)
+        MT_CHECK(m[(size_t)i * ps + 100] == (unsigned char)(i * 13 + 5));
+    MT_CHECK(mt_track_unbracketed_writers() & MT_TRACK_UNBRACKETED_AIO);
+    /* exact from then on: every page reported on every collect */
+    unsigned char *seen = calloc(pages, 1);
+    MT_CHECK(tu_collect_into(t, id, (uintptr_t)m, (uintptr_t)m, seen, pages) == pages);
+    free(seen);
+    close(fd);
+    mt_tracker_destroy(t);
+}
+
+int main(void)
+{
+    if (!tc_need_interposer())
+        return 77;
+    /* First: glibc's AIO does not survive a fork once its threads exist. */
+    tc_expect_exit0("more reads than holds, ended by callbacks", never_asked);
+    return kw_env_main(run, "track POSIX AIO reads into tracked memory (interposer): ok");
+}

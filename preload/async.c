@@ -8,8 +8,8 @@
  * reports every page on each collect (exact; docs/track.md, "Kernel writes
  * nobody brackets"), before the facility exists.
  *
- * Seen here: libc's syscall() (io_uring_setup, io_setup; getrandom is
- * bracketed like read()), liburing's and libaio's set-up functions (liburing
+ * Seen here: libc's syscall() (io_uring_setup, io_setup; getrandom and the
+ * reading calls are bracketed like read()), liburing's and libaio's set-up functions (liburing
  * makes its own system calls, so its exported entry points are the only
  * place to see it). Not seen: a raw system call instruction elsewhere (a
  * statically linked liburing, a language runtime's own syscalls). */
@@ -73,6 +73,9 @@ MTP_EXPORT long syscall(long nr, ...)
         mtp_async_note(MT_PRELOAD_ASYNC_AIO);
     else if (nr == SYS_getrandom)
         return mtp_kw_buf_syscall(nr, a);
+    else if (nr == SYS_read || nr == SYS_pread64 || nr == SYS_readv || nr == SYS_preadv ||
+             nr == SYS_preadv2 || nr == SYS_getdents64)
+        return mtp_kw_read_syscall(nr, a);
     return REAL(syscall)(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 

@@ -4,6 +4,7 @@
 #define MTP_KW_H
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/select.h>
@@ -57,7 +58,7 @@ static inline void kw_cleanup(void *p)
 #define KW_IOV(vec, cnt, call)                                                                  \
     ({                                                                                          \
         __typeof__(call) rv_;                                                                   \
-        if (!mtp_get_hooks() || (cnt) <= 0 || !(vec)) {                                         \
+        if (!mtp_get_hooks() || (cnt) <= 0 || (cnt) > IOV_MAX || !(vec)) {                      \
             rv_ = (call);                                                                       \
         } else {                                                                                \
             mt_kw_segs segs_ = {.iov = (vec), .niov = (size_t)(cnt)};                           \

@@ -5,6 +5,8 @@
 
 #include <aio.h>
 #include <dirent.h>
+#include <sched.h>
+#include <stdint.h>
 #include <mqueue.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -127,6 +129,33 @@ typedef struct mtp_real {
     int (*msgrcv)(int, void *, size_t, long, int);
     ssize_t (*mq_receive)(mqd_t, char *, size_t, unsigned *);
     ssize_t (*mq_timedreceive)(mqd_t, char *, size_t, unsigned *, const struct timespec *);
+    /* less common kernel outputs (kwmisc.c) */
+    int (*sigtimedwait)(const sigset_t *, siginfo_t *, const struct timespec *);
+    int (*sigwaitinfo)(const sigset_t *, siginfo_t *);
+    ssize_t (*getdents64)(int, void *, size_t);
+    ssize_t (*getxattr)(const char *, const char *, void *, size_t);
+    ssize_t (*lgetxattr)(const char *, const char *, void *, size_t);
+    ssize_t (*fgetxattr)(int, const char *, void *, size_t);
+    ssize_t (*listxattr)(const char *, char *, size_t);
+    ssize_t (*llistxattr)(const char *, char *, size_t);
+    ssize_t (*flistxattr)(int, char *, size_t);
+    int (*sched_getaffinity)(pid_t, size_t, cpu_set_t *);
+    int (*sched_getparam)(pid_t, struct sched_param *);
+    int (*sched_rr_get_interval)(pid_t, struct timespec *);
+    int (*timer_gettime)(timer_t, struct itimerspec *);
+    int (*timer_settime)(timer_t, int, const struct itimerspec *, struct itimerspec *);
+    int (*timerfd_gettime)(int, struct itimerspec *);
+    int (*timerfd_settime)(int, int, const struct itimerspec *, struct itimerspec *);
+    int (*getitimer)(__itimer_which_t, struct itimerval *);
+    int (*setitimer)(__itimer_which_t, const struct itimerval *, struct itimerval *);
+    int (*getrlimit)(__rlimit_resource_t, struct rlimit *);
+    int (*getrlimit64)(__rlimit_resource_t, struct rlimit64 *);
+    int (*prlimit)(pid_t, __rlimit_resource_t, const struct rlimit *, struct rlimit *);
+    int (*prlimit64)(pid_t, __rlimit_resource_t, const struct rlimit64 *, struct rlimit64 *);
+    int (*mincore)(void *, size_t, unsigned char *);
+    int (*eventfd_read)(int, uint64_t *);
+    int (*getentropy)(void *, size_t);
+    int (*sigaltstack)(const stack_t *, stack_t *);
     /* POSIX AIO (aio.c) */
     int (*aio_read)(struct aiocb *);
     int (*aio_read64)(struct aiocb *); /* the *64 ones: same layout on LP64 (aio.c) */
@@ -236,6 +265,8 @@ void mtp_aio_atfork(void);
 unsigned mtp_async_seen(void);
 /* kwrite.c: syscall(SYS_getrandom, buf, len, flags) bracketed like read(). */
 long mtp_kw_buf_syscall(long nr, const long a[6]);
+/* kwmisc.c: syscall() of read, pread64, readv, preadv, preadv2, getdents64. */
+long mtp_kw_read_syscall(long nr, const long a[6]);
 static inline const mt_preload_hooks *mtp_get_hooks(void)
 {
     return atomic_load_explicit(&mtp_hooks, memory_order_relaxed);

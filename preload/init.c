@@ -119,6 +119,7 @@ void mtp_resolve(void)
     RESOLVE(eventfd_read);
     RESOLVE(getentropy);
     RESOLVE(sigaltstack);
+    RESOLVE(timer_create);
     RESOLVE(aio_read);
     RESOLVE(aio_read64);
     RESOLVE(lio_listio);

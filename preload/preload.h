@@ -156,6 +156,7 @@ typedef struct mtp_real {
     int (*eventfd_read)(int, uint64_t *);
     int (*getentropy)(void *, size_t);
     int (*sigaltstack)(const stack_t *, stack_t *);
+    int (*timer_create)(clockid_t, struct sigevent *, timer_t *); /* timers.c */
     /* POSIX AIO (aio.c) */
     int (*aio_read)(struct aiocb *);
     int (*aio_read64)(struct aiocb *); /* the *64 ones: same layout on LP64 (aio.c) */

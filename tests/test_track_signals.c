@@ -14,7 +14,9 @@
  *      fault while blocked kills the process as the kernel would; a
  *      SIGSEGV sent while blocked stays pending until unblocked. Without
  *      the interposer, a blocked thread's tracked write kills the process
- *      (documented limit, checked so it stays known);
+ *      (documented limit, checked so it stays known); a POSIX timer's
+ *      SIGEV_THREAD function (glibc runs it with every signal blocked)
+ *      writes tracked memory and reads back its mask;
  *  (c) a SIGUSR1 handler that writes tracked memory, signalled 1000 times;
  *  (d) a SIGALRM storm whose handler writes tracked memory while the thread
  *      it interrupts is inside memtrack's fault handler: exact results (the
@@ -29,6 +31,8 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <sys/time.h>
 
 #include "track_child.h"
@@ -390,6 +394,37 @@ static void case_blocked_threads(void)
     send_transcript();
 }
 
+/* A POSIX timer notifying by a thread: glibc runs its function in a thread
+ * of its own with every signal blocked (preload/timers.c). */
+static _Atomic int g_timer_done;
+static void timer_fn(union sigval v)
+{
+    MT_CHECK(v.sival_int == 77);
+    note_mask(35);
+    maybe_check(10);
+    atomic_store(&g_timer_done, 1);
+}
+
+static void case_timer_thread(void)
+{
+    if (g_with_tracker)
+        setup();
+    struct sigevent sev = {.sigev_notify = SIGEV_THREAD, .sigev_notify_function = timer_fn};
+    sev.sigev_value.sival_int = 77;
+    timer_t tm;
+    MT_CHECK(timer_create(CLOCK_MONOTONIC, &sev, &tm) == 0);
+    MT_CHECK(sev.sigev_notify_function == timer_fn && sev.sigev_value.sival_int == 77); /* left alone */
+    struct itimerspec its = {.it_value = {0, 1000000}};
+    MT_CHECK(timer_settime(tm, 0, &its, NULL) == 0);
+    for (int i = 0; !atomic_load(&g_timer_done); i++) {
+        MT_CHECK(i < 10000);
+        usleep(1000);
+    }
+    MT_CHECK(timer_delete(tm) == 0);
+    note_mask(36);
+    send_transcript();
+}
+
 static void case_blocked_tracked_write_dies(void)
 {
     /* Without the interposer: the kernel kills a thread that faults with
@@ -562,6 +597,8 @@ int main(void)
             compare_runs("(a) sigaction after memtrack's, read-backs", case_sigaction_after);
             compare_runs("(a) signal/bsd/sysv/sigset/siginterrupt/sigignore", case_signal_family_after);
             compare_runs("(b) blocked threads write tracked memory", case_blocked_threads);
+            if (!TC_TSAN) /* TSan's runtime cannot run SIGEV_THREAD functions (it crashes) */
+                compare_runs("(b) a SIGEV_THREAD timer's function writes tracked memory", case_timer_thread);
         } else {
             g_with_tracker = 1;
             MT_CHECK(pipe(g_pipe) == 0);

@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include <aio.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -104,10 +106,78 @@ static void from_a_file(env *e)
     close(fd);
 }
 
+/* ---- stress: threads queue and reap reads while another collects ---- */
+
+enum { ST_THREADS = 4, ST_OPS = 300, ST_LEN = 3000 };
+
+typedef struct st_arg {
+    env *e;
+    int fd, idx, bad;
+    _Atomic int *stop;
+} st_arg;
+
+static void *st_reader(void *p)
+{
+    st_arg *a = p;
+    /* each thread owns a slice straddling one page boundary of pages 4..7 */
+    unsigned char *buf = a->e->m + (size_t)(4 + a->idx) * a->e->ps - ST_LEN / 2;
+    for (int i = 0; i < ST_OPS && !a->bad; i++) {
+        off_t off = (off_t)((i * 37 + a->idx * 11) % 1000);
+        struct aiocb cb = {.aio_fildes = a->fd, .aio_buf = buf, .aio_nbytes = ST_LEN, .aio_offset = off};
+        if (aio_read(&cb) != 0) {
+            a->bad = 1;
+            break;
+        }
+        wait_done(&cb);
+        if (aio_return(&cb) != ST_LEN)
+            a->bad = 2;
+        for (int k = 0; k < ST_LEN && !a->bad; k++)
+            if (buf[k] != (unsigned char)((off + k) * 13 + 5))
+                a->bad = 3;
+    }
+    return NULL;
+}
+
+static void *st_collector(void *p)
+{
+    st_arg *a = p;
+    unsigned char seen[NP];
+    while (!atomic_load(a->stop))
+        collected(a->e, seen);
+    return NULL;
+}
+
+static void stress(env *e)
+{
+    int fd = temp_file(2 * 4096);
+    _Atomic int stop = 0;
+    st_arg args[ST_THREADS], col = {.e = e, .stop = &stop};
+    pthread_t th[ST_THREADS], ct;
+    MT_CHECK(pthread_create(&ct, NULL, st_collector, &col) == 0);
+    for (int i = 0; i < ST_THREADS; i++) {
+        args[i] = (st_arg){.e = e, .fd = fd, .idx = i, .stop = &stop};
+        MT_CHECK(pthread_create(&th[i], NULL, st_reader, &args[i]) == 0);
+    }
+    for (int i = 0; i < ST_THREADS; i++) {
+        MT_CHECK(pthread_join(th[i], NULL) == 0);
+        if (args[i].bad)
+            fprintf(stderr, "stress reader %d: failure %d\n", i, args[i].bad);
+        MT_CHECK(args[i].bad == 0);
+    }
+    atomic_store(&stop, 1);
+    MT_CHECK(pthread_join(ct, NULL) == 0);
+    /* every hold ended: one more collect may report, then nothing */
+    unsigned char seen[NP];
+    collected(e, seen);
+    MT_CHECK(collected(e, seen) == 0);
+    close(fd);
+}
+
 static void run(env *e)
 {
     across_collects(e);
     from_a_file(e);
+    stress(e);
 }
 
 /* ---- never asked: the app learns the end from the data, more reads than holds ---- */

@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include <immintrin.h>
 #endif
 
+#include "../uring_util.h"
 #include "hv.h"
 
 extern char **environ;
@@ -770,6 +772,95 @@ static int exit_racing(hv *h, int argc, char **argv)
 }
 
 
+/* ---- io_uring with registered (fixed) buffers in the mapping ----------------
+ * IORING_REGISTER_BUFFERS pins the pages once; IORING_OP_READ_FIXED then
+ * copies into them through the kernel's own mapping of the pinned pages,
+ * without touching the application's page tables (as RDMA and other
+ * long-term pins do). Registered once, read into every frame. */
+
+static int ring_read_fixed(ur_ring *r, int fd, void *buf, unsigned len, uint64_t off)
+{
+    unsigned t = __atomic_load_n(r->sq_tail, __ATOMIC_ACQUIRE), i = t & *r->sq_mask;
+    struct io_uring_sqe *e = &r->sqes[i];
+    memset(e, 0, sizeof *e);
+    e->opcode = IORING_OP_READ_FIXED;
+    e->fd = fd;
+    e->addr = (uint64_t)(uintptr_t)buf;
+    e->len = len;
+    e->off = off;
+    e->buf_index = 0;
+    e->user_data = 1;
+    r->sq_array[i] = i;
+    __atomic_store_n(r->sq_tail, t + 1, __ATOMIC_RELEASE);
+    if (ur_enter(r, 1, 1) < 0)
+        hv_die("io_uring_enter: %s", strerror(errno));
+    uint64_t tag;
+    int res;
+    while (!ur_reap(r, &tag, &res))
+        if (ur_enter(r, 0, 1) < 0 && errno != EINTR)
+            hv_die("io_uring_enter: %s", strerror(errno));
+    if (res == (int)len)
+        return 0;
+    fprintf(stderr, "%s: io_uring READ_FIXED returned %d (%s), expected %u\n", hv_argv0, res,
+            res < 0 ? strerror(-res) : "short", len);
+    return 1;
+}
+
+static int uring_fixed(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    /* The file: a pattern, 3 MiB. */
+    char path[] = "/tmp/memtrack-hostile-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        hv_die("mkstemp: %s", strerror(errno));
+    unlink(path);
+    size_t flen = 3u << 20;
+    unsigned char *file = malloc(flen);
+    hv_pattern(file, flen, 77);
+    if (write(fd, file, flen) != (ssize_t)flen)
+        hv_die("write: %s", strerror(errno));
+    hv_mem src, rb;
+    hv_alloc(h, &src, 4u << 20, HV_SRC);
+    hv_alloc(h, &rb, 4u << 20, HV_DST);
+    ur_ring r = {.fd = -1};
+    rc = ur_open(&r, 8);
+    if (rc) {
+        fprintf(stderr, "%s: io_uring not available here (%s): skipped\n", hv_argv0, strerror(-rc));
+        return HV_SKIP;
+    }
+    int bad = 0;
+    /* A first frame: every page written and captured once. */
+    hv_write(&src, 0, src.size, 1);
+    bad |= hv_gpu_check(h, &src, &rb, "uring-fixed: GPU copy before the registration");
+    struct iovec iov = {src.ptr, (size_t)src.size};
+    if (syscall(SYS_io_uring_register, r.fd, IORING_REGISTER_BUFFERS, &iov, 1) != 0) {
+        fprintf(stderr, "%s: IORING_REGISTER_BUFFERS: %s: skipped\n", hv_argv0, strerror(errno));
+        return HV_SKIP;
+    }
+    bad |= hv_gpu_check(h, &src, &rb, "uring-fixed: GPU copy after the registration");
+    for (int f = 0; f < h->frames && !bad; f++) {
+        /* Only the kernel writes this frame: pages the capture has seen unchanged since. */
+        size_t at = 8192 * 3 + 100 + (size_t)f * 40000, len = 100000 + (size_t)f * 4096;
+        uint64_t foff = (uint64_t)f * 12345;
+        bad |= ring_read_fixed(&r, fd, src.ptr + at, (unsigned)len, foff);
+        memcpy(src.model + at, file + foff, len);
+        bad |= hv_compare(src.ptr + at, src.model + at, len, "uring-fixed: the app reads back the read");
+        bad |= hv_gpu_check(h, &src, &rb, "uring-fixed: GPU copy of what READ_FIXED read");
+    }
+    syscall(SYS_io_uring_register, r.fd, IORING_UNREGISTER_BUFFERS, NULL, 0);
+    close(r.fd);
+    close(fd);
+    free(file);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_explore_behaviours[] = {
     {"spawn-writers", "system/popen/posix_spawn/vfork+exec/fork+exec while two threads write", spawn_writers},
     {"submit-race", "a thread writes half-pages while another submits reading the other halves", submit_race},
@@ -783,5 +874,7 @@ const hv_behaviour hv_explore_behaviours[] = {
      close_all_fds},
     {"exit-racing", "exit() (or quick_exit) while two threads write and one submits",
      exit_racing},
+    {"uring-fixed", "io_uring READ_FIXED into a registered buffer over the mapping, every frame",
+     uring_fixed},
     {NULL, NULL, NULL},
 };

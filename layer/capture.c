@@ -181,7 +181,13 @@ static int collected(lt_memory *m, cand *c, size_t *pages)
     } while (n == RUNS);
     /* The signal backend stopped protecting (track.h): every page comes
      * back on every collect from now on. Said once, here where it costs. */
-    if (m->backend == MT_TRACK_SIGNAL && mt_track_unbracketed_writers())
+    unsigned unbracketed = mt_track_unbracketed_writers();
+    if (m->backend == MT_TRACK_UFFD && (unbracketed & MT_TRACK_UNBRACKETED_PINNED))
+        lt_warn_once("pinned",
+                     "the application registered buffers with io_uring (fixed buffers), which the "
+                     "kernel writes through its own mapping of the pinned pages, unseen by page "
+                     "tracking: each capture compares all of the memory from now on (exact, slower)");
+    if (m->backend == MT_TRACK_SIGNAL && unbracketed)
         lt_warn_once("unbracketed",
                      "the application set up io_uring or Linux AIO, or has more POSIX AIO reads "
                      "in flight than can be followed, whose kernel writes into its memory no call brackets: signal-backend memory is no longer write-protected, "

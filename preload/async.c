@@ -8,10 +8,16 @@
  * reports every page on each collect (exact; docs/track.md, "Kernel writes
  * nobody brackets"), before the facility exists.
  *
- * Seen here: libc's syscall() (io_uring_setup, io_setup; getrandom and the
- * reading calls are bracketed like read()), liburing's and libaio's set-up functions (liburing
- * makes its own system calls, so its exported entry points are the only
- * place to see it). Not seen: a raw system call instruction elsewhere (a
+ * Buffers registered with io_uring (fixed buffers) are reported too
+ * (MT_PRELOAD_ASYNC_PINNED): the kernel writes them later through its own
+ * mapping of the pinned pages, which not even the uffd backend sees, so uffd
+ * ranges are reported whole from then on as well.
+ *
+ * Seen here: libc's syscall() (io_uring_setup, io_uring_register's buffer
+ * registrations, io_setup; getrandom and the reading calls are bracketed
+ * like read()), liburing's and libaio's set-up and registration functions
+ * (liburing makes its own system calls, so its exported entry points are
+ * the only place to see it). Not seen: a raw system call instruction elsewhere (a
  * statically linked liburing, a language runtime's own syscalls). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -26,6 +32,19 @@
 #ifndef SYS_io_uring_setup
 #define SYS_io_uring_setup 425
 #endif
+#ifndef SYS_io_uring_register
+#define SYS_io_uring_register 427
+#endif
+
+/* io_uring_register opcodes that pin buffers for IORING_OP_READ_FIXED and
+ * friends (linux/io_uring.h: IORING_REGISTER_BUFFERS, _BUFFERS2,
+ * _BUFFERS_UPDATE). The kernel writes such a buffer later through its own
+ * mapping of the pinned pages: no page table of the application changes, so
+ * not even the uffd backend sees it. */
+static int pins_buffers(unsigned opcode)
+{
+    return opcode == 0 || opcode == 15 || opcode == 16;
+}
 
 static _Atomic unsigned g_seen; /* MT_PRELOAD_ASYNC_* so far: for a tracker attached later */
 
@@ -69,6 +88,8 @@ MTP_EXPORT long syscall(long nr, ...)
     va_end(ap);
     if (nr == SYS_io_uring_setup)
         mtp_async_note(MT_PRELOAD_ASYNC_URING);
+    else if (nr == SYS_io_uring_register && pins_buffers((unsigned)a[1]))
+        mtp_async_note(MT_PRELOAD_ASYNC_URING | MT_PRELOAD_ASYNC_PINNED);
     else if (nr == SYS_io_setup)
         mtp_async_note(MT_PRELOAD_ASYNC_AIO);
     else if (nr == SYS_getrandom)
@@ -112,6 +133,59 @@ MTP_EXPORT int io_uring_queue_init_mem(unsigned entries, void *ring, void *param
         NEXT(io_uring_queue_init_mem, int (*)(unsigned, void *, void *, void *, size_t));
     mtp_async_note(MT_PRELOAD_ASYNC_URING);
     return f ? f(entries, ring, params, buf, size) : -ENOSYS;
+}
+
+/* liburing's buffer registrations (its own system calls again). */
+static void *_Atomic g_next_io_uring_register, *_Atomic g_next_io_uring_register_buffers,
+    *_Atomic g_next_io_uring_register_buffers_tags,
+    *_Atomic g_next_io_uring_register_buffers_update_tag,
+    *_Atomic g_next_io_uring_register_buffers_sparse;
+
+MTP_EXPORT int io_uring_register(unsigned fd, unsigned opcode, const void *arg, unsigned nr)
+{
+    int (*f)(unsigned, unsigned, const void *, unsigned) =
+        NEXT(io_uring_register, int (*)(unsigned, unsigned, const void *, unsigned));
+    if (pins_buffers(opcode))
+        mtp_async_note(MT_PRELOAD_ASYNC_URING | MT_PRELOAD_ASYNC_PINNED);
+    if (f)
+        return f(fd, opcode, arg, nr);
+    /* No next definition (liburing is not loaded): the system call, with
+     * liburing's convention for the result. */
+    long rc = REAL(syscall)(SYS_io_uring_register, (long)fd, (long)opcode, (long)arg, (long)nr, 0L, 0L);
+    return rc < 0 ? -errno : (int)rc;
+}
+
+MTP_EXPORT int io_uring_register_buffers(void *ring, const void *iov, unsigned nr)
+{
+    int (*f)(void *, const void *, unsigned) =
+        NEXT(io_uring_register_buffers, int (*)(void *, const void *, unsigned));
+    mtp_async_note(MT_PRELOAD_ASYNC_URING | MT_PRELOAD_ASYNC_PINNED);
+    return f ? f(ring, iov, nr) : -ENOSYS;
+}
+
+MTP_EXPORT int io_uring_register_buffers_tags(void *ring, const void *iov, const void *tags, unsigned nr)
+{
+    int (*f)(void *, const void *, const void *, unsigned) =
+        NEXT(io_uring_register_buffers_tags, int (*)(void *, const void *, const void *, unsigned));
+    mtp_async_note(MT_PRELOAD_ASYNC_URING | MT_PRELOAD_ASYNC_PINNED);
+    return f ? f(ring, iov, tags, nr) : -ENOSYS;
+}
+
+MTP_EXPORT int io_uring_register_buffers_update_tag(void *ring, unsigned off, const void *iov,
+                                                    const void *tags, unsigned nr)
+{
+    int (*f)(void *, unsigned, const void *, const void *, unsigned) =
+        NEXT(io_uring_register_buffers_update_tag,
+             int (*)(void *, unsigned, const void *, const void *, unsigned));
+    mtp_async_note(MT_PRELOAD_ASYNC_URING | MT_PRELOAD_ASYNC_PINNED);
+    return f ? f(ring, off, iov, tags, nr) : -ENOSYS;
+}
+
+MTP_EXPORT int io_uring_register_buffers_sparse(void *ring, unsigned nr)
+{
+    int (*f)(void *, unsigned) = NEXT(io_uring_register_buffers_sparse, int (*)(void *, unsigned));
+    mtp_async_note(MT_PRELOAD_ASYNC_URING | MT_PRELOAD_ASYNC_PINNED);
+    return f ? f(ring, nr) : -ENOSYS;
 }
 
 /* libaio (io_context_t is a pointer; its functions return -errno). */

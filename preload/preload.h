@@ -64,6 +64,12 @@ __sighandler_t bsd_signal(int sig, __sighandler_t handler);
  * pointers: the wrappers only pass them on. */
 int io_uring_setup(unsigned entries, void *params);
 int io_uring_queue_init(unsigned entries, void *ring, unsigned flags);
+int io_uring_register(unsigned fd, unsigned opcode, const void *arg, unsigned nr);
+int io_uring_register_buffers(void *ring, const void *iov, unsigned nr);
+int io_uring_register_buffers_tags(void *ring, const void *iov, const void *tags, unsigned nr);
+int io_uring_register_buffers_update_tag(void *ring, unsigned off, const void *iov, const void *tags,
+                                         unsigned nr);
+int io_uring_register_buffers_sparse(void *ring, unsigned nr);
 int io_uring_queue_init_params(unsigned entries, void *ring, void *params);
 int io_uring_queue_init_mem(unsigned entries, void *ring, void *params, void *buf, size_t size);
 int io_setup(int maxevents, void *ctxp);

@@ -19,7 +19,13 @@
  *     page, and a shadow updated from the reports equals the memory;
  *  4. a signal range added afterwards is never protected;
  *  5. a uffd range (where the kernel has uffd-wp) still reports only the
- *     pages written: the kernel's writes are tracked there.
+ *     pages written: the kernel's writes are tracked there;
+ *  6. buffers registered with io_uring (IORING_REGISTER_BUFFERS through
+ *     syscall()): the kernel writes them through its own mapping of the
+ *     pinned pages, which no page table shows, so from then on a uffd range
+ *     is reported whole too (MT_TRACK_UNBRACKETED_PINNED, not_protected),
+ *     and a READ_FIXED into it reaches a shadow updated from the reports
+ *     (before, the collect reported nothing and the write was lost).
  * Needs the interposer (exit 77 without). io_uring refused by the kernel
  * (ENOSYS, EPERM): steps 3-4's reads are skipped, the switch still checked
  * (it happens before the set-up call). */
@@ -32,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "track_child.h"
@@ -44,6 +51,20 @@
 static int ring_read(ur_ring *r, int fd, void *buf, unsigned len)
 {
     ur_queue_read(r, fd, buf, len, 0, 0);
+    MT_CHECK(ur_enter(r, 1, 1) >= 0);
+    uint64_t tag;
+    int res;
+    MT_CHECK(ur_reap(r, &tag, &res) == 1);
+    return res;
+}
+
+/* The same through a registered buffer (index 0): IORING_OP_READ_FIXED. */
+static int ring_read_fixed(ur_ring *r, int fd, void *buf, unsigned len)
+{
+    ur_queue_read(r, fd, buf, len, 0, 0);
+    unsigned i = (__atomic_load_n(r->sq_tail, __ATOMIC_ACQUIRE) - 1) & *r->sq_mask;
+    r->sqes[i].opcode = IORING_OP_READ_FIXED;
+    r->sqes[i].buf_index = 0;
     MT_CHECK(ur_enter(r, 1, 1) >= 0);
     uint64_t tag;
     int res;
@@ -161,6 +182,41 @@ int main(void)
         MT_CHECK_OK(mt_tracker_remove(t, id3));
         munmap(m3, NP * ps);
         printf("  %-58s ok\n", "uffd range: still the written pages only");
+
+        /* 6. A registered buffer over a uffd range: reported whole from the
+         * registration on, and the kernel's write through the pin lands in
+         * the shadow. */
+        unsigned char *m4 = tu_map(NP * ps);
+        mt_range_id id4;
+        MT_CHECK_OK(mt_tracker_add(t, m4, NP * ps, &uo, &id4));
+        MT_CHECK(collect(t, id4, m4, seen) == 0);
+        MT_CHECK(!(mt_track_unbracketed_writers() & MT_TRACK_UNBRACKETED_PINNED));
+        unsigned char *shadow4 = malloc(NP * ps);
+        MT_CHECK(shadow4 != NULL);
+        memcpy(shadow4, m4, NP * ps);
+        struct iovec iov = {m4, NP * ps};
+        long reg = syscall(SYS_io_uring_register, r.fd, IORING_REGISTER_BUFFERS, &iov, 1);
+        MT_CHECK(mt_track_unbracketed_writers() & MT_TRACK_UNBRACKETED_PINNED);
+        MT_CHECK_OK(mt_tracker_stats(t, id4, &st));
+        MT_CHECK(st.not_protected == 1);
+        MT_CHECK(collect(t, id4, m4, seen) == NP);
+        if (rc == 0 && reg == 0) {
+            MT_CHECK_INT_EQ(ring_read_fixed(&r, fd, m4 + 6 * ps + 3, (unsigned)ps), (int)ps);
+            MT_CHECK(m4[6 * ps + 3] == 1 && m4[6 * ps + 4] == 8);
+            MT_CHECK(collect(t, id4, m4, seen) == NP && seen[6] && seen[7]);
+            for (size_t p = 0; p < NP; p++)
+                if (seen[p])
+                    memcpy(shadow4 + p * ps, m4 + p * ps, ps);
+            MT_CHECK(memcmp(shadow4, m4, NP * ps) == 0);
+            MT_CHECK(syscall(SYS_io_uring_register, r.fd, IORING_UNREGISTER_BUFFERS, NULL, 0) == 0);
+            printf("  %-58s ok\n", "registered buffer over a uffd range: whole, exact");
+        } else {
+            printf("  %-58s skipped (io_uring: %s)\n", "a READ_FIXED into a uffd range",
+                   rc ? strerror(-rc) : strerror(errno));
+        }
+        MT_CHECK_OK(mt_tracker_remove(t, id4));
+        munmap(m4, NP * ps);
+        free(shadow4);
     }
 
     if (r.fd >= 0)

@@ -147,8 +147,11 @@ typedef struct mt_range_stats {
     size_t unmapped_pages;
     uint64_t kernel_writes; /* read(2)-family calls the interposer prepared the range for */
     uint64_t app_calls;     /* the application's mprotect/madvise/munmap/mremap calls on it */
-    /* 1 in a fork child for a uffd range: not write-protected there, so
-     * every page is reported on each collect. */
+    /* 1 when every page is reported on each collect because the range is
+     * not (or not only) written through its page tables: a uffd range in a
+     * fork child (not write-protected there), a signal range once an
+     * unbracketed writer was set up, and any range once buffers were
+     * registered with io_uring (MT_TRACK_UNBRACKETED_PINNED). */
     int not_protected;
     size_t hot_pages; /* MT_RANGE_HOT_PAGES: pages kept writable now */
     uint64_t budget_opens; /* passes whose fault_budget ran out (the range was opened whole) */
@@ -245,8 +248,12 @@ MT_API int mt_track_backend_parse(const char *name);
 MT_API int mt_track_handler_status(void);
 
 /* Kernel facilities that write the application's memory with no call around
- * the write that the interposer could bracket (mt_track_unbracketed_writers). */
-enum { MT_TRACK_UNBRACKETED_URING = 1, MT_TRACK_UNBRACKETED_AIO = 2 };
+ * the write that the interposer could bracket (mt_track_unbracketed_writers).
+ * PINNED: buffers registered with io_uring (fixed buffers), which the kernel
+ * pins once and writes later through its own mapping of the pages, never
+ * through the application's page tables, so neither backend sees those
+ * writes. */
+enum { MT_TRACK_UNBRACKETED_URING = 1, MT_TRACK_UNBRACKETED_AIO = 2, MT_TRACK_UNBRACKETED_PINNED = 4 };
 
 /* The facilities the application set up so far, as the interposer saw them
  * (io_uring through libc's syscall() or liburing, Linux AIO through syscall()
@@ -254,7 +261,10 @@ enum { MT_TRACK_UNBRACKETED_URING = 1, MT_TRACK_UNBRACKETED_AIO = 2 };
  * every signal range is writable and reported whole on each collect (exact,
  * slower), because a kernel write into a protected page would fail with
  * EFAULT in the application. uffd ranges are unaffected (the kernel's writes
- * are tracked there). 0 when none, or without the interposer. Any thread. */
+ * are tracked there), except after MT_TRACK_UNBRACKETED_PINNED: from then on
+ * uffd ranges are reported whole on each collect too (their pages stay
+ * registered; mt_range_stats.not_protected says 1). 0 when none, or without
+ * the interposer. Any thread. */
 MT_API unsigned mt_track_unbracketed_writers(void);
 
 /* Ways a process ends without running exit handlers (mt_track_last_words). */

@@ -184,6 +184,15 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
     uint64_t local[MT_WINDOW_WORDS];
     int whole = atomic_load_explicit(&r->whole, memory_order_relaxed);
     int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
+    /* Buffers registered with io_uring: the kernel writes pinned pages
+     * through its own mapping, which leaves no trace in the page tables the
+     * uffd scan reads. Every page is reported (the scan still runs, so that
+     * the registration stays as it was); signal ranges are open and whole
+     * already (mti_sig_unbracketed). */
+    if (!whole && mti_range_pinned_whole(r)) {
+        mti_bits_set_range(r->bits, 0, r->npages);
+        whole = 2; /* reported whole, but still scanned and left registered */
+    }
     /* A new pass's fault budget (signal backend): faults from here on count
      * towards the next collect. */
     if (r->fault_budget)
@@ -203,7 +212,7 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
             local[i] = x ? atomic_exchange_explicit(&r->bits[w0 + i], 0, memory_order_acquire) : 0;
             any |= local[i];
         }
-        if (r->backend == MT_TRACK_UFFD && !whole) {
+        if (r->backend == MT_TRACK_UFFD && whole != 1) {
             uint64_t scanned[MT_WINDOW_WORDS];
             memset(scanned, 0, nw * sizeof *scanned);
             /* A scan the collection helper did (or is doing) for this
@@ -268,7 +277,7 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
     /* A uffd range in a fork child is not write-protected there (the
      * registration stays with the parent): every page may change at any
      * time, so each complete pass ends with every page dirty again. */
-    if (whole)
+    if (whole == 1)
         mti_bits_set_range(r->bits, 0, r->npages);
     return (long)n;
 }

@@ -270,6 +270,14 @@ int mti_sig_make_writable(mt_range *r, size_t first, size_t n);
 void mti_sig_unbracketed(unsigned what);
 /* What mti_sig_unbracketed was told so far (0: none). */
 unsigned mti_sig_unbracketed_seen(void);
+/* Whether r is reported whole on each collect because buffers were
+ * registered with io_uring (MT_TRACK_UNBRACKETED_PINNED): uffd ranges stay
+ * registered but their scan misses the kernel's writes through the pins;
+ * signal ranges are kept open by mti_sig_unbracketed. */
+static inline int mti_range_pinned_whole(const mt_range *r)
+{
+    return r->backend == MT_TRACK_UFFD && (mti_sig_unbracketed_seen() & MT_TRACK_UNBRACKETED_PINNED) != 0;
+}
 
 /* sigchain.c: the handlers memtrack chains to, one chain per signal. */
 enum { MT_SLOT_SEGV = 0, MT_SLOT_BUS = 1, MT_NSLOTS = 2 };

@@ -103,6 +103,10 @@ typedef struct mt_preload_hooks {
 
 #define MT_PRELOAD_ASYNC_URING 1u
 #define MT_PRELOAD_ASYNC_AIO 2u
+/* Buffers registered with io_uring (IORING_REGISTER_BUFFERS*): pinned once,
+ * written later by the kernel through its own mapping of the pages, which
+ * no page-table based tracking (uffd-wp included) sees. */
+#define MT_PRELOAD_ASYNC_PINNED 4u
 
 /* last_words' `why` besides signal numbers (track.h's MT_TRACK_LAST_*). */
 #define MT_PRELOAD_LAST_EXEC 0

@@ -475,7 +475,8 @@ int mt_tracker_stats(mt_tracker *t, mt_range_id id, mt_range_stats *out)
         out->unmapped = out->unmapped_pages > 0;
         out->kernel_writes = atomic_load_explicit(&r->kernel_writes, memory_order_relaxed);
         out->app_calls = atomic_load_explicit(&r->app_calls, memory_order_relaxed);
-        out->not_protected = atomic_load_explicit(&r->whole, memory_order_relaxed);
+        out->not_protected =
+            atomic_load_explicit(&r->whole, memory_order_relaxed) || mti_range_pinned_whole(r);
         out->hot_pages = mti_hot_count(r);
     }
     pthread_rwlock_unlock(&t->lock);

@@ -110,5 +110,6 @@ extern const hv_behaviour hv_signal_behaviours[];
 extern const hv_behaviour hv_memory_behaviours[];
 extern const hv_behaviour hv_process_behaviours[];
 extern const hv_behaviour hv_sync_behaviours[];
+extern const hv_behaviour hv_explore_behaviours[];
 
 #endif

@@ -8,7 +8,7 @@
 #include "hv.h"
 
 static const hv_behaviour *const g_groups[] = {hv_process_behaviours, hv_kernel_behaviours,
-                                               hv_signal_behaviours, hv_memory_behaviours,
+                                               hv_signal_behaviours, hv_memory_behaviours, hv_explore_behaviours,
                                                hv_sync_behaviours};
 #define NGROUPS (sizeof g_groups / sizeof g_groups[0])
 

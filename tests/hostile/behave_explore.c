@@ -719,8 +719,10 @@ static void *busy_writer(void *p)
     busy *b = p;
     uint64_t s = 17;
     for (long i = 0;; i++) {
-        /* New pages keep coming: each write may fault. */
-        VkDeviceSize off = (hv_rnd(&s) % (b->src->size / 4096)) * 4096 + 8;
+        /* New pages keep coming: each write may fault. The first half only:
+         * the submits read the second (a device read of bytes the host is
+         * writing would be the application's race). */
+        VkDeviceSize off = (hv_rnd(&s) % (b->src->size / 2 / 4096)) * 4096 + 8;
         b->src->ptr[off] = (unsigned char)i;
         if (i == 1000)
             atomic_fetch_add(b->started, 1);
@@ -734,7 +736,8 @@ static void *busy_submitter(void *p)
     busy *b = p;
     for (long i = 0; i < 8; i++) {
         hv_begin(b->h);
-        VkBufferCopy c = {.srcOffset = 0, .dstOffset = 0, .size = b->src->size};
+        VkDeviceSize half = b->src->size / 2;
+        VkBufferCopy c = {.srcOffset = half, .dstOffset = half, .size = half};
         vkCmdCopyBuffer(b->h->cmd, b->src->buf, b->rb->buf, 1, &c);
         hv_end(b->h);
         hv_submit_wait(b->h);

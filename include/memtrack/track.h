@@ -223,6 +223,9 @@ MT_API int mt_tracker_prepare_write(mt_tracker *t, mt_range_id id, void *addr, s
  * written since the collect that last reported it, without reporting or
  * re-arming anything (a verifier asks this about bytes that changed after a
  * capture: written since the collect means the write raced the capture).
+ * Also 1 (may have been) for a hot page, and for any page of a signal range
+ * while a fault on it is being handled: between making a page writable and
+ * setting its bit, another thread's write can land there with no bit yet.
  * Returns 1, 0, -ENOENT or -EINVAL. Any thread. */
 MT_API int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len);
 

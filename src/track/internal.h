@@ -121,6 +121,10 @@ struct mt_range {
      * and passes that ran out of it (signal_posix.c). */
     uint32_t fault_budget;
     _Atomic uint32_t pass_faults;
+    /* Fault handlers between "page writable" and "its bit set" (signal
+     * backend): a write by another thread in that window lands with no bit
+     * yet, so mt_tracker_peek counts the range as possibly written. */
+    _Atomic uint32_t faulting;
     _Atomic uint64_t budget_opens;
     /* MT_RANGE_HOT_PAGES (hot.c), else NULL: pages kept writable and
      * reported by every pass, and per page its recent history. */

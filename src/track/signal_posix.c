@@ -117,6 +117,8 @@ static int handle_tracked_write(uintptr_t addr)
     int ret = 0;
     if (ours) {
         ret = 1;
+        for (uint32_t k = first; k < last; k++)
+            atomic_fetch_add_explicit(&e[k].range->faulting, 1, memory_order_seq_cst);
         /* Writable first, bit second (see internal.h). */
         int rc = mti_sys_mprotect(page, g_page_size, (int)prot);
         if (rc != 0 && (rc != -ENOMEM || degrade_for_page(page, (int)prot, e, n, first, last) != 0)) {
@@ -133,6 +135,8 @@ static int handle_tracked_write(uintptr_t addr)
                 if (r->backend == MT_TRACK_SIGNAL)
                     count_fault(r, e, n);
             }
+        for (uint32_t k = first; k < last; k++)
+            atomic_fetch_sub_explicit(&e[k].range->faulting, 1, memory_order_release);
     }
     mti_sigtable_leave(tok);
     return ret;

@@ -440,6 +440,11 @@ int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len)
         /* A hot page is writable without a fault: it may have been written. */
         if (!written)
             written = mti_hot_any(r, first, last);
+        /* So is any page of the range while a fault handler is between
+         * making its page writable and setting its bit: another thread's
+         * write may have landed there meanwhile, bit still unset. */
+        if (!written)
+            written = atomic_load_explicit(&r->faulting, memory_order_acquire) != 0;
         /* A scan the helper may have done already consumed the kernel's
          * written state: like a hot page, it may have been written. */
         for (size_t w = first / 4096; w <= last / 4096 && !written; w++)

@@ -29,10 +29,7 @@ modes=${HOSTILE_MODES:-auto guard shadow scan copy}
 backends=${HOSTILE_BACKENDS:-signal uffd}
 jobs=${HOSTILE_JOBS:-1}
 uffd_ok=$("$BUILD/bin/mt_track_probe" uffd)
-# exit-racing is left out of the default set: in 4 of 96 runs on the
-# emulated old kernel its trace did not verify (docs/layer.md, "Remaining
-# limits"). HOSTILE_BEHAVIOURS=exit-racing runs it.
-behaviours=${HOSTILE_BEHAVIOURS:-$("$HOSTILE" --list | awk '{print $1}' | grep -v '^exit-after$' | grep -v '^exit-racing$')}
+behaviours=${HOSTILE_BEHAVIOURS:-$("$HOSTILE" --list | awk '{print $1}' | grep -v '^exit-after$')}
 
 # Under ThreadSanitizer, behaviours its runtime itself cannot run (each
 # checked without the layer or documented by TSan) are skipped, with why:

@@ -607,6 +607,17 @@ static int mlock_all(hv *h, int argc, char **argv)
     int flags = MCL_CURRENT | MCL_FUTURE;
     if (argc > 1 && strcmp(argv[1], "onfault") == 0)
         flags |= MCL_ONFAULT;
+    /* With a small RLIMIT_MEMLOCK (an unprivileged user's 8 MiB; root's
+     * CAP_IPC_LOCK ignores it) mlockall succeeds and every later mapping
+     * past the limit fails: Vulkan itself cannot start, with or without a
+     * capture. */
+    struct rlimit ml;
+    if (geteuid() != 0 && getrlimit(RLIMIT_MEMLOCK, &ml) == 0 && ml.rlim_cur != RLIM_INFINITY &&
+        ml.rlim_cur < (1ull << 30)) {
+        fprintf(stderr, "%s: RLIMIT_MEMLOCK is %llu bytes: too little to lock a Vulkan process\n", hv_argv0,
+                (unsigned long long)ml.rlim_cur);
+        return HV_SKIP;
+    }
     if (mlockall(flags) != 0) {
         fprintf(stderr, "%s: mlockall: %s\n", hv_argv0, strerror(errno));
         return HV_SKIP;

@@ -72,6 +72,8 @@ static void child_tracker(mt_tracker *t)
     } else {
         for (uint32_t i = 0; i < t->nsorted; i++) {
             mt_range *r = t->sorted[i];
+            /* Fault handlers of threads that do not exist here. */
+            atomic_store_explicit(&r->faulting, 0, memory_order_relaxed);
             if (r->backend == MT_TRACK_UFFD) {
                 atomic_store_explicit(&r->whole, 1, memory_order_relaxed);
                 mti_bits_set_range(r->bits, 0, r->npages);

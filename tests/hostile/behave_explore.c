@@ -35,42 +35,6 @@
 
 extern char **environ;
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static int status_is(int st, int code, const char *what)
-{
-    if (WIFEXITED(st) && WEXITSTATUS(st) == code)
-        return 0;
-    fprintf(stderr, "%s: %s: child %s %d, expected exit %d\n", hv_argv0, what,
-            WIFEXITED(st) ? "exited with" : "died of signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
-            code);
-    return 1;
-}
-
-static int wait_status(pid_t pid, int code, const char *what)
-{
-    for (int i = 0; i < 3000; i++) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            return status_is(st, code, what);
-        if (r < 0) {
-            fprintf(stderr, "%s: %s: waitpid: %s\n", hv_argv0, what, strerror(errno));
-            return 1;
-        }
-        sleep_ms(10);
-    }
-    fprintf(stderr, "%s: %s: child still running after 30 s (hung)\n", hv_argv0, what);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return 1;
-}
-
 /* ---- writer threads ------------------------------------------------------ */
 
 typedef struct writer {
@@ -132,10 +96,10 @@ static int spawn_writers(hv *h, int argc, char **argv)
     writer w[2];
     for (int f = 0; f < h->frames && !bad; f++) {
         writers_start(w, 2, &src, 0, 2u << 20, &stop, 100 + (uint64_t)f * 10);
-        sleep_ms(5);
+        hv_sleep_ms(5);
         /* system(): a shell, its status */
         int st = system("exit 3");
-        bad |= status_is(st, 3, "system()");
+        bad |= hv_status_is(st, 3, "system()");
         /* popen(): a child's output through a pipe */
         FILE *p = popen("echo hello-from-popen", "r");
         char line[64] = {0};
@@ -144,7 +108,7 @@ static int spawn_writers(hv *h, int argc, char **argv)
             bad = 1;
         }
         if (p)
-            bad |= status_is(pclose(p), 0, "pclose()");
+            bad |= hv_status_is(pclose(p), 0, "pclose()");
         /* posix_spawn(), with a signal mask and default dispositions set */
         pid_t pid;
         char *sargv[] = {"sh", "-c", "exit 5", NULL};
@@ -160,7 +124,7 @@ static int spawn_writers(hv *h, int argc, char **argv)
             fprintf(stderr, "%s: posix_spawn failed\n", hv_argv0);
             bad = 1;
         } else {
-            bad |= wait_status(pid, 5, "posix_spawn");
+            bad |= hv_wait_status(pid, 5, "posix_spawn");
         }
         posix_spawnattr_destroy(&at);
         /* vfork() + exec */
@@ -169,15 +133,15 @@ static int spawn_writers(hv *h, int argc, char **argv)
             execl("/bin/sh", "sh", "-c", "exit 7", (char *)NULL);
             _exit(127);
         }
-        bad |= wait_status(pid, 7, "vfork+exec");
+        bad |= hv_wait_status(pid, 7, "vfork+exec");
         /* fork() + exec from a writer-racing main thread */
         pid = fork();
         if (pid == 0) {
             execl("/bin/sh", "sh", "-c", "exit 9", (char *)NULL);
             _exit(127);
         }
-        bad |= wait_status(pid, 9, "fork+exec");
-        sleep_ms(5);
+        bad |= hv_wait_status(pid, 9, "fork+exec");
+        hv_sleep_ms(5);
         writers_stop(w, 2, &stop);
         hv_write(&src, 3u << 20, 100000, 7 + (uint64_t)f);
         bad |= hv_gpu_check(h, &src, &rb, "spawn-writers: GPU copy");
@@ -241,7 +205,7 @@ static void *fork_loop(void *p)
             f->bad = 1;
             break;
         }
-        f->bad |= wait_status(pid, 0, "fork from a thread while another writes");
+        f->bad |= hv_wait_status(pid, 0, "fork from a thread while another writes");
         f->forks++;
     }
     return NULL;
@@ -359,7 +323,7 @@ static int cancel_read(hv *h, int argc, char **argv)
         reader r = {.fd = pfd[0], .dst = src.ptr + off, .len = 8192};
         pthread_t t;
         pthread_create(&t, NULL, blocked_reader, &r);
-        sleep_ms(30);
+        hv_sleep_ms(30);
         pthread_cancel(t);
         void *res;
         pthread_join(t, &res);
@@ -586,22 +550,6 @@ static int early_threads(hv *h, int argc, char **argv)
 
 /* ---- memory locked, descriptors scarce or closed ---------------------------- */
 
-static int plain_frames(hv *h, uint64_t seed, const char *what)
-{
-    hv_mem src, rb;
-    hv_alloc(h, &src, 1u << 20, HV_SRC);
-    hv_alloc(h, &rb, 1u << 20, HV_DST);
-    int bad = 0;
-    for (int f = 0; f < h->frames && !bad; f++) {
-        for (int k = 0; k < 8; k++)
-            hv_write(&src, (VkDeviceSize)k * 100000 + (VkDeviceSize)f * 11, 4000, seed + (uint64_t)(f * 8 + k));
-        bad |= hv_gpu_check(h, &src, &rb, what);
-    }
-    hv_free(h, &src);
-    hv_free(h, &rb);
-    return bad;
-}
-
 static int mlock_all(hv *h, int argc, char **argv)
 {
     int flags = MCL_CURRENT | MCL_FUTURE;
@@ -625,7 +573,7 @@ static int mlock_all(hv *h, int argc, char **argv)
     int rc = hv_init(h, NULL);
     if (rc)
         return rc;
-    int bad = plain_frames(h, 10, "mlock-all: GPU copy");
+    int bad = hv_frames_of_work(h, 10, "mlock-all: GPU copy");
     hv_fini(h);
     return bad;
 }
@@ -657,7 +605,7 @@ static int few_fds(hv *h, int argc, char **argv)
     int rc = hv_init(h, NULL);
     if (rc)
         return rc;
-    int bad = plain_frames(h, 20, "few-fds: GPU copy");
+    int bad = hv_frames_of_work(h, 20, "few-fds: GPU copy");
     hv_fini(h);
     for (int i = 0; i < nhold; i++)
         close(hold[i]);
@@ -697,7 +645,7 @@ static int close_all_fds(hv *h, int argc, char **argv)
     int rc = hv_init(h, NULL);
     if (rc)
         return rc;
-    int bad = plain_frames(h, 30, "close-all-fds: GPU copy");
+    int bad = hv_frames_of_work(h, 30, "close-all-fds: GPU copy");
     hv_fini(h);
     struct stat st;
     if (fstat(mine, &st) != 0 || st.st_size != 0) {
@@ -784,7 +732,7 @@ static int exit_racing(hv *h, int argc, char **argv)
     pthread_create(&t[1], NULL, busy_writer, &b);
     pthread_create(&t[2], NULL, busy_submitter, &b);
     while (atomic_load(&started) < 3)
-        sleep_ms(1);
+        hv_sleep_ms(1);
     pthread_join(t[2], NULL);
     printf("%s: exit-racing: ok, ending with %s while 2 threads write\n", hv_argv0, how);
     fflush(stdout);

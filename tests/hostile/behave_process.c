@@ -15,55 +15,15 @@
 #include "hv.h"
 
 /* `frames` submits, each after writes in a staging memory, checked. */
-static int frames_of_work(hv *h, uint64_t seed)
-{
-    hv_mem src, rb;
-    hv_alloc(h, &src, 1u << 20, HV_SRC);
-    hv_alloc(h, &rb, 1u << 20, HV_DST);
-    int bad = 0;
-    for (int f = 0; f < h->frames && !bad; f++) {
-        for (int k = 0; k < 8; k++)
-            hv_write(&src, (VkDeviceSize)k * 100000 + (VkDeviceSize)f * 11, 4000, seed + (uint64_t)(f * 8 + k));
-        bad |= hv_gpu_check(h, &src, &rb, "GPU copy");
-    }
-    hv_free(h, &src);
-    hv_free(h, &rb);
-    return bad;
-}
-
 static int baseline(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
     int rc = hv_init(h, NULL);
     if (rc)
         return rc;
-    int bad = frames_of_work(h, 1);
+    int bad = hv_frames_of_work(h, 1, "GPU copy");
     hv_fini(h);
     return bad;
-}
-
-/* Waits for pid at most 30 s: a child hung in an exit handler fails the run
- * instead of hanging it. */
-static int wait_child(pid_t pid, const char *what)
-{
-    for (int i = 0; i < 3000; i++) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-                return 0;
-            fprintf(stderr, "%s: %s: child %s %d\n", hv_argv0, what,
-                    WIFEXITED(st) ? "exited with" : "died of signal",
-                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-            return 1;
-        }
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    fprintf(stderr, "%s: %s: child still running after 30 s (hung)\n", hv_argv0, what);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return 1;
 }
 
 static int fork_child(hv *h, int argc, char **argv)
@@ -88,7 +48,7 @@ static int fork_child(hv *h, int argc, char **argv)
                     exit(0);
                 _exit(0);
             }
-            bad |= wait_child(pid, how == 0 ? "fork+exit" : "fork+_exit");
+            bad |= hv_wait_status(pid, 0, how == 0 ? "fork+exit" : "fork+_exit");
         }
         /* The child's writes were to its private copy, unless the driver's
          * mapping is shared memory: the app sees whichever it is. */
@@ -123,7 +83,7 @@ static int exec_child(hv *h, int argc, char **argv)
         execl("/proc/self/exe", hv_argv0, "baseline", "--frames", frames, (char *)NULL);
         _exit(127);
     }
-    bad |= wait_child(pid, "exec of a Vulkan program");
+    bad |= hv_wait_status(pid, 0, "exec of a Vulkan program");
     for (int f = 0; f < h->frames && !bad; f++) {
         hv_write(&src, 60000 + (VkDeviceSize)f * 1000, 30000, 100 + (uint64_t)f);
         bad |= hv_gpu_check(h, &src, &rb, "exec-child: GPU copy after the child");
@@ -143,7 +103,7 @@ static int two_instances(hv *h, int argc, char **argv)
         int rc = hv_init(h, NULL);
         if (rc)
             return rc;
-        bad |= frames_of_work(h, 1000 * (uint64_t)life);
+        bad |= hv_frames_of_work(h, 1000 * (uint64_t)life, "GPU copy");
         hv_fini(h);
     }
     hv g = {.frames = h->frames};
@@ -152,10 +112,10 @@ static int two_instances(hv *h, int argc, char **argv)
         return rc;
     if ((rc = hv_init(&g, NULL)) != 0)
         return rc;
-    bad |= frames_of_work(h, 5000);
-    bad |= frames_of_work(&g, 6000);
+    bad |= hv_frames_of_work(h, 5000, "GPU copy");
+    bad |= hv_frames_of_work(&g, 6000, "GPU copy");
     hv_fini(&g);
-    bad |= frames_of_work(h, 7000);
+    bad |= hv_frames_of_work(h, 7000, "GPU copy");
     hv_fini(h);
     return bad;
 }
@@ -175,7 +135,7 @@ static int exit_after(hv *h, int argc, char **argv)
     int rc = hv_init(h, NULL);
     if (rc)
         return rc;
-    if (frames_of_work(h, 42))
+    if (hv_frames_of_work(h, 42, "GPU copy"))
         return 1;
     /* The app's last words: the GPU check passed; what follows ends it. */
     printf("%s: %d submits done, ending with %s\n", hv_argv0, h->frames, how);

@@ -1,9 +1,13 @@
 /* memtrack-hostile: Vulkan setup and the GPU check every behaviour uses. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "hv.h"
 
@@ -257,4 +261,56 @@ int hv_gpu_check(hv *h, hv_mem *src, hv_mem *dst, const char *what)
     /* The device wrote dst: that is now what the app believes dst holds. */
     memcpy(dst->model, src->model, (size_t)src->size);
     return hv_compare(dst->ptr, src->model, (size_t)src->size, what);
+}
+
+int hv_frames_of_work(hv *h, uint64_t seed, const char *what)
+{
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        for (int k = 0; k < 8; k++)
+            hv_write(&src, (VkDeviceSize)k * 100000 + (VkDeviceSize)f * 11, 4000, seed + (uint64_t)(f * 8 + k));
+        bad |= hv_gpu_check(h, &src, &rb, what);
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    return bad;
+}
+
+void hv_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int hv_status_is(int st, int code, const char *what)
+{
+    if (WIFEXITED(st) && WEXITSTATUS(st) == code)
+        return 0;
+    fprintf(stderr, "%s: %s: child %s %d, expected exit %d\n", hv_argv0, what,
+            WIFEXITED(st) ? "exited with" : "died of signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+            code);
+    return 1;
+}
+
+int hv_wait_status(int pid, int code, const char *what)
+{
+    for (int i = 0; i < 3000; i++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return hv_status_is(st, code, what);
+        if (r < 0) {
+            fprintf(stderr, "%s: %s: waitpid: %s\n", hv_argv0, what, strerror(errno));
+            return 1;
+        }
+        hv_sleep_ms(10);
+    }
+    fprintf(stderr, "%s: %s: child still running after 30 s (hung)\n", hv_argv0, what);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return 1;
 }

@@ -84,6 +84,18 @@ void hv_submit_wait(hv *h);
 void hv_begin(hv *h);
 void hv_end(hv *h);
 
+/* Frames of ordinary work on 1 MiB: eight writes per frame (from `seed`),
+ * then a GPU check named `what`. Returns 0 or 1. */
+int hv_frames_of_work(hv *h, uint64_t seed, const char *what);
+
+/* Sleeps `ms` milliseconds, through interruptions. */
+void hv_sleep_ms(long ms);
+/* 0 when wait status `st` is an exit with `code`, else 1 with a message. */
+int hv_status_is(int st, int code, const char *what);
+/* Waits at most 30 s for child `pid` to exit with `code`: a child hung in an
+ * exit handler fails the run (killed, "hung" said) instead of hanging it. */
+int hv_wait_status(int pid, int code, const char *what);
+
 /* 0 when the bytes equal, else 1 with a message naming `what`. */
 int hv_compare(const unsigned char *got, const unsigned char *want, size_t len, const char *what);
 

@@ -183,7 +183,8 @@ MT_API int mt_trace_writer_open(const char *path, const mt_trace_writer_opts *op
 /* As mt_trace_writer_open on an fd opened for writing; the writer writes it
  * from offset 0 with pwrite (no lock, no truncation: the caller's choice)
  * and owns the fd from then on (closed by mt_trace_writer_close), also when
- * this fails. */
+ * this fails. It may move it to another number, above the ones an
+ * application uses (close-on-exec; docs/layer.md, "Descriptors"). */
 MT_API int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts,
                                    mt_trace_writer **out);
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../common/clock.h"
+#include "../common/fdpark.h"
 #include "writer.h"
 
 #define MT_DEFAULT_CHUNK (1u << 20)
@@ -163,7 +164,9 @@ int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts, mt_trace_w
             close(fd);
         return rc ? rc : -ENOMEM;
     }
-    w->fd = fd;
+    /* Kept open for the writer's life, often inside an application (the
+     * layer's trace): out of the application's descriptor numbers. */
+    w->fd = fd = mti_fd_park(fd);
     mti_writer_fork_init(w);
     struct stat st;
     w->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);

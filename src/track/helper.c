@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/fdpark.h"
 #include "internal.h"
 #include "helper_abi.h"
 
@@ -209,7 +210,7 @@ int mti_helper_start(mt_tracker *t, unsigned threads)
         else if (sa.pidfd < 0)
             rc = -ECHILD;
         else
-            h->pidfd = sa.pidfd;
+            h->pidfd = mti_fd_park(sa.pidfd); /* kept: out of the application's numbers */
     }
     if (stk != MAP_FAILED)
         mti_sys_munmap(stk, 2 * stack);

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/fdpark.h"
 #include "internal.h"
 #include "pmscan.h"
 
@@ -69,8 +70,9 @@ int mti_uffd_open(mt_tracker *t)
         close(fd);
         return err;
     }
-    t->uffd = fd;
-    t->pagemap_fd = pm;
+    /* Kept for the tracker's life: out of the application's numbers. */
+    t->uffd = mti_fd_park(fd);
+    t->pagemap_fd = mti_fd_park(pm);
     return 0;
 }
 

@@ -589,6 +589,33 @@ static int free_fds(void)
     return n;
 }
 
+/* few-fds failing: what the descriptors are (the held /dev/null ones
+ * counted, the rest by target), so that a failure says who used them. */
+static int g_fds_dump;
+static void dump_fds(void)
+{
+    if (!g_fds_dump)
+        return;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    int devnull = 0;
+    while (d && (de = readdir(d))) {
+        char path[300], target[256];
+        if (de->d_name[0] == '.' || atoi(de->d_name) == dirfd(d))
+            continue;
+        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        if (strcmp(target, "/dev/null") == 0)
+            devnull++;
+        else
+            fprintf(stderr, "few-fds: fd %s -> %s\n", de->d_name, target);
+    }
+    if (d)
+        closedir(d);
+    fprintf(stderr, "few-fds: and %d on /dev/null\n", devnull);
+}
+
 static int few_fds(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
@@ -602,13 +629,82 @@ static int few_fds(hv *h, int argc, char **argv)
     int hold[64], nhold = 0;
     while (nhold < before - 24)
         hold[nhold++] = open("/dev/null", O_RDONLY);
+    /* hv_die exits: then the list is printed at exit, after the driver's
+     * destructors may have closed its own descriptors. */
+    g_fds_dump = 1;
+    atexit(dump_fds);
     int rc = hv_init(h, NULL);
-    if (rc)
+    if (rc) {
+        dump_fds();
+        g_fds_dump = 0;
         return rc;
+    }
     int bad = hv_frames_of_work(h, 20, "few-fds: GPU copy");
+    if (bad)
+        dump_fds();
+    g_fds_dump = 0;
     hv_fini(h);
     for (int i = 0; i < nhold; i++)
         close(hold[i]);
+    return bad;
+}
+
+/* Is the descriptor one of memtrack's (its trace, a userfaultfd, pagemap,
+ * the collection helper's pidfd or shared memory)? This application opens
+ * none of these itself. */
+static int memtrack_fd(const char *target)
+{
+    size_t n = strlen(target);
+    return (n > 7 && strcmp(target + n - 7, ".mtrace") == 0) || strstr(target, "userfaultfd") ||
+           strstr(target, "pagemap") || strstr(target, "[pidfd]") || strstr(target, "memtrack");
+}
+
+/* The kernel gives the lowest free descriptor number, below the soft
+ * RLIMIT_NOFILE, and applications count on both: a daemon closes 0 and
+ * expects its next open() to be 0; a server sizes its connections to its
+ * limit. With a soft limit of 64 (under the hard one) and descriptor 0
+ * closed before Vulkan starts, none of memtrack's own descriptors may sit
+ * below 64: not on 0 (where the trace file landed before they were moved),
+ * and not in the budget (NVIDIA's driver, which takes 0 itself, needs two
+ * descriptors per allocation). What the application opens next is then
+ * what it would get without memtrack. */
+static int fd_numbers(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_max <= 64) {
+        fprintf(stderr, "%s: fd-numbers: hard RLIMIT_NOFILE %llu leaves no room: skipped\n", hv_argv0,
+                (unsigned long long)rl.rlim_max);
+        return 77;
+    }
+    rl.rlim_cur = 64;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        hv_die("setrlimit: %s", strerror(errno));
+    close(0);
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    int bad = hv_frames_of_work(h, 10, "fd-numbers: GPU copy");
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        int fd = atoi(de->d_name);
+        char path[300], target[256];
+        if (de->d_name[0] == '.' || fd == dirfd(d) || fd >= 64)
+            continue;
+        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        if (memtrack_fd(target)) {
+            fprintf(stderr, "%s: fd-numbers: descriptor %d (%s) is memtrack's, below the soft limit\n",
+                    hv_argv0, fd, target);
+            bad = 1;
+        }
+    }
+    if (d)
+        closedir(d);
+    hv_fini(h);
     return bad;
 }
 
@@ -842,6 +938,8 @@ const hv_behaviour hv_explore_behaviours[] = {
     {"few-fds", "RLIMIT_NOFILE 64 with all but 24 descriptors in use", few_fds},
     {"close-all-fds", "closes every inherited descriptor (close_range; '1': by /proc/self/fd) first",
      close_all_fds},
+    {"fd-numbers", "RLIMIT_NOFILE 64 and fd 0 closed before Vulkan: memtrack's descriptors stay above 64",
+     fd_numbers},
     {"exit-racing", "exit() (or quick_exit) while two threads write, right after a third submitted",
      exit_racing},
     {"uring-fixed", "io_uring READ_FIXED into a registered buffer over the mapping, every frame",

@@ -119,6 +119,15 @@ void mtp_resolve(void)
     RESOLVE(eventfd_read);
     RESOLVE(getentropy);
     RESOLVE(sigaltstack);
+    RESOLVE(getresuid);
+    RESOLVE(getresgid);
+    RESOLVE(getgroups);
+    RESOLVE(prctl);
+    RESOLVE(ttyname_r);
+    RESOLVE(splice);
+    RESOLVE(sendfile);
+    RESOLVE(sendfile64);
+    RESOLVE(copy_file_range);
     RESOLVE(timer_create);
     RESOLVE(aio_read);
     RESOLVE(aio_read64);

@@ -2,7 +2,11 @@
  * points: a waited-for signal's information, directory entries, extended
  * attributes, a CPU set, timers' current and previous settings, resource
  * limits, residency vectors, an eventfd's counter read by libc itself,
- * getentropy's bytes, the previous alternate signal stack, and libc's
+ * getentropy's bytes, the previous alternate signal stack, the real,
+ * effective and saved ids and the supplementary groups, prctl's outputs
+ * (a thread's name, the parent-death signal, ...), a terminal's name
+ * (ttyname_r: glibc reads the link straight into the caller's buffer), the
+ * file offsets that splice, sendfile and copy_file_range advance, and libc's
  * syscall() for the reading system calls (read, pread64, readv, preadv,
  * getdents64).
  *
@@ -20,6 +24,8 @@
 #include <stdarg.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -161,6 +167,86 @@ MTP_EXPORT int getentropy(void *buf, size_t n) { return KW_BUF(buf, n, REAL(gete
 MTP_EXPORT int sigaltstack(const stack_t *ss, stack_t *old)
 {
     return KW_BUF(old, old ? sizeof *old : 0, REAL(sigaltstack)(ss, old));
+}
+
+MTP_EXPORT int getresuid(uid_t *r, uid_t *e, uid_t *s)
+{
+    struct iovec seg[3] = {{r, sizeof *r}, {e, sizeof *e}, {s, sizeof *s}};
+    return KW_SEGS(seg, 3, REAL(getresuid)(r, e, s));
+}
+
+MTP_EXPORT int getresgid(gid_t *r, gid_t *e, gid_t *s)
+{
+    struct iovec seg[3] = {{r, sizeof *r}, {e, sizeof *e}, {s, sizeof *s}};
+    return KW_SEGS(seg, 3, REAL(getresgid)(r, e, s));
+}
+
+/* n 0 asks for the count and writes nothing. */
+MTP_EXPORT int getgroups(int n, gid_t *list)
+{
+    return KW_BUF(list, n > 0 && list ? (size_t)n * sizeof *list : 0, REAL(getgroups)(n, list));
+}
+
+/* The prctl options whose second argument points at an output: a name of
+ * 16 bytes, a tid address (a pointer), or an int. Every other option
+ * writes nothing there (or passes a value). */
+static size_t prctl_out(int option)
+{
+    switch (option) {
+    case PR_GET_NAME:
+        return 16;
+    case PR_GET_TID_ADDRESS:
+        return sizeof(int *);
+    case PR_GET_PDEATHSIG:
+    case PR_GET_CHILD_SUBREAPER:
+    case PR_GET_ENDIAN:
+    case PR_GET_FPEMU:
+    case PR_GET_FPEXC:
+    case PR_GET_TSC:
+    case PR_GET_UNALIGN:
+        return sizeof(int);
+    default:
+        return 0;
+    }
+}
+
+MTP_EXPORT int prctl(int option, ...)
+{
+    va_list ap;
+    va_start(ap, option);
+    unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+    unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+    va_end(ap);
+    return KW_BUF((void *)a2, a2 ? prctl_out(option) : 0, REAL(prctl)(option, a2, a3, a4, a5));
+}
+
+MTP_EXPORT int ttyname_r(int fd, char *buf, size_t n)
+{
+    return KW_BUF(buf, n, REAL(ttyname_r)(fd, buf, n)); /* nonnull in libc's prototype */
+}
+
+/* The kernel reads the offsets and writes them back advanced. */
+MTP_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, unsigned int fl)
+{
+    struct iovec seg[2] = {{off_in, off_in ? sizeof *off_in : 0}, {off_out, off_out ? sizeof *off_out : 0}};
+    return KW_SEGS(seg, 2, REAL(splice)(in, off_in, out, off_out, len, fl));
+}
+
+MTP_EXPORT ssize_t copy_file_range(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+                                   unsigned int fl)
+{
+    struct iovec seg[2] = {{off_in, off_in ? sizeof *off_in : 0}, {off_out, off_out ? sizeof *off_out : 0}};
+    return KW_SEGS(seg, 2, REAL(copy_file_range)(in, off_in, out, off_out, len, fl));
+}
+
+MTP_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+    return KW_BUF(off, off ? sizeof *off : 0, REAL(sendfile)(out, in, off, n));
+}
+
+MTP_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+{
+    return KW_BUF(off, off ? sizeof *off : 0, REAL(sendfile64)(out, in, off, n));
 }
 
 /* syscall() for the reading system calls: a buffer (read, pread64,

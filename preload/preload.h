@@ -162,6 +162,15 @@ typedef struct mtp_real {
     int (*eventfd_read)(int, uint64_t *);
     int (*getentropy)(void *, size_t);
     int (*sigaltstack)(const stack_t *, stack_t *);
+    int (*getresuid)(uid_t *, uid_t *, uid_t *);
+    int (*getresgid)(gid_t *, gid_t *, gid_t *);
+    int (*getgroups)(int, gid_t *);
+    int (*prctl)(int, ...);
+    int (*ttyname_r)(int, char *, size_t);
+    ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
+    ssize_t (*sendfile)(int, int, off_t *, size_t);
+    ssize_t (*sendfile64)(int, int, off64_t *, size_t);
+    ssize_t (*copy_file_range)(int, loff_t *, int, loff_t *, size_t, unsigned int);
     int (*timer_create)(clockid_t, struct sigevent *, timer_t *); /* timers.c */
     /* POSIX AIO (aio.c) */
     int (*aio_read)(struct aiocb *);

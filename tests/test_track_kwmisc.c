@@ -4,8 +4,10 @@
  * (getdents64), extended attribute names and values, a CPU set, scheduling
  * parameters, timers' current and previous settings (timer_*, timerfd_*,
  * itimers), resource limits, a residency vector, an eventfd's counter,
- * getentropy, the previous alternate signal stack, and libc's syscall() for
- * read, pread64, readv and getdents64.
+ * getentropy, the previous alternate signal stack, the real, effective and
+ * saved ids, the supplementary groups, prctl's outputs, a terminal's name
+ * (ttyname_r), the offsets splice, sendfile and copy_file_range advance,
+ * and libc's syscall() for read, pread64, readv and getdents64.
  *
  * With the signal backend each of these failed with EFAULT. Checked for
  * each, with both backends: it succeeds with the result it has without
@@ -17,8 +19,11 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -205,6 +210,125 @@ static void counters(env *e)
     check_written(e, "getentropy");
 }
 
+/* An unaligned value the kernel wrote, read back. */
+static long long at(const void *p, size_t n)
+{
+    long long v = 0;
+    memcpy(&v, p, n);
+    return v;
+}
+
+static void identity(env *e)
+{
+    uid_t *u = spot(e, 3 * sizeof *u); /* the middle one straddles */
+    errno = 4321;
+    MT_CHECK(getresuid(&u[0], &u[1], &u[2]) == 0);
+    MT_CHECK(at(&u[0], sizeof *u) == getuid() && at(&u[1], sizeof *u) == geteuid());
+    check_written(e, "getresuid");
+    gid_t *g = spot(e, 3 * sizeof *g);
+    errno = 4321;
+    MT_CHECK(getresgid(&g[0], &g[1], &g[2]) == 0);
+    MT_CHECK(at(&g[0], sizeof *g) == getgid() && at(&g[1], sizeof *g) == getegid());
+    check_written(e, "getresgid");
+    int n = getgroups(0, NULL);
+    MT_CHECK(n >= 0);
+    if (n > 0) { /* none to write without supplementary groups */
+        gid_t *list = spot(e, (size_t)n * sizeof *list < 16 ? 16 : (size_t)n * sizeof *list);
+        errno = 4321;
+        MT_CHECK(getgroups(n, list) == n);
+        /* One group only: the spot is 16 bytes, the group within its
+         * first page. Reported are the pages written. */
+        if ((uintptr_t)list / e->ps != ((uintptr_t)(list + n) - 1) / e->ps)
+            check_written(e, "getgroups");
+        else
+            MT_CHECK(mt_tracker_collect(e->t, e->id, (mt_dirty_run[NP]){0}, NP) == 1);
+    }
+    char *name = spot(e, 16);
+    MT_CHECK(prctl(PR_SET_NAME, "mt-kwmisc", 0, 0, 0) == 0);
+    errno = 4321;
+    MT_CHECK(prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && strcmp(name, "mt-kwmisc") == 0);
+    check_written(e, "prctl(PR_GET_NAME)");
+    int *sig = spot(e, sizeof *sig);
+    MT_CHECK(prctl(PR_SET_PDEATHSIG, SIGUSR2, 0, 0, 0) == 0);
+    errno = 4321;
+    MT_CHECK(prctl(PR_GET_PDEATHSIG, sig, 0, 0, 0) == 0 && at(sig, sizeof *sig) == SIGUSR2);
+    check_written(e, "prctl(PR_GET_PDEATHSIG)");
+    MT_CHECK(prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) == 0);
+}
+
+/* glibc's ttyname_r reads /proc/self/fd/N's link straight into the
+ * caller's buffer. A pseudo-terminal where the machine has them. This
+ * checks the result, not the bracket: without it the read fails with
+ * EFAULT and glibc falls back to searching /dev/pts, which finds the same
+ * name by copying in user space (slower, and an EFAULT in the
+ * application's system call trace). */
+static void terminal(env *e)
+{
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+        puts("  (no pseudo-terminals here: ttyname_r not checked)");
+        if (master >= 0)
+            close(master);
+        return;
+    }
+    char want[64];
+    MT_CHECK(ptsname_r(master, want, sizeof want) == 0);
+    int slave = open(want, O_RDWR | O_NOCTTY);
+    MT_CHECK(slave >= 0);
+    char *buf = spot(e, 64);
+    errno = 4321;
+    MT_CHECK(ttyname_r(slave, buf, 64) == 0 && strcmp(buf, want) == 0);
+    /* The name is shorter than the 32 bytes before the boundary: the
+     * kernel wrote one page (readlink writes what the link holds). */
+    if (strlen(want) >= 32)
+        check_written(e, "ttyname_r");
+    else
+        MT_CHECK(mt_tracker_collect(e->t, e->id, (mt_dirty_run[NP]){0}, NP) == 1);
+    close(slave);
+    close(master);
+}
+
+/* The file offsets the kernel reads and writes back advanced. */
+static void offsets(env *e)
+{
+    char path[] = "/tmp/mt-kwmisc-off-XXXXXX", data[4096];
+    int f = mkstemp(path);
+    MT_CHECK(f >= 0);
+    unlink(path);
+    memset(data, 'k', sizeof data);
+    MT_CHECK(write(f, data, sizeof data) == (ssize_t)sizeof data);
+    int p[2];
+    MT_CHECK(pipe(p) == 0);
+    off_t *off = spot(e, sizeof *off); /* 8 bytes across the boundary */
+    memset(off, 0, sizeof *off);
+    (void)collected(e, (unsigned char[NP]){0});
+    errno = 4321;
+    MT_CHECK(sendfile(p[1], f, off, 100) == 100 && at(off, sizeof *off) == 100);
+    check_written(e, "sendfile");
+    loff_t *lo = spot(e, sizeof *lo);
+    memset(lo, 0, sizeof *lo);
+    (void)collected(e, (unsigned char[NP]){0});
+    errno = 4321;
+    MT_CHECK(splice(p[0], NULL, f, lo, 100, 0) == 100 && at(lo, sizeof *lo) == 100);
+    check_written(e, "splice");
+    loff_t *two = spot(e, 2 * sizeof *two); /* in, out: one on each side */
+    memset(two, 0, 2 * sizeof *two);
+    (void)collected(e, (unsigned char[NP]){0});
+    errno = 4321;
+    two[1] = 4096;
+    ssize_t n = copy_file_range(f, &two[0], f, &two[1], 512, 0);
+    if (n < 0 && (errno == ENOSYS || errno == EXDEV || errno == EOPNOTSUPP)) {
+        puts("  (copy_file_range refused here: not checked)");
+        (void)collected(e, (unsigned char[NP]){0});
+    } else {
+        MT_CHECK(n == 512 && two[0] == 512 && two[1] == 4096 + 512);
+        check_written(e, "copy_file_range");
+    }
+    close(p[0]);
+    close(p[1]);
+    close(f);
+}
+
 static void run(env *e)
 {
     signals(e);
@@ -212,6 +336,9 @@ static void run(env *e)
     scheduling(e);
     timers(e);
     counters(e);
+    identity(e);
+    terminal(e);
+    offsets(e);
 }
 
 int main(void) { return kw_env_main(run, "track less common kernel outputs into tracked memory (interposer): ok"); }

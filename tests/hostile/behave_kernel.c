@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -429,6 +431,36 @@ static int kernel_outputs(hv *h, int argc, char **argv)
         close(p[1]);
         size_t from = (size_t)((unsigned char *)fds - src.ptr), to = (size_t)(data - src.ptr) + sizeof msg;
         memcpy(src.model + from, src.ptr + from, to - from);
+        /* Less common outputs (preload/kwmisc.c), straddling a page
+         * boundary further on: the thread's name, the ids, a sendfile
+         * offset. */
+        unsigned char *more = src.ptr + 4096 * (size_t)(1200 + 3 * f) - 8;
+        char *name = (char *)more;
+        uid_t *ids = (uid_t *)(void *)(more + 16);
+        off_t *off = (off_t *)(void *)(more + 32);
+        char want[16];
+        snprintf(want, sizeof want, "mt-frame-%d", f % 1000);
+        if (prctl(PR_SET_NAME, want, 0, 0, 0) != 0 || prctl(PR_GET_NAME, name, 0, 0, 0) != 0 ||
+            strcmp(name, want) != 0) {
+            fprintf(stderr, "%s: prctl(PR_GET_NAME) into the mapping: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+        }
+        if (getresuid(&ids[0], &ids[1], &ids[2]) != 0 || ids[0] != getuid()) {
+            fprintf(stderr, "%s: getresuid into the mapping: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+        }
+        int sf = open("/proc/self/exe", O_RDONLY), sp[2];
+        *off = 64;
+        if (sf < 0 || pipe(sp) != 0 || sendfile(sp[1], sf, off, 100) != 100 || *off != 164) {
+            fprintf(stderr, "%s: sendfile's offset in the mapping: %s\n", hv_argv0, strerror(errno));
+            bad = 1;
+        } else {
+            close(sp[0]);
+            close(sp[1]);
+        }
+        if (sf >= 0)
+            close(sf);
+        memcpy(src.model + (more - src.ptr), more, 40);
         if (!bad)
             bad |= hv_gpu_check(h, &src, &rb, "kernel-outputs: GPU copy of the staging memory");
     }
@@ -569,7 +601,8 @@ const hv_behaviour hv_kernel_behaviours[] = {
     {"kernel-fread", "a large fread (stdio bypasses its buffer) and small ones", kernel_fread},
     {"kernel-recv", "recv/recvfrom/recvmsg/recvmmsg from stream and datagram sockets", kernel_recv},
     {"kernel-uring", "io_uring reads and getrandom() straight into mapped memory", kernel_uring},
-    {"kernel-outputs", "pipe2, poll, ioctl, getsockopt, waitpid and vmsplice output into mapped memory",
+    {"kernel-outputs",
+     "pipe2, poll, ioctl, getsockopt, waitpid, vmsplice, prctl, getresuid, sendfile output into mapped memory",
      kernel_outputs},
     {"kernel-aio", "POSIX AIO (aio_read, lio_listio) straight into mapped memory", kernel_aio},
     {NULL, NULL, NULL},

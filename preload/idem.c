@@ -10,11 +10,12 @@
  * clock_gettime reaches the kernel only for clocks the vDSO does not serve
  * (the CPU-time clocks; every clock where the clock source has no vDSO
  * path): the vDSO's own store is a user write, which faults and is tracked
- * like any other. Not here: calls that change state (accept's address:
- * the connection is taken, and getsockopt: SO_ERROR clears what it
- * reports; they are bracketed before the call, kwout.c; recv is in
- * kwrite.c), and the pre-2.33 glibc entry points (__xstat and friends) of
- * old binaries. */
+ * like any other. The pre-2.33 glibc entry points of the stat family
+ * (__xstat and friends), which binaries built against an older glibc
+ * still call, are here too. Not here: calls that change state (accept's
+ * address: the connection is taken, and getsockopt: SO_ERROR clears what
+ * it reports; they are bracketed before the call, kwout.c; recv is in
+ * kwrite.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sys/resource.h>
@@ -188,4 +189,68 @@ MTP_EXPORT int getsockname(int fd, struct sockaddr *restrict addr, socklen_t *re
 MTP_EXPORT int getpeername(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
 {
     IDEM(int, REAL(getpeername)(fd, addr, len), ri_ == 0, ADDR_SEGS(addr, len), 2);
+}
+
+/* The pre-2.33 stat entry points (`ver` is the structure's version, which
+ * glibc checks). An old binary's reference to __xstat@GLIBC_2.2.5 binds to
+ * these unversioned definitions, found first in the preload. Without the
+ * compat version (another C library) they fail as an unknown call would. */
+#define OLD_STAT(f, call, st)                                                                       \
+    do {                                                                                            \
+        if (!mtp_r.f)                                                                               \
+            mtp_resolve();                                                                          \
+        if (!mtp_r.f) {                                                                             \
+            errno = ENOSYS;                                                                         \
+            return -1;                                                                              \
+        }                                                                                           \
+        IDEM(int, call, ri_ == 0, ONE(st, sizeof *(st)), 1);                                        \
+    } while (0)
+
+MTP_EXPORT int __xstat(int ver, const char *path, struct stat *st);
+MTP_EXPORT int __xstat64(int ver, const char *path, struct stat64 *st);
+MTP_EXPORT int __lxstat(int ver, const char *path, struct stat *st);
+MTP_EXPORT int __lxstat64(int ver, const char *path, struct stat64 *st);
+MTP_EXPORT int __fxstat(int ver, int fd, struct stat *st);
+MTP_EXPORT int __fxstat64(int ver, int fd, struct stat64 *st);
+MTP_EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
+MTP_EXPORT int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags);
+
+MTP_EXPORT int __xstat(int ver, const char *path, struct stat *st)
+{
+    OLD_STAT(xstat, mtp_r.xstat(ver, path, st), st);
+}
+
+MTP_EXPORT int __xstat64(int ver, const char *path, struct stat64 *st)
+{
+    OLD_STAT(xstat64, mtp_r.xstat64(ver, path, st), st);
+}
+
+MTP_EXPORT int __lxstat(int ver, const char *path, struct stat *st)
+{
+    OLD_STAT(lxstat, mtp_r.lxstat(ver, path, st), st);
+}
+
+MTP_EXPORT int __lxstat64(int ver, const char *path, struct stat64 *st)
+{
+    OLD_STAT(lxstat64, mtp_r.lxstat64(ver, path, st), st);
+}
+
+MTP_EXPORT int __fxstat(int ver, int fd, struct stat *st)
+{
+    OLD_STAT(fxstat, mtp_r.fxstat(ver, fd, st), st);
+}
+
+MTP_EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
+{
+    OLD_STAT(fxstat64, mtp_r.fxstat64(ver, fd, st), st);
+}
+
+MTP_EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
+{
+    OLD_STAT(fxstatat, mtp_r.fxstatat(ver, dirfd, path, st, flags), st);
+}
+
+MTP_EXPORT int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
+{
+    OLD_STAT(fxstatat64, mtp_r.fxstatat64(ver, dirfd, path, st, flags), st);
 }

@@ -29,6 +29,19 @@ mtp_real mtp_r;
 const mt_preload_hooks *_Atomic mtp_hooks;
 
 #define RESOLVE(f) mtp_r.f = (__typeof__(mtp_r.f))dlsym(RTLD_NEXT, #f)
+/* A glibc symbol that later releases keep as a compat version only
+ * (dlsym finds default versions alone), by the version it had on x86-64;
+ * on aarch64 every symbol's first version is GLIBC_2.17. NULL where the
+ * architecture's versions are not known here. */
+#if defined(__x86_64__)
+#define RESOLVE_OLD(f, name, x86_64_version)                                                        \
+    mtp_r.f = (__typeof__(mtp_r.f))dlvsym(RTLD_NEXT, name, x86_64_version)
+#elif defined(__aarch64__)
+#define RESOLVE_OLD(f, name, x86_64_version)                                                        \
+    mtp_r.f = (__typeof__(mtp_r.f))dlvsym(RTLD_NEXT, name, "GLIBC_2.17")
+#else
+#define RESOLVE_OLD(f, name, x86_64_version) mtp_r.f = NULL
+#endif
 
 void mtp_resolve(void)
 {
@@ -165,6 +178,14 @@ void mtp_resolve(void)
     RESOLVE(fstat64);
     RESOLVE(fstatat64);
     RESOLVE(statx);
+    RESOLVE_OLD(xstat, "__xstat", "GLIBC_2.2.5");
+    RESOLVE_OLD(xstat64, "__xstat64", "GLIBC_2.2.5");
+    RESOLVE_OLD(lxstat, "__lxstat", "GLIBC_2.2.5");
+    RESOLVE_OLD(lxstat64, "__lxstat64", "GLIBC_2.2.5");
+    RESOLVE_OLD(fxstat, "__fxstat", "GLIBC_2.2.5");
+    RESOLVE_OLD(fxstat64, "__fxstat64", "GLIBC_2.2.5");
+    RESOLVE_OLD(fxstatat, "__fxstatat", "GLIBC_2.4");
+    RESOLVE_OLD(fxstatat64, "__fxstatat64", "GLIBC_2.4");
     RESOLVE(readlink);
     RESOLVE(readlinkat);
     RESOLVE(getcwd);

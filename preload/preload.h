@@ -223,6 +223,16 @@ typedef struct mtp_real {
     int (*fstat64)(int, struct stat64 *);
     int (*fstatat64)(int, const char *, struct stat64 *, int);
     int (*statx)(int, const char *, int, unsigned, struct statx *);
+    /* the pre-2.33 glibc entry points old binaries call (idem.c): glibc
+     * keeps them as compat versions only, found with dlvsym */
+    int (*xstat)(int, const char *, struct stat *);
+    int (*xstat64)(int, const char *, struct stat64 *);
+    int (*lxstat)(int, const char *, struct stat *);
+    int (*lxstat64)(int, const char *, struct stat64 *);
+    int (*fxstat)(int, int, struct stat *);
+    int (*fxstat64)(int, int, struct stat64 *);
+    int (*fxstatat)(int, int, const char *, struct stat *, int);
+    int (*fxstatat64)(int, int, const char *, struct stat64 *, int);
     ssize_t (*readlink)(const char *, char *, size_t);
     ssize_t (*readlinkat)(int, const char *, char *, size_t);
     char *(*getcwd)(char *, size_t);

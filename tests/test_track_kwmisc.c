@@ -7,6 +7,7 @@
  * getentropy, the previous alternate signal stack, the real, effective and
  * saved ids, the supplementary groups, prctl's outputs, a terminal's name
  * (ttyname_r), the offsets splice, sendfile and copy_file_range advance,
+ * the pre-2.33 stat entry points old binaries call (__xstat and friends),
  * and libc's syscall() for read, pread64, readv and getdents64.
  *
  * With the signal backend each of these failed with EFAULT. Checked for
@@ -24,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -329,6 +331,53 @@ static void offsets(env *e)
     close(f);
 }
 
+#if defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) &&                \
+    !defined(__SANITIZE_THREAD__)
+/* What a binary built against glibc before 2.33 calls for stat(), fstat(),
+ * lstat() and fstatat(): these references bind to the same versions its
+ * references do (glibc keeps them as compat versions). Not in sanitizer
+ * builds: their runtimes define some of these names themselves, and the
+ * executable then links to a mix the loader refuses ("unexpected PLT
+ * reloc type"); the interposer, never built with sanitizers, is checked
+ * by the plain build. */
+int mt_old_xstat(int, const char *, struct stat *);
+int mt_old_lxstat64(int, const char *, struct stat64 *);
+int mt_old_fxstat(int, int, struct stat *);
+int mt_old_fxstatat64(int, int, const char *, struct stat64 *, int);
+__asm__(".symver mt_old_xstat, __xstat@GLIBC_2.2.5");
+__asm__(".symver mt_old_lxstat64, __lxstat64@GLIBC_2.2.5");
+__asm__(".symver mt_old_fxstat, __fxstat@GLIBC_2.2.5");
+__asm__(".symver mt_old_fxstatat64, __fxstatat64@GLIBC_2.4");
+enum { OLD_STAT_VER = 1 }; /* _STAT_VER_LINUX, what their headers passed */
+
+static void old_stat(env *e)
+{
+    struct stat want, *st = spot(e, sizeof *st);
+    MT_CHECK(stat("/", &want) == 0);
+    errno = 4321;
+    MT_CHECK(mt_old_xstat(OLD_STAT_VER, "/", st) == 0 && st->st_ino == want.st_ino);
+    check_written(e, "__xstat");
+    struct stat64 *st64 = spot(e, sizeof *st64);
+    errno = 4321;
+    MT_CHECK(mt_old_lxstat64(OLD_STAT_VER, "/", st64) == 0 && st64->st_ino == want.st_ino);
+    check_written(e, "__lxstat64");
+    int d = open("/", O_RDONLY | O_DIRECTORY);
+    MT_CHECK(d >= 0);
+    errno = 4321;
+    MT_CHECK(mt_old_fxstat(OLD_STAT_VER, d, st) == 0 && st->st_ino == want.st_ino);
+    check_written(e, "__fxstat");
+    errno = 4321;
+    MT_CHECK(mt_old_fxstatat64(OLD_STAT_VER, d, ".", st64, 0) == 0 && st64->st_ino == want.st_ino);
+    check_written(e, "__fxstatat64");
+    close(d);
+}
+#else
+static void old_stat(env *e)
+{
+    (void)e;
+}
+#endif
+
 static void run(env *e)
 {
     signals(e);
@@ -339,6 +388,7 @@ static void run(env *e)
     identity(e);
     terminal(e);
     offsets(e);
+    old_stat(e);
 }
 
 int main(void) { return kw_env_main(run, "track less common kernel outputs into tracked memory (interposer): ok"); }

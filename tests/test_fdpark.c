@@ -162,6 +162,32 @@ static void users(void)
     }
 }
 
+/* The uffd backend's probe at the descriptor limit (the first tracker of
+ * an application that used every descriptor): no uffd for now, and not
+ * remembered, so that a later tracker gets it. In a child: the probe's
+ * answer is kept per process. */
+static int probe_at_limit(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int lowest = open("/dev/null", O_RDONLY);
+        close(lowest);
+        struct rlimit rl, full;
+        getrlimit(RLIMIT_NOFILE, &rl);
+        full = rl;
+        rl.rlim_cur = (rlim_t)lowest; /* no number left */
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(10);
+        int at_limit = mt_track_backend_available(MT_TRACK_UFFD);
+        if (setrlimit(RLIMIT_NOFILE, &full) != 0)
+            _exit(11);
+        _exit(at_limit * 2 + mt_track_backend_available(MT_TRACK_UFFD));
+    }
+    int st = 0;
+    MT_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
 int main(void)
 {
     struct rlimit rl;
@@ -170,6 +196,11 @@ int main(void)
         puts("fdpark: hard RLIMIT_NOFILE <= 4096, skipped");
         return 77;
     }
+    int probed = probe_at_limit(); /* before this process probes */
+    int uffd = mt_track_backend_available(MT_TRACK_UFFD);
+    MT_CHECK_INT_EQ(probed, uffd); /* at the limit: 0; then the answer */
+    if (!uffd)
+        puts("fdpark: no uffd backend here: the probe at the limit proves nothing");
     lock_kept();
     MT_CHECK_INT_EQ(child(64, stays), 0);
     MT_CHECK_INT_EQ(child(4096, at_1024), 0);

@@ -223,8 +223,14 @@ int mti_uffd_probe(void)
     int ok = 0;
     int fd = open_uffd();
     int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    int pm_err = pm < 0 ? errno : 0;
     long ps = (long)mti_page_size();
     void *p = mmap(NULL, (size_t)ps * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Out of descriptors or memory just now (an application at its
+     * RLIMIT_NOFILE when the first tracker starts): no answer, and none
+     * remembered, so that the next tracker asks again. */
+    int for_now = fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM || pm_err == EMFILE ||
+                  pm_err == ENFILE || pm_err == ENOMEM || p == MAP_FAILED;
     if (fd >= 0 && pm >= 0 && p != MAP_FAILED) {
         struct uffdio_register reg = {.range = {(uintptr_t)p, (uint64_t)ps * 2},
                                       .mode = UFFDIO_REGISTER_MODE_WP};
@@ -242,6 +248,7 @@ int mti_uffd_probe(void)
         close(fd);
     if (pm >= 0)
         close(pm);
-    atomic_store_explicit(&cached, ok, memory_order_release);
+    if (!for_now)
+        atomic_store_explicit(&cached, ok, memory_order_release);
     return ok;
 }

@@ -187,7 +187,13 @@ static int collected(lt_memory *m, cand *c, size_t *pages)
                      "the application registered buffers with io_uring (fixed buffers), which the "
                      "kernel writes through its own mapping of the pinned pages, unseen by page "
                      "tracking: each capture compares all of the memory from now on (exact, slower)");
-    if (m->backend == MT_TRACK_SIGNAL && unbracketed)
+    if (m->backend == MT_TRACK_SIGNAL && (unbracketed & MT_TRACK_UNBRACKETED_RAW))
+        lt_warn_once("unbracketed-raw",
+                     "the application runs Go code, whose runtime makes its own system calls: "
+                     "their kernel writes into its memory no call brackets, so signal-backend "
+                     "memory is not write-protected and each capture compares all of it (exact, "
+                     "slower; the uffd backend, Linux 6.7 and later, keeps tracking pages)");
+    else if (m->backend == MT_TRACK_SIGNAL && unbracketed)
         lt_warn_once("unbracketed",
                      "the application set up io_uring or Linux AIO, or has more POSIX AIO reads "
                      "in flight than can be followed, whose kernel writes into its memory no call brackets: signal-backend memory is no longer write-protected, "

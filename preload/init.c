@@ -256,6 +256,7 @@ static int attach(const mt_preload_hooks *h)
      * after recording what it saw. */
     if (atomic_compare_exchange_strong(&mtp_hooks, &expect, h)) {
         mtp_guard_attach(); /* a capture exists now: guard its exits */
+        mtp_runtimes_check(); /* Go code loaded by now (runtimes.c) */
         unsigned seen = mtp_async_seen(); /* set up before this tracker existed */
         if (seen && MT_PRELOAD_HAS(h, async_writer))
             h->async_writer(seen);

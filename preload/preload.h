@@ -289,6 +289,8 @@ void mtp_async_note(unsigned what);
 /* aio.c: drops the parent's AIO holds in a fork child. */
 void mtp_aio_atfork(void);
 unsigned mtp_async_seen(void);
+/* runtimes.c: reports MT_PRELOAD_ASYNC_RAW when Go code is loaded. */
+void mtp_runtimes_check(void);
 /* kwrite.c: syscall(SYS_getrandom, buf, len, flags) bracketed like read(). */
 long mtp_kw_buf_syscall(long nr, const long a[6]);
 /* kwmisc.c: syscall() of read, pread64, readv, preadv, preadv2, getdents64. */

@@ -255,8 +255,14 @@ MT_API int mt_track_handler_status(void);
  * PINNED: buffers registered with io_uring (fixed buffers), which the kernel
  * pins once and writes later through its own mapping of the pages, never
  * through the application's page tables, so neither backend sees those
- * writes. */
-enum { MT_TRACK_UNBRACKETED_URING = 1, MT_TRACK_UNBRACKETED_AIO = 2, MT_TRACK_UNBRACKETED_PINNED = 4 };
+ * writes. RAW: Go code is loaded, whose runtime makes its own system calls
+ * (seen when a tracker attaches to the interposer). */
+enum {
+    MT_TRACK_UNBRACKETED_URING = 1,
+    MT_TRACK_UNBRACKETED_AIO = 2,
+    MT_TRACK_UNBRACKETED_PINNED = 4,
+    MT_TRACK_UNBRACKETED_RAW = 8
+};
 
 /* The facilities the application set up so far, as the interposer saw them
  * (io_uring through libc's syscall() or liburing, Linux AIO through syscall()

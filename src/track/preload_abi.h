@@ -107,6 +107,9 @@ typedef struct mt_preload_hooks {
  * written later by the kernel through its own mapping of the pages, which
  * no page-table based tracking (uffd-wp included) sees. */
 #define MT_PRELOAD_ASYNC_PINNED 4u
+/* Code whose runtime makes its own system calls (Go), past any wrapper:
+ * its reads into tracked memory are kernel writes nobody brackets. */
+#define MT_PRELOAD_ASYNC_RAW 8u
 
 /* last_words' `why` besides signal numbers (track.h's MT_TRACK_LAST_*). */
 #define MT_PRELOAD_LAST_EXEC 0

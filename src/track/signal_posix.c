@@ -223,7 +223,8 @@ unsigned mti_sig_unbracketed_seen(void)
 
 _Static_assert(MT_TRACK_UNBRACKETED_URING == MT_PRELOAD_ASYNC_URING &&
                    MT_TRACK_UNBRACKETED_AIO == MT_PRELOAD_ASYNC_AIO &&
-                   MT_TRACK_UNBRACKETED_PINNED == MT_PRELOAD_ASYNC_PINNED,
+                   MT_TRACK_UNBRACKETED_PINNED == MT_PRELOAD_ASYNC_PINNED &&
+                   MT_TRACK_UNBRACKETED_RAW == MT_PRELOAD_ASYNC_RAW,
                "the interposer and track agree on the unbracketed writers' bits");
 
 unsigned mt_track_unbracketed_writers(void)

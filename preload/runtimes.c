@@ -40,12 +40,26 @@ static int go_note_in(const char *p, size_t size, size_t align)
     return 0;
 }
 
+/* Is [vaddr, vaddr+size) inside one of the object's loaded segments? A
+ * PT_NOTE need not be (the ELF format allows notes only in the file):
+ * such a note is not in memory to read. */
+static int loaded(const struct dl_phdr_info *info, ElfW(Addr) vaddr, ElfW(Xword) size)
+{
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && ph->p_vaddr <= vaddr && size <= ph->p_memsz &&
+            vaddr - ph->p_vaddr <= ph->p_memsz - size)
+            return 1;
+    }
+    return 0;
+}
+
 static int visit(struct dl_phdr_info *info, size_t size, void *found)
 {
     (void)size;
     for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_NOTE &&
+        if (ph->p_type == PT_NOTE && loaded(info, ph->p_vaddr, ph->p_memsz) &&
             go_note_in((const char *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz, ph->p_align)) {
             *(int *)found = 1;
             return 1;

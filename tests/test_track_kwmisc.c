@@ -239,7 +239,7 @@ static void identity(env *e)
         errno = 4321;
         MT_CHECK(getgroups(n, list) == n);
         /* One group only: the spot is 16 bytes, the group within its
-         * first page. Reported are the pages written. */
+         * first page, reported as one run. */
         if ((uintptr_t)list / e->ps != ((uintptr_t)(list + n) - 1) / e->ps)
             check_written(e, "getgroups");
         else
@@ -280,8 +280,9 @@ static void terminal(env *e)
     char *buf = spot(e, 64);
     errno = 4321;
     MT_CHECK(ttyname_r(slave, buf, 64) == 0 && strcmp(buf, want) == 0);
-    /* The name is shorter than the 32 bytes before the boundary: the
-     * kernel wrote one page (readlink writes what the link holds). */
+    /* The name is shorter than the 32 bytes before the boundary: one run
+     * is reported (both pages of the bracketed buffer with the wrapper,
+     * the page glibc's fallback copies into without it). */
     if (strlen(want) >= 32)
         check_written(e, "ttyname_r");
     else

@@ -589,16 +589,12 @@ static int free_fds(void)
     return n;
 }
 
-/* few-fds failing: what the descriptors are (the held /dev/null ones
- * counted, the rest by target), so that a failure says who used them. */
-static int g_fds_dump;
-static void dump_fds(void)
+/* Calls visit(fd, what it refers to, arg) for each open descriptor but the
+ * listing's own. */
+static void each_fd(void (*visit)(int fd, const char *target, void *arg), void *arg)
 {
-    if (!g_fds_dump)
-        return;
     DIR *d = opendir("/proc/self/fd");
     struct dirent *de;
-    int devnull = 0;
     while (d && (de = readdir(d))) {
         char path[300], target[256];
         if (de->d_name[0] == '.' || atoi(de->d_name) == dirfd(d))
@@ -606,13 +602,29 @@ static void dump_fds(void)
         snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
         ssize_t n = readlink(path, target, sizeof target - 1);
         target[n > 0 ? n : 0] = '\0';
-        if (strcmp(target, "/dev/null") == 0)
-            devnull++;
-        else
-            fprintf(stderr, "few-fds: fd %s -> %s\n", de->d_name, target);
+        visit(atoi(de->d_name), target, arg);
     }
     if (d)
         closedir(d);
+}
+
+static void print_fd(int fd, const char *target, void *devnull)
+{
+    if (strcmp(target, "/dev/null") == 0)
+        ++*(int *)devnull;
+    else
+        fprintf(stderr, "few-fds: fd %d -> %s\n", fd, target);
+}
+
+/* few-fds failing: what the descriptors are (the held /dev/null ones
+ * counted, the rest by target), so that a failure says who used them. */
+static int g_fds_dump;
+static void dump_fds(void)
+{
+    if (!g_fds_dump)
+        return;
+    int devnull = 0;
+    each_fd(print_fd, &devnull);
     fprintf(stderr, "few-fds: and %d on /dev/null\n", devnull);
 }
 
@@ -659,6 +671,16 @@ static int memtrack_fd(const char *target)
            strstr(target, "pagemap") || strstr(target, "[pidfd]") || strstr(target, "memtrack");
 }
 
+/* One of memtrack's descriptors below fd-numbers' limit of 64: said. */
+static void below_limit(int fd, const char *target, void *bad)
+{
+    if (fd < 64 && memtrack_fd(target)) {
+        fprintf(stderr, "%s: fd-numbers: descriptor %d (%s) is memtrack's, below the soft limit\n",
+                hv_argv0, fd, target);
+        *(int *)bad = 1;
+    }
+}
+
 /* The kernel gives the lowest free descriptor number, below the soft
  * RLIMIT_NOFILE, and applications count on both: a daemon closes 0 and
  * expects its next open() to be 0; a server sizes its connections to its
@@ -676,7 +698,7 @@ static int fd_numbers(hv *h, int argc, char **argv)
     if (rl.rlim_max <= 64) {
         fprintf(stderr, "%s: fd-numbers: hard RLIMIT_NOFILE %llu leaves no room: skipped\n", hv_argv0,
                 (unsigned long long)rl.rlim_max);
-        return 77;
+        return HV_SKIP;
     }
     rl.rlim_cur = 64;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -686,24 +708,7 @@ static int fd_numbers(hv *h, int argc, char **argv)
     if (rc)
         return rc;
     int bad = hv_frames_of_work(h, 10, "fd-numbers: GPU copy");
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        int fd = atoi(de->d_name);
-        char path[300], target[256];
-        if (de->d_name[0] == '.' || fd == dirfd(d) || fd >= 64)
-            continue;
-        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
-        ssize_t n = readlink(path, target, sizeof target - 1);
-        target[n > 0 ? n : 0] = '\0';
-        if (memtrack_fd(target)) {
-            fprintf(stderr, "%s: fd-numbers: descriptor %d (%s) is memtrack's, below the soft limit\n",
-                    hv_argv0, fd, target);
-            bad = 1;
-        }
-    }
-    if (d)
-        closedir(d);
+    each_fd(below_limit, &bad);
     hv_fini(h);
     return bad;
 }

@@ -11,7 +11,8 @@ packages=(
   xvfb xauth                            # a display for vkcube
   clang libclang-rt-14-dev              # libFuzzer targets (CI)
   mpv ffmpeg gfxreconstruct vkd3d-demos # the real-application tests (label realapps),
-  mangohud vkbasalt                     # and other layers around ours there
+  mangohud vkbasalt                     # and other layers around ours there,
+  glmark2-x11 libgl1-mesa-dri           # and OpenGL through zink
   valgrind                              # memtrack bench alloc --callgrind
   chromium groff-base man-db            # the report test (headless browser); man pages
 )

@@ -104,12 +104,28 @@ static int child(rlim_t lim, int (*fn)(rlim_t))
     return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
 }
 
-/* No room above a small limit: the descriptor stays, and works. */
-static int stays(rlim_t lim)
+/* No room above a small limit: the top eighth below it, so that the low
+ * numbers stay the application's (descriptor 0 closed: open() gives 0 again
+ * after a park), the limit unchanged; and where the top eighth is full, the
+ * descriptor stays, and works. */
+static int top_eighth(rlim_t lim)
 {
-    (void)lim;
+    close(0);
     int fd = open("/dev/null", O_RDONLY);
-    return fd >= 0 && mti_fd_park(fd) == fd && is_open(fd) ? 0 : 1;
+    if (fd != 0)
+        return 1;
+    int p = mti_fd_park(fd);
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (p < (int)(lim - lim / 8) || p >= (int)lim || is_open(0) || !is_open(p) || rl.rlim_cur != lim)
+        return 2;
+    if (open("/dev/null", O_RDONLY) != 0)
+        return 3;
+    for (int n = (int)(lim - lim / 8); n < (int)lim; n++) /* fill the top eighth */
+        if (!is_open(n) && dup2(0, n) != n)
+            return 4;
+    int fd2 = open("/dev/null", O_RDONLY);
+    return fd2 > 0 && mti_fd_park(fd2) == fd2 && is_open(fd2) ? 0 : 5;
 }
 
 /* A large one has room at 1024 and up, below the limit. */
@@ -202,7 +218,7 @@ int main(void)
     if (!uffd)
         puts("fdpark: no uffd backend here: the probe at the limit proves nothing");
     lock_kept();
-    MT_CHECK_INT_EQ(child(64, stays), 0);
+    MT_CHECK_INT_EQ(child(64, top_eighth), 0);
     MT_CHECK_INT_EQ(child(4096, at_1024), 0);
     above_soft();
     users();

@@ -44,8 +44,18 @@ int mti_fd_park(int fd)
              * microseconds would see its change undone: accepted.) */
             nofile(&rl, NULL);
         }
-    } else if (rl.rlim_cur > 2 * PARK_LOW && fd < PARK_LOW) {
-        nfd = fcntl(fd, F_DUPFD_CLOEXEC, PARK_LOW);
+    } else {
+        /* No room above the limit (soft == hard, or a soft limit so large
+         * that numbers past it cost real memory): below it, as high as is
+         * cheap. The kernel hands out the lowest free number, so a
+         * descriptor in the top eighth of a small limit is met only by an
+         * application that holds nearly all of it (it would be one short
+         * wherever ours sat), and descriptor 0 or 3 stays the
+         * application's. */
+        rlim_t lim = rl.rlim_cur;
+        int base = lim > 2 * PARK_LOW ? PARK_LOW : (int)(lim - lim / 8);
+        if (fd < base)
+            nfd = fcntl(fd, F_DUPFD_CLOEXEC, base);
     }
     if (nfd < 0) {
         errno = saved;

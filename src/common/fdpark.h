@@ -17,7 +17,8 @@
  * enough failed with the layer). So where the hard limit allows, the soft
  * limit is raised for the duplication and put back: a descriptor above the
  * soft limit stays valid. Where it does not (soft == hard), a limit above
- * 2048 leaves room at 1024 and up; below that the descriptor stays.
+ * 2048 leaves room at 1024 and up; below that the descriptor goes to the
+ * top eighth of the limit (where it stays if that is full).
  * Not async-signal-safe in intent (it changes a process-wide limit for a
  * moment); call it where the descriptor is opened. */
 int mti_fd_park(int fd);

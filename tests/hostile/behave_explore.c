@@ -671,13 +671,21 @@ static int memtrack_fd(const char *target)
            strstr(target, "pagemap") || strstr(target, "[pidfd]") || strstr(target, "memtrack");
 }
 
-/* One of memtrack's descriptors below fd-numbers' limit of 64: said. */
-static void below_limit(int fd, const char *target, void *bad)
+/* Where fd-numbers wants memtrack's descriptors: at or above `floor`. */
+struct fd_floor {
+    int floor;
+    const char *name;
+    int bad;
+};
+
+/* One of memtrack's descriptors below the floor: said. */
+static void below_floor(int fd, const char *target, void *arg)
 {
-    if (fd < 64 && memtrack_fd(target)) {
-        fprintf(stderr, "%s: fd-numbers: descriptor %d (%s) is memtrack's, below the soft limit\n",
-                hv_argv0, fd, target);
-        *(int *)bad = 1;
+    struct fd_floor *f = arg;
+    if (fd < f->floor && memtrack_fd(target)) {
+        fprintf(stderr, "%s: %s: descriptor %d (%s) is memtrack's, below %d\n", hv_argv0, f->name, fd,
+                target, f->floor);
+        f->bad = 1;
     }
 }
 
@@ -689,28 +697,48 @@ static void below_limit(int fd, const char *target, void *bad)
  * below 64: not on 0 (where the trace file landed before they were moved),
  * and not in the budget (NVIDIA's driver, which takes 0 itself, needs two
  * descriptors per allocation). What the application opens next is then
- * what it would get without memtrack. */
-static int fd_numbers(hv *h, int argc, char **argv)
+ * what it would get without memtrack.
+ * `hard` (fd-numbers-hard): soft and hard limit both 128, as a service
+ * manager or container may set them; nothing can sit above the limit, so
+ * memtrack's descriptors must be in its top eighth (112 and up), leaving
+ * the low numbers, 0 first, to the application. */
+static int fd_numbers_at(hv *h, int hard)
 {
-    (void)argc, (void)argv;
+    const char *name = hard ? "fd-numbers-hard" : "fd-numbers";
+    rlim_t lim = hard ? 128 : 64;
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_max <= 64) {
-        fprintf(stderr, "%s: fd-numbers: hard RLIMIT_NOFILE %llu leaves no room: skipped\n", hv_argv0,
+    if (rl.rlim_max < lim || (!hard && rl.rlim_max == lim)) {
+        fprintf(stderr, "%s: %s: hard RLIMIT_NOFILE %llu leaves no room: skipped\n", hv_argv0, name,
                 (unsigned long long)rl.rlim_max);
         return HV_SKIP;
     }
-    rl.rlim_cur = 64;
+    rl.rlim_cur = lim;
+    if (hard)
+        rl.rlim_max = lim;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
         hv_die("setrlimit: %s", strerror(errno));
     close(0);
     int rc = hv_init(h, NULL);
     if (rc)
         return rc;
-    int bad = hv_frames_of_work(h, 10, "fd-numbers: GPU copy");
-    each_fd(below_limit, &bad);
+    struct fd_floor f = {hard ? (int)(lim - lim / 8) : (int)lim, name, 0};
+    f.bad = hv_frames_of_work(h, 10, hard ? "fd-numbers-hard: GPU copy" : "fd-numbers: GPU copy");
+    each_fd(below_floor, &f);
     hv_fini(h);
-    return bad;
+    return f.bad;
+}
+
+static int fd_numbers(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return fd_numbers_at(h, 0);
+}
+
+static int fd_numbers_hard(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return fd_numbers_at(h, 1);
 }
 
 /* Closes every descriptor but 0-2 before Vulkan (as daemons and
@@ -945,6 +973,8 @@ const hv_behaviour hv_explore_behaviours[] = {
      close_all_fds},
     {"fd-numbers", "RLIMIT_NOFILE 64 and fd 0 closed before Vulkan: memtrack's descriptors stay above 64",
      fd_numbers},
+    {"fd-numbers-hard", "soft = hard RLIMIT_NOFILE 128, fd 0 closed: memtrack's descriptors in 112-127",
+     fd_numbers_hard},
     {"exit-racing", "exit() (or quick_exit) while two threads write, right after a third submitted",
      exit_racing},
     {"uring-fixed", "io_uring READ_FIXED into a registered buffer over the mapping, every frame",

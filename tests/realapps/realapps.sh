@@ -18,7 +18,15 @@
 #                    layer below it; verify in every mode
 #   vkd3d-gears      a Direct3D 12 program on vkd3d, killed with SIGTERM
 #                    after 4 s (it never ends by itself); verify in every mode
-# Environment: REALAPPS_MODES, REALAPPS_APPS narrow the matrix.
+#   glmark2-zink     OpenGL through Mesa's zink (GL on Vulkan: persistent
+#                    coherent maps, its own suballocator, a submit thread),
+#                    glmark2's scenes with --validate; its per-scene
+#                    validation results
+# Each application runs in every mode with the default backend (uffd here),
+# then in the modes that track (auto, guard, shadow) with the signal backend,
+# the one NVIDIA's mappings and kernels before 6.7 get.
+# Environment: REALAPPS_MODES, REALAPPS_SIGNAL_MODES, REALAPPS_APPS narrow the
+# matrix (REALAPPS_SIGNAL_MODES= skips the signal pass).
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -32,13 +40,14 @@ case "${MT_SANITIZE:-}" in
     # from the instrumented sample and hostile applications.
     echo "SKIPPED under sanitizers: the real applications are not instrumented"; exit 77 ;;
 esac
-for tool in vkcube gfxrecon-replay mpv ffmpeg xvfb-run vkd3d-gears; do
+for tool in vkcube gfxrecon-replay mpv ffmpeg xvfb-run vkd3d-gears glmark2; do
   command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (scripts/deps.sh installs it)" >&2; exit 1; }
 done
 export XDG_RUNTIME_DIR=$TMP/xdg
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 modes=${REALAPPS_MODES:-auto guard shadow scan copy}
-apps=${REALAPPS_APPS:-vkcube gfxrecon mpv-gpu-next mpv-gpu ffmpeg-scale ffmpeg-libplacebo vkcube-layers vkd3d-gears}
+signal_modes=${REALAPPS_SIGNAL_MODES-auto guard shadow}
+apps=${REALAPPS_APPS:-vkcube gfxrecon mpv-gpu-next mpv-gpu ffmpeg-scale ffmpeg-libplacebo vkcube-layers vkd3d-gears glmark2-zink}
 for f in /usr/share/vulkan/implicit_layer.d/MangoHud.json /usr/share/vulkan/implicit_layer.d/vkBasalt.json; do
   [ -e $f ] || { echo "FAIL: $f is not installed (scripts/deps.sh installs mangohud and vkbasalt)" >&2; exit 1; }
 done
@@ -70,6 +79,9 @@ app_cmd() {
                 -i "$TMP/video.mp4" -frames:v 30 \
                 -vf "format=yuv420p,hwupload,libplacebo=w=640:h=360:format=yuv420p,hwdownload,format=yuv420p" \
                 -f framemd5 "$out/frames.md5" ;;
+    # zink takes lavapipe only when software rendering is asked for.
+    glmark2-zink) echo env LIBGL_ALWAYS_SOFTWARE=1 MESA_LOADER_DRIVER_OVERRIDE=zink \
+                xvfb-run -a -s "\"-screen 0 640x480x24\"" "$HERE/glmark2-validate.sh" "$out" ;;
   esac
 }
 
@@ -111,8 +123,14 @@ for app in $apps; do
     diff -r "$ref" "$ref.2" >/dev/null || { bad "$app: its own output is not deterministic"; continue; }
   fi
   line="$app:"
-  for mode in $modes; do
-    out=$TMP/$app-$mode
+  runs=
+  for m in $modes; do runs="$runs $m:auto"; done
+  for m in $signal_modes; do runs="$runs $m:signal"; done
+  for run in $runs; do
+    mode=${run%:*} backend=${run#*:}
+    tag=$mode
+    [ $backend = auto ] || tag=$mode-$backend
+    out=$TMP/$app-$tag
     mkdir -p "$out"
     trace=$out.mtrace
     # xvfb-run itself fails now and then to remove its temporary directory
@@ -120,28 +138,32 @@ for app in $apps; do
     # status; seen once in the CI, vkd3d-gears): only then, run again, said.
     for try in 1 2; do
       set +e
-      eval "\"$MEMTRACK\" record --quiet -o \"$trace\" --mode $mode --verify -- $(app_cmd $app "$out")" >"$out.log" 2>&1
+      eval "\"$MEMTRACK\" record --quiet -o \"$trace\" --mode $mode --backend $backend --verify -- $(app_cmd $app "$out")" >"$out.log" 2>&1
       rc=$?
       set -e
       grep -q "^xvfb-run: error: problem while cleaning up temporary directory" "$out.log" && [ $try = 1 ] || break
-      echo "note: $app ($mode): xvfb-run could not clean up its temporary directory: running it again" >&2
+      echo "note: $app ($tag): xvfb-run could not clean up its temporary directory: running it again" >&2
       rm -rf "$out" "$trace" && mkdir -p "$out"
     done
     # vkd3d-gears ends by the SIGTERM of its timeout (status 124).
     want=0
     [ $app = vkd3d-gears ] && want=124
-    [ $rc -eq $want ] || { bad "$app ($mode): record exited $rc"; tail -5 "$out.log" >&2; line="$line $mode=FAIL"; continue; }
+    [ $rc -eq $want ] || { bad "$app ($tag): record exited $rc"; tail -5 "$out.log" >&2; line="$line $tag=FAIL"; continue; }
     if has_output $app && ! diff -r "$ref" "$out" >/dev/null; then
-      bad "$app ($mode): output differs from the run without the layer"
+      bad "$app ($tag): output differs from the run without the layer"
       diff -r "$ref" "$out" 2>&1 | head -3 >&2
     fi
     set +e
     "$MEMTRACK" verify "$trace" >"$out.verify" 2>&1
     v=$?
     set -e
-    if [ $v -ne 0 ]; then bad "$app ($mode): verify exited $v"; grep -E "MISMATCH|LOST|result" "$out.verify" | head -5 >&2; fi
-    grep -q "^hashes *[1-9][0-9]* checked" "$out.verify" || bad "$app ($mode): the trace holds no checked submit"
-    line="$line $mode=ok"
+    if [ $v -ne 0 ]; then bad "$app ($tag): verify exited $v"; grep -E "MISMATCH|LOST|result" "$out.verify" | head -5 >&2; fi
+    grep -q "^hashes *[1-9][0-9]* checked" "$out.verify" || bad "$app ($tag): the trace holds no checked submit"
+    # The signal pass must have run on the signal backend alone.
+    if [ $backend = signal ] && "$MEMTRACK" info "$trace" | grep "^track_backends" | grep -q uffd; then
+      bad "$app ($tag): the trace says uffd tracked memory: $("$MEMTRACK" info "$trace" | grep "^track_backends")"
+    fi
+    line="$line $tag=ok"
   done
   echo "$line"
 done

@@ -14,7 +14,7 @@ packages=(
   mangohud vkbasalt                     # and other layers around ours there,
   glmark2-x11 libgl1-mesa-dri           # and OpenGL through zink
   valgrind                              # memtrack bench alloc --callgrind
-  chromium groff-base man-db            # the report test (headless browser); man pages
+  chromium groff-base man-db            # the report test (headless browser) and realapps; man pages
 )
 
 missing=()

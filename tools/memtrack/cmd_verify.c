@@ -46,7 +46,8 @@ void mt_cmd_verify_usage(void)
            "  0  complete and exact: every submit matches and the trace ended properly\n"
            "  1  FAILED: a lost write or a mismatching hash, or the trace cannot be read\n"
            "  3  exact but incomplete: every hash matched, but the trace ended without its\n"
-           "     trailer (the application was killed or crashed); verified up to its end\n"
+           "     trailer (the application was killed or crashed, or the disk filled); verified\n"
+           "     up to its end\n"
            "  4  cannot verify: the trace holds no content hashes\n");
 }
 
@@ -245,7 +246,7 @@ int mt_cmd_verify(int argc, char **argv)
             printf("note         the trace ended without its trailer (%s): verified up to submit %" PRIu64
                    "%s\n",
                    inf.end == MT_TRACE_END_EMERGENCY ? "written by the emergency flush of a dying process"
-                                                     : "the application was killed or crashed",
+                                                     : "the application was killed or crashed, or writing the trace failed: a full disk",
                    st.submits ? st.submits - 1 : 0,
                    inf.tail_records ? "; the records after it (a partial submit) are not verified" : "");
         printf("result       %s\n", text);

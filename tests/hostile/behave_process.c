@@ -4,6 +4,7 @@
  * SIGKILL) after its last submit: the trace must read back up to it. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,9 @@
 #include <unistd.h>
 
 #include "hv.h"
+
+#define INST_THREADS 3 /* instances-threads: threads, each with its instance */
+#define INST_ROUNDS 2
 
 /* `frames` submits, each after writes in a staging memory, checked. */
 static int baseline(hv *h, int argc, char **argv)
@@ -120,6 +124,59 @@ static int two_instances(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* instances-threads: one of the threads, its own instance and device. */
+typedef struct inst_thread {
+    pthread_barrier_t *start;
+    int frames, index, bad;
+} inst_thread;
+
+static void *inst_thread_main(void *arg)
+{
+    inst_thread *t = arg;
+    for (int round = 0; round < INST_ROUNDS; round++) {
+        hv g = {.frames = t->frames};
+        /* Every thread creates its instance and device at the same moment,
+         * works, and destroys them at the same moment. */
+        pthread_barrier_wait(t->start);
+        int rc = hv_init(&g, NULL);
+        if (rc) {
+            t->bad = rc;
+            pthread_barrier_wait(t->start); /* keep the others' rounds going */
+            continue;
+        }
+        t->bad |= hv_frames_of_work(&g, 10000 * (uint64_t)(t->index + 1) + (uint64_t)round, "GPU copy");
+        pthread_barrier_wait(t->start);
+        hv_fini(&g);
+    }
+    return NULL;
+}
+
+/* Several threads, each with its own instance and device, created, used and
+ * destroyed at the same moments (as a test runner or a renderer per window
+ * does): the layer's per-process state (the trace, the trackers, the
+ * handlers) is set up and torn down under races. */
+static int instances_threads(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, INST_THREADS);
+    inst_thread t[INST_THREADS];
+    pthread_t tid[INST_THREADS];
+    for (int i = 0; i < INST_THREADS; i++) {
+        t[i] = (inst_thread){&start, h->frames, i, 0};
+        if (pthread_create(&tid[i], NULL, inst_thread_main, &t[i]) != 0)
+            hv_die("pthread_create failed");
+    }
+    int bad = 0;
+    for (int i = 0; i < INST_THREADS; i++) {
+        pthread_join(tid[i], NULL);
+        if (t[i].bad)
+            bad = t[i].bad == HV_SKIP || t[i].bad == 3 ? t[i].bad : 1;
+    }
+    pthread_barrier_destroy(&start);
+    return bad;
+}
+
 /* Ends the process right after its last submit, the way argv[2] says. */
 static int exit_after(hv *h, int argc, char **argv)
 {
@@ -175,6 +232,8 @@ const hv_behaviour hv_process_behaviours[] = {
     {"exec-child", "runs another Vulkan program (this one) as a child with the same environment",
      exec_child},
     {"two-instances", "two instance/device lifetimes in sequence, then two at once", two_instances},
+    {"instances-threads", "3 threads each create, use and destroy an instance and device at once, 2 rounds",
+     instances_threads},
     {"exit-after", "ends right after its last submit: _exit|exec|sigterm|sigint|crash|abort|kill",
      exit_after},
     {NULL, NULL, NULL},

@@ -12,6 +12,7 @@
 #                  own, the parent's intact); with --follow-children it gets
 #                  NAME.PID.mtrace, which verifies too
 #   two-instances  five lifetimes' submits, all in the one trace
+#   instances-threads  six lifetimes' submits (three threads, two rounds)
 #   exit-after W   the process ends right after its last submit (_exit, exec,
 #                  SIGTERM, SIGINT, a crash, abort, SIGKILL): the trace reads
 #                  back with every submit, and verify says OK (0) or OK but
@@ -112,6 +113,7 @@ behaviour_group() { # backend mode
       n=$(submits_of "$trace")
       case $b in
         two-instances) want=$((frames * 5)) ;;
+        instances-threads) want=$((frames * 6)) ;;
         heap-small) want=$((frames * 20)) ;;
         exec-child) want=$((frames + 1)) ;;
       esac

@@ -15,7 +15,12 @@
  *    is the application's (its own faults reach its handler), moved pages
  *    are writable at their new address;
  *  - writes through /proc/self/mem (also into a page the application made
- *    read-only) and process_vm_writev to itself: reported.
+ *    read-only) and process_vm_writev to itself: reported;
+ *  - pages protected before the range was added (a layer below the caller
+ *    with a page guard of its own, as gfxreconstruct's capture layer): their
+ *    write faults reach the guard's handler, which makes them writable with
+ *    mprotect; the writes are reported; collect and remove keep the guard's
+ *    protection.
  * Needs the interposer (exit 77 without). */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -358,6 +363,79 @@ static void case_bypass(void)
     MT_CHECK_INT_EQ(sync_check(&e), 2);
 }
 
+/* ---- protected before tracking ---- */
+
+/* A page guard below the caller: on a write fault into its pages it notes
+ * the page and makes it writable, as gfxreconstruct's page guard does. */
+static unsigned char *g_guard;
+static volatile sig_atomic_t g_guard_faults;
+
+static void guard_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)uc;
+    uintptr_t a = (uintptr_t)si->si_addr & ~(uintptr_t)(g_ps - 1);
+    if (a < (uintptr_t)g_guard || a >= (uintptr_t)g_guard + NP * g_ps)
+        _exit(3); /* not the guard's: the test's own bug */
+    g_guard_faults++;
+    if (mprotect((void *)a, g_ps, PROT_READ | PROT_WRITE) != 0)
+        _exit(4);
+}
+
+static void case_guarded_before(void)
+{
+    unsigned char *m = tu_map(NP * g_ps);
+    g_guard = m;
+    for (size_t i = 0; i < NP * g_ps; i++)
+        m[i] = (unsigned char)(i * 3);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = guard_handler;
+    sa.sa_flags = SA_SIGINFO;
+    MT_CHECK(sigaction(SIGSEGV, &sa, NULL) == 0);
+    /* The guard protects pages 2-5 and 9 before anything tracks them. */
+    MT_CHECK(mprotect(m + 2 * g_ps, 4 * g_ps, PROT_READ) == 0);
+    MT_CHECK(mprotect(m + 9 * g_ps, g_ps, PROT_READ) == 0);
+    mt_tracker *t;
+    mt_tracker_opts o = {.backend = g_be};
+    MT_CHECK_OK(mt_tracker_create(&o, &t));
+    mt_range_id id;
+    MT_CHECK_OK(mt_tracker_add(t, m, NP * g_ps, NULL, &id));
+    unsigned char shadow[NP * 65536];
+    memcpy(shadow, m, NP * g_ps);
+    tc_shadow s = {m, shadow, NP * g_ps};
+    MT_CHECK_INT_EQ(tc_real_prot(m + 3 * g_ps), PROT_READ);
+    /* Writes through a volatile pointer: the compiler must not move them
+     * past the reads of the fault count. */
+    volatile unsigned char *w = m;
+    /* The guard's own pages: its handler sees each first write. */
+    w[3 * g_ps + 1] = 0xa1;
+    w[9 * g_ps + 7] = 0xa2;
+    MT_CHECK_INT_EQ(g_guard_faults, 2);
+    w[3 * g_ps + 2] = 0xa3; /* writable now: no second fault */
+    MT_CHECK_INT_EQ(g_guard_faults, 2);
+    w[7 * g_ps] = 0xa4; /* memtrack's page: not the guard's */
+    MT_CHECK_INT_EQ(g_guard_faults, 2);
+    /* memtrack saw all three pages written. */
+    MT_CHECK_INT_EQ(tc_drain(t, id, m, &s), 3);
+    MT_CHECK_MEM_EQ(shadow, m, NP * g_ps);
+    /* Collect left the guard's unwritten pages as the guard set them. */
+    MT_CHECK_INT_EQ(tc_real_prot(m + 4 * g_ps), PROT_READ);
+    /* The guard protects again after its own pass (with the interposer
+     * seeing it); the next write is its again. */
+    MT_CHECK(mprotect(m + 3 * g_ps, g_ps, PROT_READ) == 0);
+    w[3 * g_ps + 5] = 0xa5;
+    MT_CHECK_INT_EQ(g_guard_faults, 3);
+    MT_CHECK_INT_EQ(tc_drain(t, id, m, &s), 1);
+    MT_CHECK_MEM_EQ(shadow, m, NP * g_ps);
+    /* Remove gives back the guard's protection, not read-write. */
+    MT_CHECK(mprotect(m + 3 * g_ps, g_ps, PROT_READ) == 0);
+    MT_CHECK_OK(mt_tracker_remove(t, id));
+    MT_CHECK_INT_EQ(tc_real_prot(m + 3 * g_ps), PROT_READ);
+    MT_CHECK_INT_EQ(tc_real_prot(m + 5 * g_ps), PROT_READ);
+    MT_CHECK_INT_EQ(tc_real_prot(m + 7 * g_ps), PROT_READ | PROT_WRITE);
+    mt_tracker_destroy(t);
+}
+
 int main(void)
 {
     g_ps = tu_page();
@@ -374,6 +452,7 @@ int main(void)
         tc_expect_exit0("mmap(MAP_FIXED) over tracked pages", case_map_fixed);
         tc_expect_exit0("mremap: move, shrink, DONTUNMAP", case_mremap);
         tc_expect_exit0("/proc/self/mem and process_vm_writev", case_bypass);
+        tc_expect_exit0("pages a layer below protected before the range was added", case_guarded_before);
     }
     puts("track application memory calls: ok");
     return 0;

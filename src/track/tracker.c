@@ -158,6 +158,15 @@ static mt_range *new_range(mt_tracker *t, uintptr_t start, size_t len, const mt_
     return r;
 }
 
+/* mti_vma_fn: the pages of [lo, hi) have protection prot now. */
+static void own_prot(void *ctx, uintptr_t lo, uintptr_t hi, unsigned prot)
+{
+    mt_range *r = ctx;
+    for (uintptr_t a = lo; a < hi; a += (uintptr_t)1 << r->page_shift)
+        atomic_store_explicit(&r->pstate[mti_page_index(r, a)], (uint8_t)(prot & MT_PS_PROT),
+                              memory_order_relaxed);
+}
+
 /* End pages shared with a range of another backend or tracker take the
  * state it recorded: one page, one protection. Table lock held. */
 static void inherit_edge_states(mt_range *r)
@@ -233,6 +242,14 @@ int mt_tracker_add(mt_tracker *t, void *addr, size_t len, const mt_range_opts *o
     mt_range *r = new_range(t, start, len, &o);
     if (!r)
         return -ENOMEM;
+    /* Protection not given: the pages' own, which the signal backend keeps
+     * (arms them as they are, passes on the write faults of pages that are
+     * not writable, restores them on remove). Another layer below the
+     * caller may have protected them already (vmaprot.c). uffd leaves
+     * protections alone. Before the table lock: the kernel's list of
+     * mappings can be long. */
+    if (o.prot == 0 && want != MT_TRACK_UFFD)
+        mti_vma_prot(r->span_start, r->span_end, own_prot, r);
 
     pthread_rwlock_wrlock(&t->lock);
     uint32_t pos, slot;

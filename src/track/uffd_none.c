@@ -44,3 +44,11 @@ int mti_helper_take(mt_tracker *t, mt_range *r, size_t win, uint64_t *out, size_
 }
 int mti_helper_pending(const mt_range *r, size_t win) { (void)r; (void)win; return 0; }
 void mti_helper_drop_range(mt_tracker *t, mt_range *r) { (void)t; (void)r; }
+
+/* No /proc/self/maps to read: ranges keep the protection they are given
+ * (read-write when none is). */
+int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
+{
+    (void)start; (void)end; (void)fn; (void)ctx;
+    return MT_EUNSUPPORTED;
+}

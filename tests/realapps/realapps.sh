@@ -22,6 +22,10 @@
 #                    coherent maps, its own suballocator, a submit thread),
 #                    glmark2's scenes with --validate; its per-scene
 #                    validation results
+#   vkcube-gfxrecon  vkcube under gfxreconstruct's capture layer, which sits
+#                    below ours and guards the memory it hands up with
+#                    mprotect and a SIGSEGV handler of its own; screenshots
+#                    of its capture's replay
 #   chromium-webgl   headless Chromium, WebGL through ANGLE on Vulkan in its
 #                    GPU process: webgl.html's uploads, draws and read-backs;
 #                    the page's digest of what it read back
@@ -50,7 +54,7 @@ export XDG_RUNTIME_DIR=$TMP/xdg
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 modes=${REALAPPS_MODES:-auto guard shadow scan copy}
 signal_modes=${REALAPPS_SIGNAL_MODES-auto guard shadow}
-apps=${REALAPPS_APPS:-vkcube gfxrecon mpv-gpu-next mpv-gpu ffmpeg-scale ffmpeg-libplacebo vkcube-layers vkd3d-gears glmark2-zink chromium-webgl}
+apps=${REALAPPS_APPS:-vkcube gfxrecon mpv-gpu-next mpv-gpu ffmpeg-scale ffmpeg-libplacebo vkcube-layers vkd3d-gears glmark2-zink chromium-webgl vkcube-gfxrecon}
 for f in /usr/share/vulkan/implicit_layer.d/MangoHud.json /usr/share/vulkan/implicit_layer.d/vkBasalt.json; do
   [ -e $f ] || { echo "FAIL: $f is not installed (scripts/deps.sh installs mangohud and vkbasalt)" >&2; exit 1; }
 done
@@ -86,6 +90,7 @@ app_cmd() {
     glmark2-zink) echo env LIBGL_ALWAYS_SOFTWARE=1 MESA_LOADER_DRIVER_OVERRIDE=zink \
                 xvfb-run -a -s "\"-screen 0 640x480x24\"" "$HERE/glmark2-validate.sh" "$out" ;;
     chromium-webgl) echo "$HERE/chromium-webgl.sh" "$out" ;;
+    vkcube-gfxrecon) echo "$HERE/vkcube-gfxrecon.sh" "$out" ;;
   esac
 }
 

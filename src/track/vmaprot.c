@@ -1,0 +1,177 @@
+/* mti_vma_prot: the protection that memory has now, from the kernel's list
+ * of mappings (internal.h).
+ *
+ * Why: a range is added to a tracker where its memory already exists, and
+ * memory under another layer (gfxreconstruct's capture layer protects the
+ * shadow it hands out with mprotect before returning it, a page guard of
+ * its own) may already be read-only. Recorded as read-write, memtrack would
+ * take that layer's write faults as its own, make the pages writable and
+ * never pass them on: the layer loses the writes (and copies stale bytes to
+ * the device), and its protection is widened on remove. Recorded as it is,
+ * such a page is armed as it was and its faults reach the layer's handler.
+ *
+ * PROCMAP_QUERY (Linux 6.11) answers per mapping with one ioctl; before it,
+ * /proc/self/maps is read as far as the range. System calls are made
+ * directly: the interposer must not see memtrack's own reads. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#ifndef PROCMAP_QUERY
+/* linux/fs.h of Linux 6.11; Debian 12's headers predate it. */
+struct procmap_query {
+    uint64_t size;
+    uint64_t query_flags;
+    uint64_t query_addr;
+    uint64_t vma_start;
+    uint64_t vma_end;
+    uint64_t vma_flags;
+    uint64_t vma_page_size;
+    uint64_t vma_offset;
+    uint64_t inode;
+    uint32_t dev_major;
+    uint32_t dev_minor;
+    uint32_t vma_name_size;
+    uint32_t build_id_size;
+    uint64_t vma_name_addr;
+    uint64_t build_id_addr;
+};
+#define PROCMAP_QUERY _IOWR('f', 17, struct procmap_query)
+#define PROCMAP_QUERY_VMA_READABLE 0x01
+#define PROCMAP_QUERY_VMA_WRITABLE 0x02
+#define PROCMAP_QUERY_VMA_EXECUTABLE 0x04
+#define PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
+#endif
+
+static int sys_open_maps(void)
+{
+    return (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+}
+
+static unsigned query_prot(uint64_t flags)
+{
+    return (flags & PROCMAP_QUERY_VMA_READABLE ? PROT_READ : 0u) |
+           (flags & PROCMAP_QUERY_VMA_WRITABLE ? PROT_WRITE : 0u) |
+           (flags & PROCMAP_QUERY_VMA_EXECUTABLE ? PROT_EXEC : 0u);
+}
+
+/* 1 done, 0 the ioctl is unknown here (older kernel), -errno. */
+static int by_query(int fd, uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
+{
+    uintptr_t at = start;
+    while (at < end) {
+        struct procmap_query q;
+        memset(&q, 0, sizeof q);
+        q.size = sizeof q;
+        q.query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA;
+        q.query_addr = at;
+        if (syscall(SYS_ioctl, fd, PROCMAP_QUERY, &q) != 0) {
+            if (errno == ENOENT) /* nothing mapped at or after `at` */
+                return 1;
+            return at == start && (errno == ENOTTY || errno == EINVAL) ? 0 : -errno;
+        }
+        if (q.vma_start >= end || q.vma_end <= at)
+            return 1;
+        uintptr_t lo = q.vma_start > at ? (uintptr_t)q.vma_start : at;
+        uintptr_t hi = q.vma_end < end ? (uintptr_t)q.vma_end : end;
+        fn(ctx, lo, hi, query_prot(q.vma_flags));
+        at = hi;
+    }
+    return 1;
+}
+
+/* Parses a hexadecimal number at *p, advancing it. */
+static uintptr_t hex(const char **p, const char *e)
+{
+    uintptr_t v = 0;
+    for (; *p < e; (*p)++) {
+        char c = **p;
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                                            : 16u;
+        if (d == 16)
+            break;
+        v = v << 4 | d;
+    }
+    return v;
+}
+
+/* One line "start-end rwxp ...": 1 past the range (stop), 0 go on. */
+static int line(const char *p, const char *e, uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
+{
+    uintptr_t lo = hex(&p, e);
+    if (p >= e || *p++ != '-')
+        return 0;
+    uintptr_t hi = hex(&p, e);
+    if (p + 4 >= e || *p++ != ' ')
+        return 0;
+    if (lo >= end)
+        return 1;
+    if (hi <= start)
+        return 0;
+    unsigned prot = (p[0] == 'r' ? PROT_READ : 0u) | (p[1] == 'w' ? PROT_WRITE : 0u) |
+                    (p[2] == 'x' ? PROT_EXEC : 0u);
+    fn(ctx, lo > start ? lo : start, hi < end ? hi : end, prot);
+    return 0;
+}
+
+/* /proc/self/maps in address order, read until past the range. A line
+ * longer than the buffer (a path name) is skipped to its end. */
+static int by_text(int fd, uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
+{
+    char buf[4096];
+    size_t have = 0;
+    int skipping = 0;
+    for (;;) {
+        ssize_t n = syscall(SYS_read, fd, buf + have, sizeof buf - have);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        have += (size_t)n;
+        size_t used = 0;
+        for (;;) {
+            char *nl = memchr(buf + used, '\n', have - used);
+            if (!nl)
+                break;
+            if (!skipping && line(buf + used, nl, start, end, fn, ctx))
+                return 0;
+            skipping = 0;
+            used = (size_t)(nl - buf) + 1;
+        }
+        if (n == 0)
+            return 0;
+        if (used == 0 && have == sizeof buf) { /* no end of line in a full buffer */
+            if (!skipping && line(buf, buf + have, start, end, fn, ctx))
+                return 0; /* its start and protection come first: parsed */
+            skipping = 1;
+            have = 0;
+            continue;
+        }
+        memmove(buf, buf + used, have - used);
+        have -= used;
+    }
+}
+
+int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
+{
+    int fd = sys_open_maps();
+    if (fd < 0)
+        return -errno;
+    int rc = by_query(fd, start, end, fn, ctx);
+    if (rc == 0)
+        rc = by_text(fd, start, end, fn, ctx);
+    else if (rc == 1)
+        rc = 0;
+    syscall(SYS_close, fd);
+    return rc;
+}

@@ -1,8 +1,9 @@
 /* mt-old-kernel CMD [ARGS]: runs CMD as on the kernels users have (Debian
  * 12's 6.1, anything before 6.7): userfaultfd without asynchronous write
  * protection (UFFDIO_API refuses the features memtrack asks for with
- * EINVAL, as 6.1 refuses feature bits it does not know) and no PAGEMAP_SCAN
- * (the ioctl does not exist there: ENOTTY). A seccomp filter does it, and
+ * EINVAL, as 6.1 refuses feature bits it does not know), no PAGEMAP_SCAN
+ * and no PROCMAP_QUERY (6.7 and 6.11: the ioctls do not exist there,
+ * ENOTTY; without the latter, track reads /proc/self/maps' text). A seccomp filter does it, and
  * every child and exec inherits it, so a whole `memtrack record` session,
  * its helper processes included, sees the old kernel. Exits 77 where
  * seccomp filters cannot be installed. */
@@ -22,6 +23,10 @@
 #ifndef PAGEMAP_SCAN
 #define PAGEMAP_SCAN _IOWR('f', 16, char[96])
 #endif
+/* struct procmap_query is 13 u64s. */
+#ifndef PROCMAP_QUERY
+#define PROCMAP_QUERY _IOWR('f', 17, char[104])
+#endif
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -39,6 +44,8 @@ int main(int argc, char **argv)
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)UFFDIO_API, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)PAGEMAP_SCAN, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOTTY),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)PROCMAP_QUERY, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOTTY),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };

@@ -33,14 +33,6 @@
  * wrappers (which would take them for the application's). mprotect is a
  * raw system call (async-signal-safe, no user-space state). All return 0 or
  * -errno, except mmap/mremap (MAP_FAILED + errno). */
-/* Calls fn for each mapped part [lo, hi) of [start, end) with its
- * protection now (PROT_* bits), from the kernel's list of mappings
- * (vmaprot.c). 0, or a negative errno when the list could not be read
- * (fn was then called for none or some of the parts). Not async-signal-safe
- * in intent: called where ranges are added. */
-typedef void (*mti_vma_fn)(void *ctx, uintptr_t lo, uintptr_t hi, unsigned prot);
-int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx);
-
 int mti_sys_mprotect(uintptr_t addr, size_t len, int prot);
 int mti_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 int mti_sys_sigmask(int how, const sigset_t *set, sigset_t *old);
@@ -60,6 +52,14 @@ void mti_sys_set_api(const mt_preload_api *api);
 /* 1 when the interposer is attached to this copy of track (hooks live). */
 int mti_sys_attached(void);
 void mti_sys_set_attached(int on);
+
+/* Calls fn for each mapped part [lo, hi) of [start, end) with its
+ * protection now (PROT_* bits), from the kernel's list of mappings
+ * (vmaprot.c). 0, or a negative errno when the list could not be read
+ * (fn was then called for none or some of the parts). Not async-signal-safe
+ * in intent: called where ranges are added. */
+typedef void (*mti_vma_fn)(void *ctx, uintptr_t lo, uintptr_t hi, unsigned prot);
+int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx);
 
 /* A spin lock for state that signal handlers and hooks reach. Callers block
  * signals first (so the holder is never interrupted on its own thread by

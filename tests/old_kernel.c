@@ -3,10 +3,10 @@
  * protection (UFFDIO_API refuses the features memtrack asks for with
  * EINVAL, as 6.1 refuses feature bits it does not know), no PAGEMAP_SCAN
  * and no PROCMAP_QUERY (6.7 and 6.11: the ioctls do not exist there,
- * ENOTTY; without the latter, track reads /proc/self/maps' text). A seccomp filter does it, and
- * every child and exec inherits it, so a whole `memtrack record` session,
- * its helper processes included, sees the old kernel. Exits 77 where
- * seccomp filters cannot be installed. */
+ * ENOTTY; without the latter, track reads /proc/self/maps' text). A
+ * seccomp filter does it, and every child and exec inherits it, so a whole
+ * `memtrack record` session, its helper processes included, sees the old
+ * kernel. Exits 77 where seccomp filters cannot be installed. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/audit.h>

@@ -245,8 +245,9 @@ int mt_cmd_verify(int argc, char **argv)
         if (result == V_INCOMPLETE)
             printf("note         the trace ended without its trailer (%s): verified up to submit %" PRIu64
                    "%s\n",
-                   inf.end == MT_TRACE_END_EMERGENCY ? "written by the emergency flush of a dying process"
-                                                     : "the application was killed or crashed, or writing the trace failed: a full disk",
+                   inf.end == MT_TRACE_END_EMERGENCY
+                       ? "written by the emergency flush of a dying process"
+                       : "the application was killed or crashed, or writing the trace failed: a full disk",
                    st.submits ? st.submits - 1 : 0,
                    inf.tail_records ? "; the records after it (a partial submit) are not verified" : "");
         printf("result       %s\n", text);

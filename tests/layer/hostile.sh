@@ -23,7 +23,20 @@
 # matrix; FRAMES sets the submits per behaviour; HOSTILE_JOBS runs that many
 # (backend, mode) groups at once; HOSTILE_TABLE=FILE writes one line per run
 # ("behaviour mode backend ok|FAIL|skip") for docs/layer.md's table.
+# HOSTILE_LAYERS_BELOW=L1:L2 stacks those layers between ours and the
+# validation layer (test_layer_hostile_gfxrecon: gfxreconstruct's capture
+# layer, whose page guard protects the memory it hands up to ours).
 . "$(dirname "$0")/common.sh"
+if [ -n "${HOSTILE_LAYERS_BELOW:-}" ]; then
+  case $HOSTILE_LAYERS_BELOW in
+    *gfxreconstruct*)
+      ls /usr/share/vulkan/explicit_layer.d/VkLayer_gfxreconstruct.json >/dev/null 2>&1 ||
+        { echo "SKIPPED: gfxreconstruct's capture layer is not installed (scripts/deps.sh installs it)"; exit 77; } ;;
+  esac
+  export VK_INSTANCE_LAYERS="$HOSTILE_LAYERS_BELOW${VK_INSTANCE_LAYERS:+:$VK_INSTANCE_LAYERS}"
+  # gfxreconstruct's capture, where it is one of them: in the run's folder.
+  export GFXRECON_CAPTURE_FILE=$TMP/below.gfxr
+fi
 HOSTILE=$BUILD/bin/memtrack-hostile
 frames=${FRAMES:-3}
 modes=${HOSTILE_MODES:-auto guard shadow scan copy}

@@ -88,12 +88,30 @@ static pid_t fork_child(void)
     return pid;
 }
 
-static int wait_child(pid_t pid)
+/* Waits for a child, at most CHILD_WAIT_S seconds: a child that hangs (a
+ * deadlock in the emergency flush, which this test exists to find) is
+ * killed and the wait that hung named, instead of holding the whole run
+ * until CTest's timeout, which says nothing about where. */
+#define CHILD_WAIT_S 120
+static int wait_child_at(pid_t pid, int line)
 {
     int st;
+    for (long ms = 0; ms < CHILD_WAIT_S * 1000L; ms += 10) {
+        pid_t got = waitpid(pid, &st, WNOHANG);
+        MT_CHECK(got == pid || got == 0);
+        if (got == pid)
+            return st;
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    fprintf(stderr, "trace crash: the child waited for at line %d hung for %d s: killed\n", line,
+            CHILD_WAIT_S);
+    kill(pid, SIGKILL);
     MT_CHECK(waitpid(pid, &st, 0) == pid);
+    MT_CHECK(0);
     return st;
 }
+#define wait_child(pid) wait_child_at((pid), __LINE__)
 
 static void sleep_us(long us)
 {

@@ -88,6 +88,12 @@ static pid_t fork_child(void)
     return pid;
 }
 
+static void sleep_us(long us)
+{
+    struct timespec t = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&t, NULL);
+}
+
 /* Waits for a child, at most CHILD_WAIT_S seconds: a child that hangs (a
  * deadlock in the emergency flush, which this test exists to find) is
  * killed and the wait that hung named, instead of holding the whole run
@@ -101,8 +107,7 @@ static int wait_child_at(pid_t pid, int line)
         MT_CHECK(got == pid || got == 0);
         if (got == pid)
             return st;
-        struct timespec t = {0, 10 * 1000000L};
-        nanosleep(&t, NULL);
+        sleep_us(10000);
     }
     fprintf(stderr, "trace crash: the child waited for at line %d hung for %d s: killed\n", line,
             CHILD_WAIT_S);
@@ -112,12 +117,6 @@ static int wait_child_at(pid_t pid, int line)
     return st;
 }
 #define wait_child(pid) wait_child_at((pid), __LINE__)
-
-static void sleep_us(long us)
-{
-    struct timespec t = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&t, NULL);
-}
 
 /* A page both processes see: the child's handler reports through it. */
 static _Atomic int *shared_page(void)

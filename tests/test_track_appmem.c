@@ -95,14 +95,16 @@ static void own(int sig, siginfo_t *si, void *uc)
     siglongjmp(g_jmp, 1);
 }
 
-static void install_own(void)
+static void install_segv(void (*fn)(int, siginfo_t *, void *))
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = own;
+    sa.sa_sigaction = fn;
     sa.sa_flags = SA_SIGINFO;
     MT_CHECK(sigaction(SIGSEGV, &sa, NULL) == 0);
 }
+
+static void install_own(void) { install_segv(own); }
 
 static int write_faults(volatile unsigned char *p, unsigned char v)
 {
@@ -387,11 +389,7 @@ static void case_guarded_before(void)
     g_guard = m;
     for (size_t i = 0; i < NP * g_ps; i++)
         m[i] = (unsigned char)(i * 3);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = guard_handler;
-    sa.sa_flags = SA_SIGINFO;
-    MT_CHECK(sigaction(SIGSEGV, &sa, NULL) == 0);
+    install_segv(guard_handler);
     /* The guard protects pages 2-5 and 9 before anything tracks them. */
     MT_CHECK(mprotect(m + 2 * g_ps, 4 * g_ps, PROT_READ) == 0);
     MT_CHECK(mprotect(m + 9 * g_ps, g_ps, PROT_READ) == 0);

@@ -21,10 +21,16 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-} suppressions=$(cd "$(dirname "${BASH_SOUR
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # The Vulkan validation layer, stacked under ours by `memtrack record`
 # (where it is installed: the GPU machine has only the driver).
+# has_layer JSON: an explicit layer's manifest is installed.
+has_layer() {
+  local d
+  for d in /usr/share/vulkan/explicit_layer.d /usr/local/share/vulkan/explicit_layer.d; do
+    [ -f "$d/$1" ] && return 0
+  done
+  return 1
+}
 VALIDATION=0
-for d in /usr/share/vulkan/explicit_layer.d /usr/local/share/vulkan/explicit_layer.d; do
-  [ -f "$d/VkLayer_khronos_validation.json" ] && VALIDATION=1
-done
+has_layer VkLayer_khronos_validation.json && VALIDATION=1
 if [ $VALIDATION = 1 ]; then
   export VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation
 else

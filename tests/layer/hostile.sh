@@ -30,7 +30,7 @@
 if [ -n "${HOSTILE_LAYERS_BELOW:-}" ]; then
   case $HOSTILE_LAYERS_BELOW in
     *gfxreconstruct*)
-      ls /usr/share/vulkan/explicit_layer.d/VkLayer_gfxreconstruct.json >/dev/null 2>&1 ||
+      has_layer VkLayer_gfxreconstruct.json ||
         { echo "SKIPPED: gfxreconstruct's capture layer is not installed (scripts/deps.sh installs it)"; exit 77; } ;;
   esac
   export VK_INSTANCE_LAYERS="$HOSTILE_LAYERS_BELOW${VK_INSTANCE_LAYERS:+:$VK_INSTANCE_LAYERS}"

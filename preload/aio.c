@@ -81,9 +81,9 @@ static void hold(const mt_preload_hooks *h, const void *cb, volatile void *buf, 
         return;
     struct iovec seg = {(void *)(uintptr_t)buf, len};
     mt_kw_segs segs = {.iov = &seg, .niov = 1};
-    int tok = h->kw_begin(&segs);
+    int tok = h->kw_begin(&segs); /* pins the buffer, tracked or not: it may be by the time glibc reads */
     if (tok < 0)
-        return; /* nothing tracked */
+        return;
     for (int i = 0; i < HOLDS; i++) {
         const void *want = NULL;
         if (atomic_load_explicit(&g_holds[i].cb, memory_order_relaxed) != NULL ||

@@ -24,7 +24,7 @@ static inline void kw_cleanup(void *p)
     c->h->kw_end(c->token, c->segs);
 }
 
-/* Runs `call` bracketed by the hooks when segs hold tracked memory. */
+/* Runs `call` bracketed by the hooks whenever a tracker is attached. */
 #define KW_CALL(segsp, call)                                                                    \
     ({                                                                                          \
         const mt_preload_hooks *h_ = mtp_get_hooks();                                           \

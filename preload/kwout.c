@@ -10,9 +10,9 @@
  * writes (a connection or a child is taken, descriptors are made, a
  * pending socket error is cleared), so unlike idem.c they cannot simply run
  * again after an EFAULT: they are bracketed before the call, like read()
- * (kwrite.c), whenever a tracker is attached. Nothing of a call that names
- * no tracked memory changes: kw_begin finds no tracked page and the call
- * runs alone. Async-signal-safe (no locks, no allocation). */
+ * (kwrite.c), whenever a tracker is attached. A call that names no tracked
+ * memory only pins it (in case it becomes tracked before the call returns);
+ * no protection changes. Async-signal-safe (no locks, no allocation). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

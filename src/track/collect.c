@@ -87,7 +87,8 @@ static void rearm_flush(mt_range *r, rearm *ra)
 {
     if (ra->n) {
         mt_pins pins;
-        mti_kw_rearm_begin(&pins);
+        /* The whole span: a re-arm the map-count limit refuses re-arms it all. */
+        mti_kw_rearm_begin(&pins, r->span_start, r->span_end);
         mti_sig_rearm(r, ra->first, ra->n, &pins);
         mti_kw_rearm_end();
     }

@@ -221,6 +221,9 @@ void mti_sigtable_hook_end(void);
 const mt_sig_entry *mti_sigtable_locked_view(uint32_t *count);
 /* Number of ranges in the table (relaxed; a hint for fast paths). */
 uint32_t mti_sigtable_count(void);
+/* Changes with every insert and remove: whether the table changed since.
+ * seq_cst: ordered with the kernel-write pins (kwrite.c). */
+uint64_t mti_sigtable_version(void);
 
 /* Reader side: async-signal-safe. Heavy sections (they act on
  * protections) must be entered with asynchronous signals blocked; light
@@ -237,7 +240,7 @@ void mti_sigtable_fork_child(void);
 /* Pages [first, first+n) of r that a kernel write is using right now: collect
  * and add leave them as they are (and keep them dirty). */
 typedef struct mt_pins {
-    uintptr_t lo[32], hi[32];
+    uintptr_t lo[64], hi[64];
     int n;
     int all; /* more than fit: treat every page as pinned */
 } mt_pins;
@@ -254,8 +257,9 @@ int mti_protect_pages(const mt_range *r, size_t first, size_t n, int mode, uintp
 /* ---- kernel writes (kwrite.c) ------------------------------------------- */
 /* Collect's and add's side of the handshake with kernel writes in flight:
  * between begin and end no kernel write makes a page writable without this
- * re-arm seeing its pin. */
-void mti_kw_rearm_begin(mt_pins *pins);
+ * re-arm seeing its pin. `pins` gets the pins that meet [lo, hi), the span
+ * about to be re-armed. */
+void mti_kw_rearm_begin(mt_pins *pins, uintptr_t lo, uintptr_t hi);
 void mti_kw_rearm_end(void);
 int mti_kw_begin(const mt_kw_segs *segs);
 void mti_kw_end(int token, const mt_kw_segs *segs);

@@ -4,9 +4,9 @@
  * it fails with EFAULT: no signal is raised for a kernel-mode fault. The
  * interposer brackets each such call with mti_kw_begin/mti_kw_end:
  *
- *  begin: publish a pin over the tracked part of the destination, wait until
- *         no collect is between "decide which pages to re-arm" and
- *         "re-arm them", then make the pages writable and mark them dirty;
+ *  begin: publish a pin over the destination's pages, wait until no
+ *         collect or add is between "decide which pages to arm" and "arm
+ *         them", then make the tracked ones writable and mark them dirty;
  *  the system call runs: the pages stay writable whatever collect does;
  *  end:   mark the pages dirty again (the kernel wrote them after any
  *         collect that ran meanwhile), drop the pin.
@@ -15,11 +15,19 @@
  * pinned pages, keeping them dirty, so each collect during a long call (a
  * recv() waiting for data) reports them again: exact, if not precise.
  *
+ * The pin covers the destination whether it is tracked or not: memory may
+ * start being tracked while the call is in flight (the layer's auto mode
+ * moves a memory it scanned to guard at a submit; an AIO read glibc does
+ * later), and its add must not arm the pages the kernel is about to write.
+ * Pins never wait for a free slot: with all 4096 taken (calls blocked in
+ * recv for ever), the next call is only counted, and re-arms treat every
+ * page as pinned until it ends.
+ *
  * The handshake is a Dekker pair: a re-armer increments `rearmers` then
- * reads `pins_active`; a kernel write increments `pins_active` (its pin is
- * written before) then reads `rearmers`. With seq_cst on both, either the
- * re-armer sees the pin, or the kernel write sees the re-armer and waits for
- * it to finish. Why not retry on EFAULT: a datagram is consumed even when
+ * reads which pin slots are taken; a kernel write takes its slot (one
+ * atomic OR of a bit) then reads `rearmers`. With seq_cst on both, either
+ * the re-armer sees the pin, or the kernel write sees the re-armer and waits
+ * for it to finish. Why not retry on EFAULT: a datagram is consumed even when
  * copying it out fails; why not a bounce buffer: the result must be
  * bit-identical to the call without tracking, partial copies and EFAULT on
  * the application's own read-only pages included, and the kernel must see
@@ -37,36 +45,77 @@
 #include "internal.h"
 
 #define MT_KW_SLOTS 4096
+/* Page intervals one pin names: a read(2) names one, a recvmsg(2) up to its
+ * data, address, control data and header; more are merged into the nearest. */
+#define MT_KW_IV 4
+/* kw_begin's token when every slot is taken: the call is counted in
+ * g_overflow, and each re-arm meanwhile treats every page as pinned. */
+#define MT_KW_OVERFLOW MT_KW_SLOTS
 
-enum { SLOT_FREE = 0, SLOT_FILLING = 1, SLOT_PINNED = 2 };
+#define MT_KW_WORDS (MT_KW_SLOTS / 64)
 
+/* Slot i is taken while bit i of g_taken is set. Taking and freeing a slot
+ * is one atomic operation each: the bit is both the slot's ownership and
+ * the pin's publication that the Dekker pair above needs. */
+static _Atomic uint64_t g_taken[MT_KW_WORDS];
+static _Atomic int g_words; /* words of g_taken ever used: the re-armers' scan */
 static struct {
-    _Atomic int state;
-    _Atomic uintptr_t lo, hi;
+    /* Set once the intervals are written; a taken slot not yet ready makes
+     * a re-armer treat every page as pinned (for those few instructions). */
+    _Atomic int ready;
+    _Atomic int niv;
+    _Atomic uintptr_t lo[MT_KW_IV], hi[MT_KW_IV];
+    /* The owner's alone: whether begin met tracked pages, and the range
+     * table's version it saw (kw_end skips its look-up when neither says
+     * there is anything to report). */
+    int met;
+    uint64_t version;
 } g_slots[MT_KW_SLOTS];
-static _Atomic int g_hwm; /* slots at or above are free */
-static _Atomic int g_pins_active;
+static _Atomic int g_overflow;
 static _Atomic int g_rearmers;
 
-void mti_kw_rearm_begin(mt_pins *pins)
+static void add_pin(mt_pins *pins, uintptr_t lo, uintptr_t hi)
+{
+    if (pins->n == (int)(sizeof pins->lo / sizeof *pins->lo)) {
+        pins->all = 1;
+        return;
+    }
+    pins->lo[pins->n] = lo;
+    pins->hi[pins->n] = hi;
+    pins->n++;
+}
+
+void mti_kw_rearm_begin(mt_pins *pins, uintptr_t lo, uintptr_t hi)
 {
     pins->n = 0;
     pins->all = 0;
     atomic_fetch_add_explicit(&g_rearmers, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&g_pins_active, memory_order_seq_cst) == 0)
+    if (atomic_load_explicit(&g_overflow, memory_order_seq_cst) > 0) {
+        pins->all = 1;
         return;
-    int hwm = atomic_load_explicit(&g_hwm, memory_order_acquire);
-    for (int i = 0; i < hwm; i++) {
-        /* acquire: pairs with the release that made the slot PINNED. */
-        if (atomic_load_explicit(&g_slots[i].state, memory_order_acquire) != SLOT_PINNED)
-            continue;
-        if (pins->n == (int)(sizeof pins->lo / sizeof *pins->lo)) {
-            pins->all = 1;
-            return;
+    }
+    int words = atomic_load_explicit(&g_words, memory_order_seq_cst);
+    for (int w = 0; w < words && !pins->all; w++) {
+        uint64_t x = atomic_load_explicit(&g_taken[w], memory_order_seq_cst);
+        for (; x && !pins->all; x &= x - 1) {
+            int i = w * 64 + __builtin_ctzll(x);
+            /* acquire: pairs with the release that made the slot ready. A
+             * slot freed and taken again while it is read here may give a
+             * mix of two pins: the new one's call has not made anything
+             * writable yet (it waits for this re-arm), so only precision is
+             * at stake. */
+            if (!atomic_load_explicit(&g_slots[i].ready, memory_order_acquire)) {
+                pins->all = 1;
+                break;
+            }
+            int niv = atomic_load_explicit(&g_slots[i].niv, memory_order_relaxed);
+            for (int k = 0; k < niv && k < MT_KW_IV; k++) {
+                uintptr_t a = atomic_load_explicit(&g_slots[i].lo[k], memory_order_relaxed);
+                uintptr_t b = atomic_load_explicit(&g_slots[i].hi[k], memory_order_relaxed);
+                if (a < hi && b > lo) /* only pins this re-arm can meet */
+                    add_pin(pins, a, b);
+            }
         }
-        pins->lo[pins->n] = atomic_load_explicit(&g_slots[i].lo, memory_order_relaxed);
-        pins->hi[pins->n] = atomic_load_explicit(&g_slots[i].hi, memory_order_relaxed);
-        pins->n++;
     }
 }
 
@@ -78,7 +127,8 @@ void mti_kw_rearm_end(void)
 
 typedef void (*seg_fn)(uintptr_t addr, size_t len, void *ctx);
 
-static void for_each_seg(const mt_kw_segs *s, seg_fn fn, void *ctx)
+/* Inlined at each use, so that `fn` is a direct (inlined) call. */
+static inline __attribute__((always_inline)) void for_each_seg(const mt_kw_segs *s, seg_fn fn, void *ctx)
 {
     for (size_t i = 0; i < s->niov; i++)
         if (s->iov[i].iov_len)
@@ -107,33 +157,121 @@ static void page_cover(uintptr_t addr, size_t len, size_t ps, uintptr_t *lo, uin
     *hi = end > UINTPTR_MAX - ps ? (UINTPTR_MAX & ~(uintptr_t)(ps - 1)) : (end + ps - 1) & ~(uintptr_t)(ps - 1);
 }
 
-/* ---- look-up: the hull of the tracked signal-backend pages in segs ---- */
+/* ---- the pin: page intervals of every segment, tracked or not ---- */
 
-typedef struct hull_ctx {
+/* A destination that is not tracked when the call begins may become
+ * tracked before the kernel writes it (a memory the layer scanned and now
+ * guards, a host buffer coherence starts tracking), so the pin names all
+ * of it: the add that arms it then leaves those pages writable. */
+typedef struct iv_ctx {
+    size_t ps;
+    int n;
+    uintptr_t lo[MT_KW_IV], hi[MT_KW_IV];
+} iv_ctx;
+
+static void iv_seg(uintptr_t addr, size_t len, void *arg)
+{
+    iv_ctx *c = arg;
+    uintptr_t lo, hi;
+    page_cover(addr, len, c->ps, &lo, &hi);
+    for (int k = 0; k < c->n; k++)
+        if (lo <= c->hi[k] && hi >= c->lo[k]) { /* overlaps or touches */
+            c->lo[k] = lo < c->lo[k] ? lo : c->lo[k];
+            c->hi[k] = hi > c->hi[k] ? hi : c->hi[k];
+            return;
+        }
+    if (c->n < MT_KW_IV) {
+        c->lo[c->n] = lo;
+        c->hi[c->n] = hi;
+        c->n++;
+        return;
+    }
+    /* Full: widen the interval that grows least (a wider pin only keeps
+     * more pages writable and reported for the call's length). */
+    int best = 0;
+    uintptr_t best_gap = UINTPTR_MAX;
+    for (int k = 0; k < c->n; k++) {
+        uintptr_t gap = hi < c->lo[k] ? c->lo[k] - hi : lo - c->hi[k];
+        if (gap < best_gap) {
+            best_gap = gap;
+            best = k;
+        }
+    }
+    c->lo[best] = lo < c->lo[best] ? lo : c->lo[best];
+    c->hi[best] = hi > c->hi[best] ? hi : c->hi[best];
+}
+
+/* ---- does a segment meet tracked signal-backend pages? ---- */
+
+typedef struct meet_ctx {
     const mt_sig_entry *e;
     uint32_t n;
     size_t ps;
-    uintptr_t lo, hi;
-} hull_ctx;
+    int met;
+} meet_ctx;
 
-static void hull_seg(uintptr_t addr, size_t len, void *arg)
+static void meet_seg(uintptr_t addr, size_t len, void *arg)
 {
-    hull_ctx *c = arg;
+    meet_ctx *c = arg;
     uintptr_t lo, hi;
     page_cover(addr, len, c->ps, &lo, &hi);
-    for (uint32_t i = mti_sigtable_first_ending_after(c->e, c->n, lo); i < c->n && c->e[i].start < hi; i++) {
-        const mt_range *r = c->e[i].range;
-        if (r->backend != MT_TRACK_SIGNAL)
-            continue; /* the kernel's writes to uffd pages just work, and are recorded */
-        uintptr_t a = lo > r->span_start ? lo : r->span_start;
-        uintptr_t b = hi < r->span_end ? hi : r->span_end;
-        if (a >= b)
-            continue;
-        if (c->hi == 0 || a < c->lo)
-            c->lo = a;
-        if (b > c->hi)
-            c->hi = b;
+    for (uint32_t i = mti_sigtable_first_ending_after(c->e, c->n, lo); i < c->n && c->e[i].start < hi; i++)
+        if (c->e[i].range->backend == MT_TRACK_SIGNAL) /* uffd pages take kernel writes as they are */
+            c->met = 1;
+}
+
+/* Per thread, the gap between tracked ranges that the last single-buffer
+ * call wrote into, at a table version: the next call into the same gap at
+ * the same version needs no look-up (most calls of a thread read into the
+ * same few buffers). Initial-exec: no __tls_get_addr in a signal handler,
+ * even in a dlopen()ed layer. A handler that interrupts an update finds
+ * version 0, which never matches. */
+static __thread struct {
+    uint64_t version;
+    uintptr_t lo, hi;
+} tls_gap __attribute__((tls_model("initial-exec")));
+
+static void remember_gap(uint64_t version, uintptr_t lo, uintptr_t hi)
+{
+    tls_gap.version = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    tls_gap.lo = lo;
+    tls_gap.hi = hi;
+    atomic_signal_fence(memory_order_seq_cst);
+    tls_gap.version = version;
+}
+
+/* Whether segs meet tracked signal-backend pages now; *version: the table
+ * version this answer is for. Called with the pin published: a range
+ * inserted after the version was read arms around the pin. */
+static int meets_tracked(const mt_kw_segs *segs, uint64_t *version)
+{
+    uint64_t v = mti_sigtable_version();
+    *version = v;
+    int single = segs->niov == 1 && segs->nextra == 0 && segs->nmmsg == 0;
+    uintptr_t lo = 0, hi = 0;
+    if (single) {
+        page_cover((uintptr_t)segs->iov[0].iov_base, segs->iov[0].iov_len, mti_page_size(), &lo, &hi);
+        atomic_signal_fence(memory_order_seq_cst);
+        if (tls_gap.version == v && v != 0 && lo >= tls_gap.lo && hi <= tls_gap.hi)
+            return 0;
     }
+    meet_ctx c = {.met = 0};
+    unsigned tok = mti_sigtable_enter_light(&c.e, &c.n);
+    if (single) {
+        uint32_t i = c.n ? mti_sigtable_first_ending_after(c.e, c.n, lo) : 0;
+        if (i == c.n || c.e[i].start >= hi) { /* in the gap before entry i */
+            mti_sigtable_leave_light(tok);
+            remember_gap(v, i > 0 ? c.e[i - 1].end : 0, i < c.n ? c.e[i].start : UINTPTR_MAX);
+            return 0;
+        }
+    }
+    if (c.n) {
+        c.ps = (size_t)1 << c.e[0].range->page_shift;
+        for_each_seg(segs, meet_seg, &c);
+    }
+    mti_sigtable_leave_light(tok);
+    return c.met;
 }
 
 /* ---- prepare / finish: per range, pages of a segment ---- */
@@ -173,49 +311,49 @@ static void prep_seg(uintptr_t addr, size_t len, void *arg)
     }
 }
 
-static int claim_slot(uintptr_t lo, uintptr_t hi)
+/* Takes a free slot and fills it with c's intervals; MT_KW_OVERFLOW when
+ * all are taken (thousands of calls blocked at once): never waits, since
+ * the calls that hold them may block for ever (a recv with no data). The
+ * caller then reads `rearmers` (seq_cst after the seq_cst take). */
+static int claim_slot(const iv_ctx *c)
 {
-    for (;;) {
-        for (int i = 0; i < MT_KW_SLOTS; i++) {
-            int expect = SLOT_FREE;
-            if (atomic_load_explicit(&g_slots[i].state, memory_order_relaxed) != SLOT_FREE ||
-                !atomic_compare_exchange_strong_explicit(&g_slots[i].state, &expect, SLOT_FILLING,
-                                                         memory_order_acquire, memory_order_relaxed))
-                continue;
-            atomic_store_explicit(&g_slots[i].lo, lo, memory_order_relaxed);
-            atomic_store_explicit(&g_slots[i].hi, hi, memory_order_relaxed);
-            /* release: lo/hi before the state re-armers check. */
-            atomic_store_explicit(&g_slots[i].state, SLOT_PINNED, memory_order_release);
-            int h = atomic_load_explicit(&g_hwm, memory_order_relaxed);
-            while (h < i + 1 &&
-                   !atomic_compare_exchange_weak_explicit(&g_hwm, &h, i + 1, memory_order_release,
+    for (int w = 0; w < MT_KW_WORDS; w++) {
+        uint64_t x = atomic_load_explicit(&g_taken[w], memory_order_relaxed);
+        while (~x) {
+            uint64_t bit = ~x & (x + 1); /* the lowest free one */
+            x = atomic_fetch_or_explicit(&g_taken[w], bit, memory_order_seq_cst);
+            if (x & bit)
+                continue; /* another thread took it first: x is fresh */
+            int i = w * 64 + __builtin_ctzll(bit);
+            /* Before rearmers is read: a re-armer that missed this word's
+             * count is one the caller then waits for. */
+            int words = atomic_load_explicit(&g_words, memory_order_relaxed);
+            while (words < w + 1 &&
+                   !atomic_compare_exchange_weak_explicit(&g_words, &words, w + 1, memory_order_seq_cst,
                                                           memory_order_relaxed))
                 ;
+            for (int k = 0; k < c->n; k++) {
+                atomic_store_explicit(&g_slots[i].lo[k], c->lo[k], memory_order_relaxed);
+                atomic_store_explicit(&g_slots[i].hi[k], c->hi[k], memory_order_relaxed);
+            }
+            atomic_store_explicit(&g_slots[i].niv, c->n, memory_order_relaxed);
+            /* release: the intervals before a re-armer's acquire of ready. */
+            atomic_store_explicit(&g_slots[i].ready, 1, memory_order_release);
             return i;
         }
-        /* Every slot pinned by a kernel write in flight (4096 of them): wait
-         * for one to end. */
-        sched_yield();
     }
+    atomic_fetch_add_explicit(&g_overflow, 1, memory_order_seq_cst);
+    return MT_KW_OVERFLOW;
 }
 
 /* Async-signal-safe. */
 int mti_kw_begin(const mt_kw_segs *segs)
 {
-    if (mti_sigtable_count() == 0)
+    iv_ctx ic = {.ps = mti_page_size(), .n = 0};
+    for_each_seg(segs, iv_seg, &ic);
+    if (ic.n == 0)
         return -1;
-    hull_ctx hc = {.ps = 0, .lo = 0, .hi = 0};
-    unsigned tok = mti_sigtable_enter_light(&hc.e, &hc.n);
-    if (hc.n)
-        hc.ps = (size_t)1 << hc.e[0].range->page_shift;
-    if (hc.n)
-        for_each_seg(segs, hull_seg, &hc);
-    mti_sigtable_leave_light(tok);
-    if (hc.hi == 0)
-        return -1;
-
-    int slot = claim_slot(hc.lo, hc.hi);
-    atomic_fetch_add_explicit(&g_pins_active, 1, memory_order_seq_cst);
+    int slot = claim_slot(&ic);
     int spins = 0;
     while (atomic_load_explicit(&g_rearmers, memory_order_seq_cst) > 0) {
         if (++spins < 64)
@@ -223,45 +361,67 @@ int mti_kw_begin(const mt_kw_segs *segs)
         else
             sched_yield();
     }
-    /* Asynchronous signals blocked: a hook run from a signal handler on this
-     * thread must not change protections in the middle of ours. */
-    sigset_t saved;
-    mti_sys_block_async(&saved);
-    prep_ctx pc = {.ps = hc.ps, .make_writable = 1};
-    tok = mti_sigtable_enter(&pc.e, &pc.n);
-    for_each_seg(segs, prep_seg, &pc);
-    mti_sigtable_leave(tok);
-    mti_sys_restore_mask(&saved);
+    /* The pages tracked now (the table is read after the wait, so a range
+     * whose add raced with the pin is seen) are made writable. Asynchronous
+     * signals blocked: a hook run from a signal handler on this thread must
+     * not change protections in the middle of ours. */
+    uint64_t version;
+    int met = meets_tracked(segs, &version);
+    if (slot != MT_KW_OVERFLOW) {
+        g_slots[slot].met = met;
+        g_slots[slot].version = version;
+    }
+    if (met) { /* the heavy section only where there is something to open */
+        sigset_t saved;
+        mti_sys_block_async(&saved);
+        prep_ctx pc = {.make_writable = 1};
+        unsigned tok = mti_sigtable_enter(&pc.e, &pc.n);
+        if (pc.n) {
+            pc.ps = (size_t)1 << pc.e[0].range->page_shift;
+            for_each_seg(segs, prep_seg, &pc);
+        }
+        mti_sigtable_leave(tok);
+        mti_sys_restore_mask(&saved);
+    }
     return slot;
 }
 
 /* Async-signal-safe. */
 void mti_kw_end(int slot, const mt_kw_segs *segs)
 {
-    if (slot < 0 || slot >= MT_KW_SLOTS)
+    if (slot < 0 || slot > MT_KW_OVERFLOW)
         return;
-    int saved_errno = errno;
-    prep_ctx pc = {.make_writable = 0};
-    unsigned tok = mti_sigtable_enter_light(&pc.e, &pc.n);
-    if (pc.n) {
-        pc.ps = (size_t)1 << pc.e[0].range->page_shift;
-        for_each_seg(segs, prep_seg, &pc);
+    /* Nothing tracked at begin and no range added since: nothing to report.
+     * (A range added after this look-up sees the pin, which keeps the pages
+     * writable and dirty until the next collect after the slot is freed.)
+     * Nothing here sets errno. */
+    if (slot == MT_KW_OVERFLOW || g_slots[slot].met || g_slots[slot].version != mti_sigtable_version()) {
+        prep_ctx pc = {.make_writable = 0};
+        unsigned tok = mti_sigtable_enter_light(&pc.e, &pc.n);
+        if (pc.n) {
+            pc.ps = (size_t)1 << pc.e[0].range->page_shift;
+            for_each_seg(segs, prep_seg, &pc);
+        }
+        mti_sigtable_leave_light(tok);
     }
-    mti_sigtable_leave_light(tok);
     /* release: the bits above are set before a re-armer can see the page
      * unpinned and re-arm it. */
-    atomic_store_explicit(&g_slots[slot].state, SLOT_FREE, memory_order_release);
-    atomic_fetch_sub_explicit(&g_pins_active, 1, memory_order_release);
-    errno = saved_errno;
+    if (slot == MT_KW_OVERFLOW) {
+        atomic_fetch_sub_explicit(&g_overflow, 1, memory_order_release);
+    } else {
+        atomic_store_explicit(&g_slots[slot].ready, 0, memory_order_relaxed);
+        atomic_fetch_and_explicit(&g_taken[slot / 64], ~(1ull << (slot % 64)), memory_order_release);
+    }
 }
 
 /* fork() child: the kernel writes and collects of other threads do not
  * exist here (the forking thread is in neither: fork.c runs from fork()). */
 void mti_kw_fork_child(void)
 {
+    for (int w = 0; w < MT_KW_WORDS; w++)
+        atomic_store_explicit(&g_taken[w], 0, memory_order_relaxed);
     for (int i = 0; i < MT_KW_SLOTS; i++)
-        atomic_store_explicit(&g_slots[i].state, SLOT_FREE, memory_order_relaxed);
-    atomic_store_explicit(&g_hwm, 0, memory_order_relaxed);
-    atomic_store_explicit(&g_pins_active, 0, memory_order_relaxed);
+        atomic_store_explicit(&g_slots[i].ready, 0, memory_order_relaxed);
+    atomic_store_explicit(&g_overflow, 0, memory_order_relaxed);
     atomic_store_explicit(&g_rearmers, 0, memory_order_relaxed);
 }

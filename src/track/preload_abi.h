@@ -71,9 +71,11 @@ typedef struct mt_preload_hooks {
      * (track's handler is not installed). */
     int (*sigaction)(int sig, const struct sigaction *act, struct sigaction *old);
     /* Before a system call in which the kernel writes segs: makes the tracked
-     * pages among them writable and keeps collect from re-arming them until
-     * kw_end. Returns a token >= 0 to pass to kw_end, or -1 when nothing in
-     * segs is tracked (then kw_end must not be called). */
+     * pages among them writable and keeps collect, and the add of a range
+     * that meets them, from arming them until kw_end (untracked segments
+     * are pinned too: they may become tracked during the call). Returns a
+     * token >= 0 to pass to kw_end, or -1 when segs name no bytes (then
+     * kw_end must not be called). */
     int (*kw_begin)(const mt_kw_segs *segs);
     /* After that system call: reports the pages dirty, releases the token. */
     void (*kw_end)(int token, const mt_kw_segs *segs);

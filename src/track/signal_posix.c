@@ -297,7 +297,7 @@ int mti_sig_arm_range(mt_range *r)
      * armed, and the caller falls back to what it does without tracking
      * (the layer scans it). */
     mt_pins pins;
-    mti_kw_rearm_begin(&pins);
+    mti_kw_rearm_begin(&pins, r->span_start, r->span_end);
     rc = mti_protect_pages(r, 0, 1, MT_PROT_ARMED, r->span_start, &pins);
     if (rc == -EINVAL)
         rc = MT_EUNSUPPORTED;

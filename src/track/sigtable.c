@@ -54,6 +54,7 @@ static _Atomic unsigned g_active;
 static _Atomic uint32_t g_readers[2]; /* heavy */
 static _Atomic uint32_t g_light[2];
 static _Atomic int g_hook_active;
+static _Atomic uint64_t g_version = 1; /* one more per published edit; never 0 */
 
 /* Heavy sections this thread is inside (initial-exec: no __tls_get_addr
  * from a signal handler, even in a dlopen()ed layer). */
@@ -202,8 +203,11 @@ static void publish_edit(uint32_t pos, const mt_sig_entry *insert)
     }
     atomic_store_explicit(&g_count[nxt], n, memory_order_release);
     atomic_store_explicit(&g_active, nxt, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&g_version, 1, memory_order_seq_cst);
     wait_readers(cur);
 }
+
+uint64_t mti_sigtable_version(void) { return atomic_load_explicit(&g_version, memory_order_seq_cst); }
 
 int mti_sigtable_insert(mt_range *r)
 {

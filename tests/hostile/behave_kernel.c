@@ -490,6 +490,8 @@ static int aio_across_submit(hv *h, hv_mem *src, hv_mem *rb, size_t at)
     const struct aiocb *wait1[1] = {&a};
     while (aio_error(&a) == EINPROGRESS)
         aio_suspend(wait1, 1, NULL);
+    if (aio_error(&a) != 0)
+        fprintf(stderr, "%s: aio_read from a pipe failed: %s\n", hv_argv0, strerror(aio_error(&a)));
     bad |= expect(aio_return(&a), N, "aio_read from a pipe");
     memcpy(src->model + at, data, N);
     close(p[0]);

@@ -256,6 +256,11 @@ static int meets_tracked(const mt_kw_segs *segs, uint64_t *version)
         if (tls_gap.version == v && v != 0 && lo >= tls_gap.lo && hi <= tls_gap.hi)
             return 0;
     }
+    if (mti_sigtable_count() == 0) { /* (and the table may not exist yet) */
+        if (single)
+            remember_gap(v, 0, UINTPTR_MAX);
+        return 0;
+    }
     meet_ctx c = {.met = 0};
     unsigned tok = mti_sigtable_enter_light(&c.e, &c.n);
     if (single) {

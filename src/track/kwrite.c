@@ -266,8 +266,9 @@ static int meets_tracked(const mt_kw_segs *segs, uint64_t *version)
     if (single) {
         uint32_t i = c.n ? mti_sigtable_first_ending_after(c.e, c.n, lo) : 0;
         if (i == c.n || c.e[i].start >= hi) { /* in the gap before entry i */
-            mti_sigtable_leave_light(tok);
-            remember_gap(v, i > 0 ? c.e[i - 1].end : 0, i < c.n ? c.e[i].start : UINTPTR_MAX);
+            uintptr_t gap_lo = i > 0 ? c.e[i - 1].end : 0, gap_hi = i < c.n ? c.e[i].start : UINTPTR_MAX;
+            mti_sigtable_leave_light(tok); /* the entries are not read after this */
+            remember_gap(v, gap_lo, gap_hi);
             return 0;
         }
     }

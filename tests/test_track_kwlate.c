@@ -16,7 +16,10 @@
  *    own, later);
  *  - the same read(2) when 4096 other calls are blocked at once (every pin
  *    slot taken): the read is still covered, and the slots' owners end
- *    normally (not under the sanitizers: 4,100 threads).
+ *    normally (not under the sanitizers: 4,100 threads);
+ *  - churn: two threads read(2) pieces from pipes into memory that another
+ *    thread adds, collects and removes without pause: every read whole and
+ *    right.
  * Needs the interposer (exit 77 without). */
 #define _GNU_SOURCE
 #include <aio.h>
@@ -286,6 +289,124 @@ static void slots_full(mt_track_backend be)
     close(fp[1]);
 }
 
+/* Churn: reader threads read(2) from pipes into memory that a third
+ * thread tracks and untracks without pause (add, collect, remove), while
+ * a feeder writes the pipes. Every read must return its bytes, right: one
+ * that met pages armed by an add that missed its pin fails with EFAULT. */
+enum { CHURN_READERS = 2, CHURN_LEN = 5000 };
+
+typedef struct churn {
+    unsigned char *m;
+    int p[CHURN_READERS][2];
+    _Atomic int done;
+    _Atomic long reads, bad;
+} churn;
+
+typedef struct churn_reader {
+    churn *c;
+    int k;
+} churn_reader;
+
+static void *churn_read(void *arg)
+{
+    churn_reader *r = arg;
+    churn *c = r->c;
+    size_t ps = tu_page();
+    unsigned char *dst = c->m + (size_t)(1 + 3 * r->k) * ps - 700; /* across two pages */
+    unsigned char want[CHURN_LEN];
+    for (unsigned round = 0; !atomic_load(&c->done); round++) {
+        pattern(want, CHURN_LEN, round * 2 + (unsigned)r->k);
+        size_t got = 0;
+        while (got < CHURN_LEN) {
+            ssize_t n = read(c->p[r->k][0], dst + got, CHURN_LEN - got);
+            if (n == 0)
+                return NULL; /* the end: the feeder stopped */
+            if (n < 0) {
+                fprintf(stderr, "churn read: %s\n", strerror(errno));
+                atomic_fetch_add(&c->bad, 1);
+                return NULL;
+            }
+            got += (size_t)n;
+        }
+        if (memcmp(dst, want, CHURN_LEN) != 0)
+            atomic_fetch_add(&c->bad, 1);
+        atomic_fetch_add(&c->reads, 1);
+    }
+    return NULL;
+}
+
+static void *churn_feed(void *arg)
+{
+    churn *c = arg;
+    unsigned char data[CHURN_LEN];
+    for (unsigned round = 0;; round++)
+        for (int k = 0; k < CHURN_READERS; k++) {
+            pattern(data, CHURN_LEN, round * 2 + (unsigned)k);
+            /* in pieces, so that reads block in the middle of a round; the
+             * pipe does not block (a reader may have stopped) */
+            for (size_t at = 0; at < CHURN_LEN;) {
+                if (atomic_load(&c->done))
+                    return NULL;
+                ssize_t n = write(c->p[k][1], data + at, 1250);
+                if (n > 0)
+                    at += (size_t)n;
+                else
+                    usleep(100);
+            }
+        }
+}
+
+static void churn_adds(mt_track_backend be)
+{
+    size_t ps = tu_page();
+    mt_tracker *t;
+    mt_tracker_opts to = {.backend = be};
+    MT_CHECK_OK(mt_tracker_create(&to, &t));
+    churn c = {.m = tu_map(NP * ps)};
+    for (int k = 0; k < CHURN_READERS; k++) {
+        MT_CHECK(pipe(c.p[k]) == 0);
+        MT_CHECK(fcntl(c.p[k][1], F_SETFL, O_NONBLOCK) == 0);
+    }
+    pthread_t rd[CHURN_READERS], fd;
+    churn_reader rr[CHURN_READERS];
+    for (int k = 0; k < CHURN_READERS; k++) {
+        rr[k] = (churn_reader){&c, k};
+        MT_CHECK(pthread_create(&rd[k], NULL, churn_read, &rr[k]) == 0);
+    }
+    MT_CHECK(pthread_create(&fd, NULL, churn_feed, &c) == 0);
+#ifdef MT_SANITIZER_BUILD
+    long want = 200;
+#else
+    long want = 3000;
+#endif
+    long adds = 0;
+    unsigned char seen[NP];
+    while (atomic_load(&c.reads) < want && !atomic_load(&c.bad) && adds < 2000000) {
+        mt_range_opts ro = {.backend = be};
+        mt_range_id id;
+        MT_CHECK_OK(mt_tracker_add(t, c.m, NP * ps, &ro, &id));
+        for (int i = 0; i < 3; i++)
+            collected(t, id, c.m, seen);
+        MT_CHECK_OK(mt_tracker_remove(t, id));
+        adds++;
+    }
+    atomic_store(&c.done, 1);
+    pthread_join(fd, NULL);
+    for (int k = 0; k < CHURN_READERS; k++)
+        close(c.p[k][1]); /* readers still waiting see the end */
+    for (int k = 0; k < CHURN_READERS; k++) {
+        pthread_join(rd[k], NULL);
+        close(c.p[k][0]);
+    }
+    long bad = atomic_load(&c.bad), reads = atomic_load(&c.reads);
+    MT_CHECK_INT_EQ(bad, 0);
+    MT_CHECK(reads >= want);
+    mt_tracker_destroy(t);
+    munmap(c.m, NP * ps);
+    printf("  %-6s %ld reads into memory added and removed %ld times meanwhile: every byte right\n",
+           mt_track_backend_name(be), reads, adds);
+}
+
 int main(void)
 {
     if (!tc_need_interposer())
@@ -296,6 +417,7 @@ int main(void)
         late_read(be[i]);
         late_aio(be[i]);
         slots_full(be[i]);
+        churn_adds(be[i]);
     }
     puts("track kernel writes in flight when their memory is added (interposer): ok");
     return 0;

@@ -264,9 +264,19 @@ static int meets_tracked(const mt_kw_segs *segs, uint64_t *version)
     meet_ctx c = {.met = 0};
     unsigned tok = mti_sigtable_enter_light(&c.e, &c.n);
     if (single) {
-        uint32_t i = c.n ? mti_sigtable_first_ending_after(c.e, c.n, lo) : 0;
-        if (i == c.n || c.e[i].start >= hi) { /* in the gap before entry i */
-            uintptr_t gap_lo = i > 0 ? c.e[i - 1].end : 0, gap_hi = i < c.n ? c.e[i].start : UINTPTR_MAX;
+        /* The gap around [lo, hi) between signal-backend ranges (uffd
+         * ranges take kernel writes as they are): a few entries each way at
+         * most, then the nearest one bounds it. */
+        uint32_t i = mti_sigtable_first_ending_after(c.e, c.n, lo), j = i;
+        while (j < c.n && c.e[j].start < hi && c.e[j].range->backend != MT_TRACK_SIGNAL)
+            j++;
+        if (j == c.n || c.e[j].start >= hi) {
+            for (int k = 0; k < 8 && j < c.n && c.e[j].range->backend != MT_TRACK_SIGNAL; k++)
+                j++;
+            uint32_t b = i;
+            for (int k = 0; k < 8 && b > 0 && c.e[b - 1].range->backend != MT_TRACK_SIGNAL; k++)
+                b--;
+            uintptr_t gap_lo = b > 0 ? c.e[b - 1].end : 0, gap_hi = j < c.n ? c.e[j].start : UINTPTR_MAX;
             mti_sigtable_leave_light(tok); /* the entries are not read after this */
             remember_gap(v, gap_lo, gap_hi);
             return 0;

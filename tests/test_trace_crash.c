@@ -665,18 +665,28 @@ static void test_open_errors(void)
     MT_CHECK(strcmp(mt_trace_compression_name(MT_TRACE_COMPRESSION_FAST), "fast") == 0);
 }
 
+/* Each step is named before it runs, line-buffered: a run that hangs and is
+ * killed by CTest's timeout then shows where (its output is a pipe, which
+ * would otherwise hold everything in the buffer that the kill loses). */
+#define STEP(call)                                                                                 \
+    do {                                                                                           \
+        printf("step: %s\n", #call);                                                               \
+        call;                                                                                      \
+    } while (0)
+
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0);
     rng = mt_test_seed(argc, argv);
-    test_open_errors();
-    test_checkpoint();
-    test_abandon();
-    test_seal_interval();
-    test_seal_interval_kill9();
+    STEP(test_open_errors());
+    STEP(test_checkpoint());
+    STEP(test_abandon());
+    STEP(test_seal_interval());
+    STEP(test_seal_interval_kill9());
     for (int how = DIE_SEGV; how <= DIE_EXEC; how++)
-        test_fatal(how, 2000 + (size_t)mt_test_below(&rng, 2000));
-    test_signal_while_appending(6);
-    test_kill9(40);
+        STEP(test_fatal(how, 2000 + (size_t)mt_test_below(&rng, 2000)));
+    STEP(test_signal_while_appending(6));
+    STEP(test_kill9(40));
     printf("ok\n");
     return 0;
 }

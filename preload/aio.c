@@ -97,8 +97,13 @@ static void hold(const mt_preload_hooks *h, const void *cb, volatile void *buf, 
         atomic_store_explicit(&g_holds[i].cb, cb, memory_order_release);
         return;
     }
-    /* Every hold taken: no bracket can cover this read. */
-    mtp_async_note(MT_PRELOAD_ASYNC_AIO);
+    /* Every hold taken: no bracket can cover this read. Into tracked
+     * memory, AIO becomes an unbracketed writer (exact fallback); into
+     * memory not tracked now the read goes ahead without a hold, as it
+     * would without memtrack (a range added over it before glibc reads it
+     * would make it fail: 256 reads in flight into other memory first). */
+    if (tok & MT_PRELOAD_KW_MET)
+        mtp_async_note(MT_PRELOAD_ASYNC_AIO);
     h->kw_end(tok, &segs);
 }
 

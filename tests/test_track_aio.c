@@ -4,7 +4,8 @@
  * reported by every collect in between, and be re-armed after. An
  * application that never asks (it waits for the data itself) must still get
  * every byte: past the holds the interposer keeps, AIO becomes an
- * unbracketed writer (exact fallback). */
+ * unbracketed writer (exact fallback) when the read is into tracked
+ * memory; into memory no range covers, nothing changes. */
 #define _GNU_SOURCE
 #include <aio.h>
 #include <fcntl.h>
@@ -223,11 +224,53 @@ static void never_asked(void)
     mt_tracker_destroy(t);
 }
 
+/* The same into memory no range covers: holds run out as well, but no
+ * tracked page is at stake, so AIO must not become an unbracketed writer
+ * (which would stop protecting every signal-backend range). */
+static void never_asked_untracked(void)
+{
+    enum { N = 300 };
+    size_t ps = tu_page();
+    mt_tracker *t;
+    mt_tracker_opts to = {.backend = MT_TRACK_SIGNAL};
+    MT_CHECK_OK(mt_tracker_create(&to, &t));
+    unsigned char *tracked = tu_map(4 * ps), *m = tu_map((N + 2) * ps);
+    mt_range_opts ro = {.backend = MT_TRACK_SIGNAL};
+    mt_range_id id;
+    MT_CHECK_OK(mt_tracker_add(t, tracked, 4 * ps, &ro, &id));
+    int fd = temp_file(2 * ps);
+    static struct aiocb cbs[N];
+    unsigned char want[N][200];
+    for (int i = 0; i < N; i++) {
+        cbs[i] = (struct aiocb){.aio_fildes = fd, .aio_buf = m + (size_t)i * ps + 100, .aio_nbytes = 200,
+                                .aio_offset = i};
+        for (int k = 0; k < 200; k++)
+            want[i][k] = (unsigned char)((i + k) * 13 + 5);
+        MT_CHECK(aio_read(&cbs[i]) == 0);
+    }
+    for (int i = 0, spins = 0; i < N;) {
+        if (memcmp(m + (size_t)i * ps + 100, want[i], 200) == 0) {
+            i++;
+            continue;
+        }
+        MT_CHECK(++spins < 20000);
+        usleep(1000);
+    }
+    MT_CHECK(!(mt_track_unbracketed_writers() & MT_TRACK_UNBRACKETED_AIO));
+    /* the tracked range still faults and reports precisely */
+    unsigned char seen[4] = {0};
+    tracked[ps + 5] = 1;
+    MT_CHECK(tu_collect_into(t, id, (uintptr_t)tracked, (uintptr_t)tracked, seen, 4) == 1 && seen[1]);
+    close(fd);
+    mt_tracker_destroy(t);
+}
+
 int main(void)
 {
     if (!tc_need_interposer())
         return 77;
     /* First: glibc's AIO does not survive a fork once its threads exist. */
     tc_expect_exit0("more reads than holds, never asked about", never_asked);
+    tc_expect_exit0("as many into untracked memory: no fallback", never_asked_untracked);
     return kw_env_main(run, "track POSIX AIO reads into tracked memory (interposer): ok");
 }

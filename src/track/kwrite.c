@@ -53,6 +53,7 @@
 #define MT_KW_OVERFLOW MT_KW_SLOTS
 
 #define MT_KW_WORDS (MT_KW_SLOTS / 64)
+_Static_assert(MT_KW_OVERFLOW < MT_PRELOAD_KW_MET, "a token is a slot, or the overflow, with the met flag above");
 
 /* Slot i is taken while bit i of g_taken is set. Taking and freeing a slot
  * is one atomic operation each: the bit is both the slot's ownership and
@@ -399,13 +400,14 @@ int mti_kw_begin(const mt_kw_segs *segs)
         mti_sigtable_leave(tok);
         mti_sys_restore_mask(&saved);
     }
-    return slot;
+    return slot | (met ? MT_PRELOAD_KW_MET : 0);
 }
 
 /* Async-signal-safe. */
-void mti_kw_end(int slot, const mt_kw_segs *segs)
+void mti_kw_end(int token, const mt_kw_segs *segs)
 {
-    if (slot < 0 || slot > MT_KW_OVERFLOW)
+    int slot = token & ~MT_PRELOAD_KW_MET;
+    if (token < 0 || slot > MT_KW_OVERFLOW)
         return;
     /* Nothing tracked at begin and no range added since: nothing to report.
      * (A range added after this look-up sees the pin, which keeps the pages

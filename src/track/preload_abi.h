@@ -75,7 +75,8 @@ typedef struct mt_preload_hooks {
      * that meets them, from arming them until kw_end (untracked segments
      * are pinned too: they may become tracked during the call). Returns a
      * token >= 0 to pass to kw_end, or -1 when segs name no bytes (then
-     * kw_end must not be called). */
+     * kw_end must not be called). The token has MT_PRELOAD_KW_MET set when
+     * segs met tracked pages that had to be opened. */
     int (*kw_begin)(const mt_kw_segs *segs);
     /* After that system call: reports the pages dirty, releases the token. */
     void (*kw_end)(int token, const mt_kw_segs *segs);
@@ -102,6 +103,9 @@ typedef struct mt_preload_hooks {
      * after it was set up. */
     void (*async_writer)(unsigned what);
 } mt_preload_hooks;
+
+/* In kw_begin's token: the destination met tracked signal-backend pages. */
+#define MT_PRELOAD_KW_MET (1 << 16)
 
 #define MT_PRELOAD_ASYNC_URING 1u
 #define MT_PRELOAD_ASYNC_AIO 2u

@@ -11,8 +11,10 @@
  * such a page is armed as it was and its faults reach the layer's handler.
  *
  * PROCMAP_QUERY (Linux 6.11) answers per mapping with one ioctl; before it,
- * /proc/self/maps is read as far as the range. System calls are made
- * directly: the interposer must not see memtrack's own reads. */
+ * /proc/self/maps is read as far as the range. System calls go through
+ * syscall(), past libc's open/read wrappers (and so past the interposer's
+ * descriptor and /proc/self/mem handling); the interposer's syscall() only
+ * brackets the read into this stack buffer like any other. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

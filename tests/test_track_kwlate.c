@@ -71,7 +71,7 @@ static void wait_blocked(reader *r)
 {
     while (atomic_load(&r->tid) == 0)
         usleep(100);
-    for (int i = 0; i < 10000; i++) {
+    for (int i = 0; i < 100000; i++) { /* 20 s: thousands of threads start on a loaded machine */
         int s = in_read(atomic_load(&r->tid));
         if (s == 1)
             return;

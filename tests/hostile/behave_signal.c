@@ -324,12 +324,18 @@ static volatile sig_atomic_t g_usr2_seen;
 static void on_usr2(int sig) { (void)sig; g_usr2_seen++; }
 
 /* Whatever a capture installs to finish its trace on a fatal signal must be
- * invisible: every terminating signal reads back as the default it is (this
- * program never changed them), a handler the application installs runs and
- * reads back, and setting the default again reads back as the default. */
+ * invisible: every terminating signal reads back as the application left it
+ * before any Vulkan (the default, or ignored: SIGHUP here, as under nohup),
+ * an ignored one stays ignored, a handler the application installs runs and
+ * reads back, and setting the default again reads back as the default. The
+ * dispositions are set first because a shell may hand a background job
+ * SIGINT and SIGQUIT ignored. */
 static int sig_readback(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
+    static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], sigs[i] == SIGHUP ? SIG_IGN : SIG_DFL);
     int rc = hv_init(h, NULL);
     if (rc)
         return rc;
@@ -337,17 +343,19 @@ static int sig_readback(hv *h, int argc, char **argv)
     hv_alloc(h, &src, 1u << 20, HV_SRC);
     hv_alloc(h, &rb, 1u << 20, HV_DST);
     int bad = 0;
-    static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM};
     for (int f = 0; f < h->frames && !bad; f++) {
         hv_write(&src, 0, 100000, 40 + (uint64_t)f);
         bad |= hv_gpu_check(h, &src, &rb, "sig-readback: GPU copy");
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
             struct sigaction old;
-            if (sigaction(sigs[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) {
-                fprintf(stderr, "%s: signal %d does not read back as the default\n", hv_argv0, sigs[i]);
+            void (*want)(int) = sigs[i] == SIGHUP ? SIG_IGN : SIG_DFL;
+            if (sigaction(sigs[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != want) {
+                fprintf(stderr, "%s: signal %d does not read back as %s\n", hv_argv0, sigs[i],
+                        want == SIG_IGN ? "ignored" : "the default");
                 bad = 1;
             }
         }
+        raise(SIGHUP); /* ignored, as the application set it: it carries on */
         struct sigaction sa, old;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_usr2;

@@ -382,12 +382,17 @@ int mt_cmd_record(int argc, char **argv)
         _exit(127);
     }
     /* Ctrl-C reaches the application through the terminal; a SIGTERM or
-     * SIGHUP sent to us is passed on. We wait for it to finish its trace. */
+     * SIGHUP sent to us is passed on. We wait for it to finish its trace.
+     * One we were started with ignored (nohup) stays ignored: the
+     * application inherited that too, and must not get a second copy of a
+     * hangup sent to the whole group. */
     g_child = pid;
     signal(SIGINT, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
-    signal(SIGTERM, forward);
-    signal(SIGHUP, forward);
+    if (signal(SIGTERM, forward) == SIG_IGN)
+        signal(SIGTERM, SIG_IGN);
+    if (signal(SIGHUP, forward) == SIG_IGN)
+        signal(SIGHUP, SIG_IGN);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;

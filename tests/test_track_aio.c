@@ -183,31 +183,26 @@ static void run(env *e)
 
 /* ---- never asked: the app learns the end from the data, more reads than holds ---- */
 
-static void never_asked(void)
+enum { UNASKED = 300 }; /* more than the interposer's 256 holds */
+
+/* Queues UNASKED reads of 200 bytes from a file into m (at 100 bytes into
+ * page i for read i) and waits for the bytes themselves, never calling
+ * aio_error or aio_return (a callback or a signal would tell as little;
+ * TSan's runtime cannot run SIGEV_THREAD callbacks). Returns the file. */
+static int read_unasked(unsigned char *m)
 {
-    enum { N = 300 };
     size_t ps = tu_page();
-    mt_tracker *t;
-    mt_tracker_opts to = {.backend = MT_TRACK_SIGNAL};
-    MT_CHECK_OK(mt_tracker_create(&to, &t));
-    size_t pages = N + 2;
-    unsigned char *m = tu_map(pages * ps);
-    mt_range_opts ro = {.backend = MT_TRACK_SIGNAL};
-    mt_range_id id;
-    MT_CHECK_OK(mt_tracker_add(t, m, pages * ps, &ro, &id));
     int fd = temp_file(2 * ps);
-    static struct aiocb cbs[N];
-    unsigned char want[N][200];
-    for (int i = 0; i < N; i++) {
+    static struct aiocb cbs[UNASKED];
+    static unsigned char want[UNASKED][200];
+    for (int i = 0; i < UNASKED; i++) {
         cbs[i] = (struct aiocb){.aio_fildes = fd, .aio_buf = m + (size_t)i * ps + 100, .aio_nbytes = 200,
                                 .aio_offset = i};
         for (int k = 0; k < 200; k++)
             want[i][k] = (unsigned char)((i + k) * 13 + 5);
         MT_CHECK(aio_read(&cbs[i]) == 0);
     }
-    /* Waits for the bytes themselves (a callback or a signal would tell as
-     * little; TSan's runtime cannot run SIGEV_THREAD callbacks). */
-    for (int i = 0, spins = 0; i < N;) {
+    for (int i = 0, spins = 0; i < UNASKED;) {
         if (memcmp(m + (size_t)i * ps + 100, want[i], 200) == 0) {
             i++;
             continue;
@@ -215,6 +210,21 @@ static void never_asked(void)
         MT_CHECK(++spins < 20000); /* a read that failed (EFAULT) never arrives */
         usleep(1000);
     }
+    return fd;
+}
+
+static void never_asked(void)
+{
+    size_t ps = tu_page();
+    mt_tracker *t;
+    mt_tracker_opts to = {.backend = MT_TRACK_SIGNAL};
+    MT_CHECK_OK(mt_tracker_create(&to, &t));
+    size_t pages = UNASKED + 2;
+    unsigned char *m = tu_map(pages * ps);
+    mt_range_opts ro = {.backend = MT_TRACK_SIGNAL};
+    mt_range_id id;
+    MT_CHECK_OK(mt_tracker_add(t, m, pages * ps, &ro, &id));
+    int fd = read_unasked(m);
     MT_CHECK(mt_track_unbracketed_writers() & MT_TRACK_UNBRACKETED_AIO);
     /* exact from then on: every page reported on every collect */
     unsigned char *seen = calloc(pages, 1);
@@ -229,33 +239,15 @@ static void never_asked(void)
  * (which would stop protecting every signal-backend range). */
 static void never_asked_untracked(void)
 {
-    enum { N = 300 };
     size_t ps = tu_page();
     mt_tracker *t;
     mt_tracker_opts to = {.backend = MT_TRACK_SIGNAL};
     MT_CHECK_OK(mt_tracker_create(&to, &t));
-    unsigned char *tracked = tu_map(4 * ps), *m = tu_map((N + 2) * ps);
+    unsigned char *tracked = tu_map(4 * ps), *m = tu_map((UNASKED + 2) * ps);
     mt_range_opts ro = {.backend = MT_TRACK_SIGNAL};
     mt_range_id id;
     MT_CHECK_OK(mt_tracker_add(t, tracked, 4 * ps, &ro, &id));
-    int fd = temp_file(2 * ps);
-    static struct aiocb cbs[N];
-    unsigned char want[N][200];
-    for (int i = 0; i < N; i++) {
-        cbs[i] = (struct aiocb){.aio_fildes = fd, .aio_buf = m + (size_t)i * ps + 100, .aio_nbytes = 200,
-                                .aio_offset = i};
-        for (int k = 0; k < 200; k++)
-            want[i][k] = (unsigned char)((i + k) * 13 + 5);
-        MT_CHECK(aio_read(&cbs[i]) == 0);
-    }
-    for (int i = 0, spins = 0; i < N;) {
-        if (memcmp(m + (size_t)i * ps + 100, want[i], 200) == 0) {
-            i++;
-            continue;
-        }
-        MT_CHECK(++spins < 20000);
-        usleep(1000);
-    }
+    int fd = read_unasked(m);
     MT_CHECK(!(mt_track_unbracketed_writers() & MT_TRACK_UNBRACKETED_AIO));
     /* the tracked range still faults and reports precisely */
     unsigned char seen[4] = {0};

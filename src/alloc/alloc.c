@@ -144,7 +144,7 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
     blk *b = a->b, *x = NODE(b, id);
     uint64_t xoff = x->off, end = xoff + x->size, bstart = start - pad, aend = start + r->size;
     uint32_t prev = x->prev_phys, next = x->next_phys, rid = NODE(b, prev)->region;
-    if (prev == next)
+    if ((a->flags & MT_ALLOC_RELEASE_EMPTY) && prev == next)
         a->reg_empty--; /* the region's first allocation */
     tlsf_unlink(a, id, x->size);
     uint32_t lead = NIL, tail = aend < end ? id : NIL;
@@ -193,7 +193,10 @@ static __attribute__((noinline)) int commit_no_tail(mt_alloc *a, unsigned c, uin
     uint64_t xoff = x->off, bstart = start - pad;
     uint32_t prev = x->prev_phys, next = x->next_phys, rid = NODE(b, prev)->region, uid = id;
     mta_req r = {size, 1, kind};
-    if (prev == next)
+    /* The unit of credit the inline path spent stands for a node taken
+     * (internal.h, b_unused_n): none is for the allocation here. */
+    a->b_unused_n++;
+    if ((a->flags & MT_ALLOC_RELEASE_EMPTY) && prev == next)
         a->reg_empty--; /* the region's first allocation */
     tlsf_unlink_head(a, id, c);
     if (bstart != xoff) { /* the leading part stays free in node id (pad is 0) */
@@ -215,7 +218,8 @@ static __attribute__((noinline)) int commit_no_tail(mt_alloc *a, unsigned c, uin
  * allocation does not keep (kept_pad) becomes a new free block in front of
  * that. */
 static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsigned c, uint64_t amask, uint64_t size,
-                               unsigned kind, mt_alloc_block *restrict out, int map)
+                               unsigned kind, mt_alloc_block *restrict out, int map,
+                               int empty)
 {
     /* The block's tail first (the index is done with c then), then the
      * allocation, then the leading part: fewer values live at once. */
@@ -223,10 +227,12 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
     blk *b = a->b;
     uint32_t id = ix->head[c];
     blk *x = NODE(b, id);
-    uint64_t xoff = x->off, start = (xoff + amask) & ~amask, aend = start + size;
+    /* What aligning skips, -xoff & amask, then the start: one operation
+     * fewer than rounding the offset up and subtracting it again. */
+    uint64_t xoff = x->off, skip = -xoff & amask, start = xoff + skip, aend = start + size;
     uint64_t tail = xoff + x->size - aend;
     mta_req r = {size, 1, kind};
-    uint64_t pad = kept_pad(start - xoff, &r); /* the fast path has no granularity pages */
+    uint64_t pad = kept_pad(skip, &r); /* the fast path has no granularity pages */
     /* The caller's block as soon as each part is known: fewer values live
      * (-5 instructions a pair against writing it all at the end). */
     out->offset = start << a->gshift;
@@ -234,11 +240,10 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
     /* No tail: rare, out of line (six arguments: a tail call). */
     if (__builtin_expect(tail == 0, 0))
         return commit_no_tail(a, c, start, pad, size | (uint64_t)kind << 63, out);
-    /* Both nodes counted at once (gcc keeps the count in a spill slot
-     * between two decrements). */
-    a->b_unused_n -= 1 + (start - pad != xoff);
+    /* The used block's node is counted by the unit of credit the caller
+     * spent (internal.h, b_unused_n); a leading block's below. */
     uint32_t prev = x->prev_phys, uid = node_take_uncounted(a);
-    if (__builtin_expect(prev == x->next_phys, 0))
+    if (empty && __builtin_expect(prev == x->next_phys, 0))
         a->reg_empty--; /* the region's first allocation */
     x->off = aend;
     x->size = tail;
@@ -255,10 +260,10 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
     record_counts(a, rid, start, pad, uid, size, map);
     out->region = rid;
     out->hint = uid;
-    if (start - pad != xoff) { /* then pad is 0 */
-        uint32_t lead = node_take_uncounted(a);
+    if (skip != pad) { /* the pad is not kept (pad is 0): a leading free block */
+        uint32_t lead = node_take(a);
         NODE(b, lead)->off = xoff;
-        NODE(b, lead)->size = start - xoff;
+        NODE(b, lead)->size = skip;
         chain_link(b, prev, lead);
         tlsf_insert(a, lead);
         prev = lead;
@@ -278,6 +283,7 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
 #define CREDIT_MIN 16u
 static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
 {
+    mti_alloc_settle(a);
     if (a->b_unused_n < 2 * CREDIT_MIN && mti_alloc_node_reserve(a, 2 * CREDIT_MIN) != 0 &&
         a->b_unused_n < 2)
         return -ENOMEM;
@@ -286,13 +292,13 @@ static __attribute__((noinline)) int reserve_slow(mt_alloc *a)
         return -ENOMEM;
     uint32_t c = a->b_unused_n / 2, room = a->ht_room - a->live;
     c = c < room ? c : room;
-    a->credit = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
+    a->credit = a->credit_base = a->fast ? (c < CREDIT_MAX ? c : CREDIT_MAX) : 0;
     return 0;
 }
 
 static inline int reserve(mt_alloc *a)
 {
-    if (__builtin_expect(a->b_unused_n >= 2 && a->live < a->ht_room, 1))
+    if (__builtin_expect(mti_alloc_unused(a) >= 2 && a->live < a->ht_room, 1))
         return 0;
     return reserve_slow(a);
 }
@@ -334,6 +340,7 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
                                                    unsigned kind, mt_alloc_block *out)
 {
     mta_req r = {size, align, kind};
+    mti_alloc_settle(a); /* reserve reads the count; commit counts its nodes */
     int rc = a->credit ? 0 : reserve_slow(a);
     if (rc == 0)
         rc = reserve(a);
@@ -344,7 +351,12 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
     if (id == NIL)
         return a->grow ? allocate_grown(a, &r, out) : -ENOSPC;
     commit_found(a, id, start, &r, out);
-    a->credit -= a->credit != 0; /* it took what one unit of credit stands for */
+    /* It took what one unit of credit stands for, and counted its nodes:
+     * base and credit move together (the count stays settled). */
+    if (a->credit) {
+        a->credit--;
+        a->credit_base--;
+    }
     return 0;
 }
 
@@ -352,9 +364,12 @@ static __attribute__((noinline)) int allocate_slow(mt_alloc *a, uint64_t size, u
  * MT_ALLOC_MAX_SIZE, off the fast path. Offsets are below
  * MT_ALLOC_MAX_SIZE: a larger alignment means offset 0, exactly as
  * MT_ALLOC_MAX_SIZE does. */
-static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size, uint64_t align,
-                                                      mt_alloc_kind kind, mt_alloc_block *out)
+static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size_m1,
+                                                      uint64_t align_m1, mt_alloc_kind kind,
+                                                      mt_alloc_block *out)
 {
+    /* The fast path's size - 1 and align - 1 (it keeps no other copy). */
+    uint64_t size = size_m1 + 1, align = align_m1 + 1;
     if (!out || size == 0 || (align & (align - 1)) != 0 ||
         (unsigned)kind > MT_ALLOC_NONLINEAR)
         return -EINVAL;
@@ -371,7 +386,7 @@ static __attribute__((noinline)) int allocate_unusual(mt_alloc *a, uint64_t size
 static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t size,
                                                           uint64_t align, mt_alloc_kind kind,
                                                           mt_alloc_block *restrict out, int fast,
-                                                          int map)
+                                                          int map, int empty)
 {
     /* The unusual values OR'ed into one word (size - 1 and align - 1 wrap
      * for 0, and are below 2^56 = MT_ALLOC_MAX_SIZE for a good size and a
@@ -380,14 +395,15 @@ static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t 
      * too, so that here align - 1 shifted to granules is the alignment's
      * mask, whatever the granule: no test. */
     _Static_assert(MT_ALLOC_MAX_SIZE == 1ull << 56 && MT_ALLOC_NONLINEAR == 1, "checks below");
-    if (__builtin_expect(((align & (align - 1)) | (((size - 1) | (align - 1)) >> 56) |
+    uint64_t size_m1 = size - 1, align_m1 = align - 1;
+    if (__builtin_expect(((align & align_m1) | ((size_m1 | align_m1) >> 56) |
                           ((unsigned)kind >> 1)) != 0 || !out, 0))
-        return allocate_unusual(a, size, align, kind, out);
+        return allocate_unusual(a, size_m1, align_m1, kind, out);
     unsigned gs = a->gshift;
     /* The alignment in granules as its mask: align_up and the worst case
      * need nothing else. */
-    uint64_t amask = (align - 1) >> gs;
-    mta_req r = {((size - 1) >> gs) + 1, amask + 1, (unsigned)kind};
+    uint64_t amask = align_m1 >> gs;
+    mta_req r = {(size_m1 >> gs) + 1, amask + 1, (unsigned)kind};
     /* The common case inline: no granularity pages, credit for spare nodes
      * and map room, a block found among the class heads. */
     int c;
@@ -427,44 +443,54 @@ static inline __attribute__((always_inline)) int allocate(mt_alloc *a, uint64_t 
     }
 found:
     a->credit--;
-    return commit_head(a, (unsigned)c, amask, r.size, r.kind, out, map);
+    return commit_head(a, (unsigned)c, amask, r.size, r.kind, out, map, empty);
 slow:
     /* Scalars: a request passed by address or by value would have to be
      * kept in memory on the fast path too. */
     return allocate_slow(a, r.size, r.align, r.kind, out);
 }
 
-#define ALLOC_COPY(name, attr, fast, map)                                                   \
+/* The copies: strategy, map, and whether the allocator counts its empty
+ * regions (MT_ALLOC_RELEASE_EMPTY, the only reader of that count: the
+ * others skip the test for a region's first allocation). */
+#define ALLOC_COPY(name, attr, fast, map, empty)                                            \
     static attr int name(mt_alloc *a, uint64_t size, uint64_t align, mt_alloc_kind kind,   \
                          mt_alloc_block *restrict out)                                     \
     {                                                                                      \
-        return allocate(a, size, align, kind, out, fast, map);                             \
+        return allocate(a, size, align, kind, out, fast, map, empty);                      \
     }
-ALLOC_COPY(alloc_best_map, , FAST_BEST_FIT, MAP_YES)
-ALLOC_COPY(alloc_best_nomap, , FAST_BEST_FIT, MAP_NONE)
-ALLOC_COPY(alloc_first, , FAST_FIRST_FIT, MAP_ASK)
-ALLOC_COPY(alloc_general, , 0, MAP_ASK)
+#define ALLOC_COPIES(sfx, attr)                                                             \
+    ALLOC_COPY(alloc_best_map##sfx, attr, FAST_BEST_FIT, MAP_YES, 0)                       \
+    ALLOC_COPY(alloc_best_nomap##sfx, attr, FAST_BEST_FIT, MAP_NONE, 0)                    \
+    ALLOC_COPY(alloc_first##sfx, attr, FAST_FIRST_FIT, MAP_ASK, 0)                         \
+    ALLOC_COPY(alloc_best_map_empty##sfx, attr, FAST_BEST_FIT, MAP_YES, 1)                 \
+    ALLOC_COPY(alloc_best_nomap_empty##sfx, attr, FAST_BEST_FIT, MAP_NONE, 1)              \
+    ALLOC_COPY(alloc_first_empty##sfx, attr, FAST_FIRST_FIT, MAP_ASK, 1)                   \
+    static mti_alloc_fn *const alloc_copies##sfx[2][3] = {                                 \
+        {alloc_best_map##sfx, alloc_best_nomap##sfx, alloc_first##sfx},                    \
+        {alloc_best_map_empty##sfx, alloc_best_nomap_empty##sfx, alloc_first_empty##sfx}};
+ALLOC_COPIES(, )
+ALLOC_COPY(alloc_general, , 0, MAP_ASK, 1)
 #if MTI_BMI2_COPY
-ALLOC_COPY(alloc_best_map_bmi2, MTI_TARGET_BMI2, FAST_BEST_FIT, MAP_YES)
-ALLOC_COPY(alloc_best_nomap_bmi2, MTI_TARGET_BMI2, FAST_BEST_FIT, MAP_NONE)
-ALLOC_COPY(alloc_first_bmi2, MTI_TARGET_BMI2, FAST_FIRST_FIT, MAP_ASK)
+ALLOC_COPIES(_bmi2, MTI_TARGET_BMI2)
 #endif
 
 void mti_alloc_pick_alloc(mt_alloc *a, int bmi)
 {
-    int map = a->ht != NULL;
+    int empty = (a->flags & MT_ALLOC_RELEASE_EMPTY) != 0;
+    int which = a->fast == FAST_BEST_FIT ? a->ht != NULL ? 0 : 1 : 2;
     (void)bmi; /* without BMI copies */
+    if (!a->fast) {
+        a->alloc_fn = alloc_general;
+        return;
+    }
 #if MTI_BMI2_COPY
     if (bmi) {
-        a->alloc_fn = a->fast == FAST_BEST_FIT ? map ? alloc_best_map_bmi2 : alloc_best_nomap_bmi2
-                      : a->fast == FAST_FIRST_FIT ? alloc_first_bmi2
-                                                  : alloc_general;
+        a->alloc_fn = alloc_copies_bmi2[empty][which];
         return;
     }
 #endif
-    a->alloc_fn = a->fast == FAST_BEST_FIT    ? map ? alloc_best_map : alloc_best_nomap
-                  : a->fast == FAST_FIRST_FIT ? alloc_first
-                                              : alloc_general;
+    a->alloc_fn = alloc_copies[empty][which];
 }
 
 #if MTI_BMI2_COPY

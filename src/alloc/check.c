@@ -224,8 +224,10 @@ static int check_nodes(checker *c)
         if (!blk_is_free(NODE(a->b, id))) /* a stale hint must find no used block */
             return fail(c, "unused node %" PRIu32 " is not marked unused", id);
     }
-    if (n != a->b_unused_n)
-        return fail(c, "%" PRIu32 " unused nodes, recorded %" PRIu32, n, a->b_unused_n);
+    if (n != mti_alloc_unused(a))
+        return fail(c, "%" PRIu32 " unused nodes, recorded %" PRIu32, n, mti_alloc_unused(a));
+    if (a->credit > a->credit_base)
+        return fail(c, "credit %" PRIu32 " above its base %" PRIu32, a->credit, a->credit_base);
     /* The sink still reads as "no block, empty class" (tlsf.h). */
     const blk *sink = NODE(a->b, NIL);
     if (sink->off != UINT64_MAX || sink->size != 0)
@@ -246,6 +248,10 @@ static int check_totals(checker *c)
     const mt_alloc *a = c->a;
     uint64_t total = 0;
     uint32_t live = 0, empty = c->empty_regions;
+    /* Empty regions are counted only by an allocator that releases them
+     * (alloc.c, the copies). */
+    if (!(a->flags & MT_ALLOC_RELEASE_EMPTY))
+        empty = a->reg_empty;
     for (uint32_t rid = 0; rid < a->reg_cap; rid++)
         if (a->reg[rid].size) {
             total += a->reg[rid].size;

@@ -17,7 +17,8 @@
  * filed. Taking neighbours off and filing the result once costs no more
  * than moving a grown neighbour between lists in place, which nearly
  * always changes class anyway with 16 classes per power of two. */
-static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t id, int map)
+static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t id, int map,
+                                                           int empty)
 {
     blk *b = a->b, *x = NODE(b, id);
     uint32_t lo = x->prev_phys, hi = x->next_phys, f = id;
@@ -51,14 +52,16 @@ static inline __attribute__((always_inline)) int free_node(mt_alloc *a, uint32_t
      * neighbour, whose own previous neighbour stays. */
     chain_link(b, f, hi);
     tlsf_insert(a, f);
-    if (__builtin_expect(lo == hi, 0)) /* both the sentinel: the region is empty */
+    /* Both the sentinel: the region is empty. Only an allocator that
+     * releases empty regions asks (the copies without `empty`). */
+    if (empty && __builtin_expect(lo == hi, 0))
         return mti_alloc_region_emptied(a, NODE(b, lo)->region); /* a tail call */
     return 0;
 }
 
 /* mt_alloc_free with the map (without: free_by_offset_none). */
 static inline __attribute__((always_inline)) int free_by_offset(mt_alloc *a, uint32_t rid,
-                                                                uint64_t offset)
+                                                                uint64_t offset, int empty)
 {
     if (rid >= a->reg_cap || a->reg[rid].size == 0)
         return -ENOENT;
@@ -67,7 +70,7 @@ static inline __attribute__((always_inline)) int free_by_offset(mt_alloc *a, uin
     mloc l = map_find(a, rid, offset >> a->gshift);
     if (l.bucket == UINT32_MAX)
         return -ENOENT;
-    return free_node(a, map_id(a, l), 1);
+    return free_node(a, map_id(a, l), 1, empty);
 }
 
 /* Without the map, a block whose hint does not hold names no allocation
@@ -86,7 +89,8 @@ static __attribute__((noinline)) int free_unhinted(mt_alloc *a, uint32_t rid, ui
 
 /* mt_alloc_free_block with the map or without (map), a not NULL. */
 static inline __attribute__((always_inline)) int free_block(mt_alloc *a,
-                                                            const mt_alloc_block *blk_in, int map)
+                                                            const mt_alloc_block *blk_in, int map,
+                                                            int empty)
 {
     if (!blk_in)
         return -EINVAL;
@@ -104,10 +108,39 @@ static inline __attribute__((always_inline)) int free_block(mt_alloc *a,
         if (__builtin_expect(((x->size >> 62) ^ 2) | (x->region ^ rid) |
                                  ((blk_data_off(x) << a->gshift) ^ offset),
                              0) == 0)
-            return free_node(a, id, map);
+            return free_node(a, id, map, empty);
     }
     return free_unhinted(a, rid, offset);
 }
+
+/* The copies of the hot paths (internal.h), picked by mti_alloc_pick_free:
+ * with the map or without, and counting empty regions or not (only
+ * MT_ALLOC_RELEASE_EMPTY reads the count). */
+#define FREE_COPY_SET(sfx, attr, empty)                                                     \
+    static attr int free_offset##sfx(mt_alloc *a, uint32_t rid, uint64_t offset)           \
+    {                                                                                      \
+        return free_by_offset(a, rid, offset, empty);                                      \
+    }                                                                                      \
+    static attr int free_block_map##sfx(mt_alloc *a, const mt_alloc_block *blk_in)         \
+    {                                                                                      \
+        return free_block(a, blk_in, 1, empty);                                            \
+    }                                                                                      \
+    static attr int free_block_nomap##sfx(mt_alloc *a, const mt_alloc_block *blk_in)       \
+    {                                                                                      \
+        return free_block(a, blk_in, 0, empty);                                            \
+    }
+#define FREE_COPIES(sfx, attr)                                                              \
+    FREE_COPY_SET(sfx, attr, 0)                                                            \
+    FREE_COPY_SET(_empty##sfx, attr, 1)                                                    \
+    static mti_free_fn *const free_offset_copies##sfx[2] = {free_offset##sfx,              \
+                                                          free_offset_empty##sfx};         \
+    static mti_free_block_fn *const free_block_copies##sfx[2][2] = {                       \
+        {free_block_nomap##sfx, free_block_map##sfx},                                      \
+        {free_block_nomap_empty##sfx, free_block_map_empty##sfx}};
+FREE_COPIES(, )
+#if MTI_BMI2_COPY
+FREE_COPIES(_bmi2, MTI_TARGET_BMI2)
+#endif
 
 static int free_by_offset_none(mt_alloc *a, uint32_t rid, uint64_t offset)
 {
@@ -115,38 +148,19 @@ static int free_by_offset_none(mt_alloc *a, uint32_t rid, uint64_t offset)
     return -ENOTSUP;
 }
 
-/* The copies of the hot paths (internal.h), picked by mti_alloc_pick_free. */
-#define FREE_COPIES(sfx, attr)                                                              \
-    static attr int free_offset##sfx(mt_alloc *a, uint32_t rid, uint64_t offset)           \
-    {                                                                                      \
-        return free_by_offset(a, rid, offset);                                             \
-    }                                                                                      \
-    static attr int free_block_map##sfx(mt_alloc *a, const mt_alloc_block *blk_in)         \
-    {                                                                                      \
-        return free_block(a, blk_in, 1);                                                   \
-    }                                                                                      \
-    static attr int free_block_nomap##sfx(mt_alloc *a, const mt_alloc_block *blk_in)       \
-    {                                                                                      \
-        return free_block(a, blk_in, 0);                                                   \
-    }
-FREE_COPIES(, )
-#if MTI_BMI2_COPY
-FREE_COPIES(_bmi2, MTI_TARGET_BMI2)
-#endif
-
 void mti_alloc_pick_free(mt_alloc *a, int bmi)
 {
-    int map = a->ht != NULL;
+    int map = a->ht != NULL, empty = (a->flags & MT_ALLOC_RELEASE_EMPTY) != 0;
     (void)bmi; /* without BMI copies */
 #if MTI_BMI2_COPY
     if (bmi) {
-        a->free_fn = map ? free_offset_bmi2 : free_by_offset_none;
-        a->free_block_fn = map ? free_block_map_bmi2 : free_block_nomap_bmi2;
+        a->free_fn = map ? free_offset_copies_bmi2[empty] : free_by_offset_none;
+        a->free_block_fn = free_block_copies_bmi2[empty][map];
         return;
     }
 #endif
-    a->free_fn = map ? free_offset : free_by_offset_none;
-    a->free_block_fn = map ? free_block_map : free_block_nomap;
+    a->free_fn = map ? free_offset_copies[empty] : free_by_offset_none;
+    a->free_block_fn = free_block_copies[empty][map];
 }
 
 /* The public entry points. */

@@ -197,6 +197,10 @@ struct mt_alloc {
     uint32_t live;     /* live allocations (with the map: its entries) */
     uint32_t ht_room;  /* entries allowed before the map grows: half its lanes */
     uint32_t b_unused; /* list of unused nodes (via next_free) */
+    /* Unused nodes, less the credit_base - credit that the inline path has
+     * taken since the credit was renewed (mti_alloc_unused): its common
+     * case takes one node per allocation, which the credit already counts,
+     * so it writes no count of its own (alloc.c, commit_head). */
     uint32_t b_unused_n;
     unsigned gshift;   /* log2(granule) */
     unsigned pshift;   /* log2(granularity page in granules); 0: no separation */
@@ -207,6 +211,7 @@ struct mt_alloc {
      * three tests. Each strategy has its own copy of the path, so the
      * counter needs no test of the strategy; 0 without an inline path. */
     uint32_t credit;
+    uint32_t credit_base; /* the credit when it was last renewed or settled */
     uint32_t reg_cap;
     region *reg;
     uint64_t used;       /* granules in used blocks */
@@ -215,7 +220,8 @@ struct mt_alloc {
 
     uint64_t total;      /* bytes */
     uint32_t b_cap;
-    uint32_t reg_empty;  /* live regions with no allocation */
+    uint32_t reg_empty;  /* live regions with no allocation; kept only with
+                          * MT_ALLOC_RELEASE_EMPTY, its one reader */
     uint32_t flags;
     uint32_t reg_unused; /* list of unused slots (ids + 1; 0 = none) */
     uint32_t reg_live;
@@ -352,11 +358,26 @@ static inline uint32_t region_first(const mt_alloc *a, uint32_t rid)
     return NODE(a->b, a->reg[rid].sentinel)->next_phys;
 }
 
+/* Unused nodes: the recorded count less the nodes the inline path took
+ * since the credit was last renewed or settled, one per unit of credit
+ * spent (internal.h, b_unused_n). */
+static inline uint32_t mti_alloc_unused(const mt_alloc *a)
+{
+    return a->b_unused_n - (a->credit_base - a->credit);
+}
+
+/* Makes b_unused_n exact again: what reads or renews the count first. */
+static inline void mti_alloc_settle(mt_alloc *a)
+{
+    a->b_unused_n = mti_alloc_unused(a);
+    a->credit_base = a->credit;
+}
+
 /* Free blocks: every node in use that is neither a live allocation nor a
  * sentinel. */
 static inline uint64_t mti_alloc_free_blocks(const mt_alloc *a)
 {
-    return a->b_cap ? (uint64_t)(a->b_cap - 1 - a->b_unused_n) - a->live - a->reg_live : 0;
+    return a->b_cap ? (uint64_t)(a->b_cap - 1 - mti_alloc_unused(a)) - a->live - a->reg_live : 0;
 }
 
 #endif

@@ -9,6 +9,7 @@
 
 int mti_alloc_node_reserve(mt_alloc *a, uint32_t n)
 {
+    mti_alloc_settle(a);
     if (a->b_unused_n >= n)
         return 0;
     /* By an eighth, not double: the array is most of the allocator's

@@ -49,7 +49,9 @@ int mt_alloc_add_region(mt_alloc *a, uint64_t size, void *user, uint32_t *id)
     if (slot_take(a, &rid) != 0)
         return -ENOMEM;
     uint32_t sid = node_take(a), bid = node_take(a);
-    a->credit = 0; /* they counted these nodes (alloc.c, reserve_slow) */
+    /* The credit counted these nodes (alloc.c, reserve_slow). Settled by
+     * mti_alloc_node_reserve above: b_unused_n is exact. */
+    a->credit = a->credit_base = 0;
     blk *b = a->b;
     /* The sentinel reads as a used neighbour that is no block (SZ_SENT), and
      * carries the region id for the free blocks beside it. */

@@ -90,12 +90,14 @@ static inline uint64_t head_fit(const blk *h, const mta_req *r)
 }
 
 /* head_fit(h, r) != NO_FIT for a request of `size` granules aligned to
- * amask + 1 (the fast path keeps the mask: align_up needs nothing else),
- * without comparing with NO_FIT (a start of UINT64_MAX is no fit either
- * way). */
+ * amask + 1 (the fast path keeps the mask), without comparing with
+ * NO_FIT. What aligning skips is (off - 1 | amask) - (off - 1), which gcc
+ * turns into -off & amask: no ~amask kept in a register for the rounding
+ * (-3 instructions a pair). The sink (offset UINT64_MAX, size 0) skips 0
+ * or 1 granule and fits no request of at least one. */
 static inline int head_fits_mask(const blk *h, uint64_t size, uint64_t amask)
 {
-    return (((h->off + amask) & ~amask) - h->off) + size <= h->size;
+    return (((h->off - 1) | amask) - (h->off - 1)) + size <= h->size;
 }
 
 /* Where the request starts in the head block of class c, or NO_FIT (also

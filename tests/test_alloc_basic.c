@@ -432,6 +432,15 @@ static void test_no_offset_map(void)
         if (offs[i] != 0 && offs[i] != y.offset) /* with the map the offset decides */
             MT_CHECK(mt_alloc_free_block(m, &sm) != 0);
     }
+    /* Without the map the hint check reads a used block's state and region
+     * as one word (internal.h, NOTE_USED): a used node whose note no longer
+     * says so is not trusted, and the checker reports it. */
+    uint32_t note = NODE(a->b, x.hint)->note;
+    MT_CHECK_UINT_EQ(note, NOTE_USED);
+    NODE(a->b, x.hint)->note = 0;
+    MT_CHECK_ERR(mt_alloc_free_block(a, &x), -ENOENT);
+    MT_CHECK_ERR(mt_alloc_check(a, NULL, 0), MT_ECORRUPT);
+    NODE(a->b, x.hint)->note = note;
     AU_CHECK(a);
     AU_CHECK(m);
 

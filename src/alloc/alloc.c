@@ -104,6 +104,7 @@ static inline void used_fill(blk *u, uint64_t bstart, uint64_t pad, const mta_re
     u->off = bstart | pad << OFF_PAD_SHIFT;
     u->size = (r->size + pad) | SZ_USED | (r->kind == MT_ALLOC_NONLINEAR ? SZ_NONLINEAR : 0);
     u->region = rid;
+    u->note = NOTE_USED; /* with the map, map_insert notes the entry after this */
 }
 
 /* Whether a hot path's copy has the offset map: MAP_ASK tests. */
@@ -245,6 +246,19 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
     uint32_t prev = x->prev_phys, uid = node_take_uncounted(a);
     if (empty && __builtin_expect(prev == x->next_phys, 0))
         a->reg_empty--; /* the region's first allocation */
+    blk *u = NODE(b, uid);
+    u->off = (start - pad) | pad << OFF_PAD_SHIFT;
+    u->size = (size + pad) | SZ_USED | (r.kind == MT_ALLOC_NONLINEAR ? SZ_NONLINEAR : 0);
+    u->next_phys = id;
+    a->used += size + pad;
+    a->pad += pad;
+    a->live++;
+    uint32_t rid = NODE(b, prev)->region;
+    u->region = rid;
+    u->note = NOTE_USED; /* with the map, map_insert notes the entry below */
+    chain_link(b, prev, uid);
+    out->region = rid;
+    out->hint = uid;
     x->off = aend;
     x->size = tail;
     x->prev_phys = uid;
@@ -253,22 +267,16 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
         tlsf_unlink_head(a, id, c);
         tlsf_link(a, id, ct);
     }
-    uint32_t rid = NODE(b, prev)->region;
-    blk *u = NODE(b, uid);
-    used_fill(u, start - pad, pad, &r, rid);
-    u->next_phys = id;
-    record_counts(a, rid, start, pad, uid, size, map);
-    out->region = rid;
-    out->hint = uid;
+    if (map == MAP_ASK ? a->ht != NULL : map == MAP_YES)
+        map_insert(a, rid, start, uid);
     if (skip != pad) { /* the pad is not kept (pad is 0): a leading free block */
         uint32_t lead = node_take(a);
         NODE(b, lead)->off = xoff;
         NODE(b, lead)->size = skip;
-        chain_link(b, prev, lead);
+        chain_link(b, u->prev_phys, lead);
+        chain_link(b, lead, uid);
         tlsf_insert(a, lead);
-        prev = lead;
     }
-    chain_link(b, prev, uid);
     return 0;
 }
 

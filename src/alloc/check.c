@@ -104,6 +104,9 @@ static int check_region(checker *c, uint32_t rid)
                 if (l.bucket == UINT32_MAX || map_id(a, l) != id)
                     return fail(c, "used block at 0x%" PRIx64 " missing from the offset map",
                                 blk_data_off(x) << gs);
+            } else if (blk_key(x) != used_key(rid)) { /* the hint check's word (internal.h) */
+                return fail(c, "used block %" PRIu32 ": note %" PRIu32 " is not NOTE_USED", id,
+                            x->note);
             }
             if ((rc = check_granularity(c, prev_used, x)))
                 return rc;

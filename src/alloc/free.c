@@ -103,11 +103,11 @@ static inline __attribute__((always_inline)) int free_block(mt_alloc *a,
      * the range check: it reads as no used block (tlsf.h). */
     if (__builtin_expect(node_or_sink(id, a->b_cap), 1)) {
         const blk *x = NODE(a->b, id);
-        /* The three conditions OR'ed into one word: one test. */
+        /* The three conditions OR'ed into one word: one test. Without
+         * the map, state and region are one word (internal.h, NOTE_USED). */
         _Static_assert(SZ_USED == 1ull << 63 && SZ_SENT == 1ull << 62, "state bits below");
-        if (__builtin_expect(((x->size >> 62) ^ 2) | (x->region ^ rid) |
-                                 ((blk_data_off(x) << a->gshift) ^ offset),
-                             0) == 0)
+        uint64_t who = map ? ((x->size >> 62) ^ 2) | (x->region ^ rid) : blk_key(x) ^ used_key(rid);
+        if (__builtin_expect(who | ((blk_data_off(x) << a->gshift) ^ offset), 0) == 0)
             return free_node(a, id, map, empty);
     }
     return free_unhinted(a, rid, offset);

@@ -28,6 +28,7 @@
 #define MT_ALLOC_INTERNAL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "memtrack/alloc.h"
 
@@ -86,7 +87,7 @@ typedef struct blk {
         struct { /* used block, sentinel */
             uint32_t region;
             /* Used block, with the offset map: where its entry is
-             * (offmap.h, map_note). */
+             * (offmap.h, map_note); without it, NOTE_USED. */
             uint32_t note;
         };
     };
@@ -94,6 +95,28 @@ typedef struct blk {
 
 _Static_assert(sizeof(blk) == 32, "two nodes per cache line");
 _Static_assert(sizeof(blk) == 1u << 5, "node ids are byte offsets: NODE_SHIFT");
+
+/* A used block's note in an allocator without the offset map. No free
+ * block's or unused node's next_free is 1 (node ids are multiples of 32)
+ * and a sentinel's note is 0, so the word of region and note equals
+ * used_key(rid) exactly for a used block of region rid: the hint check of
+ * the copies without the map reads state and region in one comparison. */
+#define NOTE_USED 1u
+static inline uint64_t used_key(uint32_t rid)
+{
+    /* blk_key's word: region first in memory, then note. */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return (uint64_t)rid << 32 | NOTE_USED;
+#else
+    return (uint64_t)NOTE_USED << 32 | rid;
+#endif
+}
+static inline uint64_t blk_key(const blk *x)
+{
+    uint64_t k;
+    memcpy(&k, &x->region, sizeof k);
+    return k;
+}
 
 #define SZ_USED (1ull << 63)
 /* SZ_SENT right below SZ_USED: the hint check (free.c) reads both as the

@@ -222,8 +222,10 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
                                unsigned kind, mt_alloc_block *restrict out, int map,
                                int empty)
 {
-    /* The block's tail first (the index is done with c then), then the
-     * allocation, then the leading part: fewer values live at once. */
+    /* The allocation's node first (filled, counted, linked to its previous
+     * neighbour), then the block's tail refiled, then the leading part:
+     * the allocation's values are dead while the tail is refiled (-5
+     * instructions a pair against the tail first, docs/alloc.md). */
     tlsf_idx *ix = &a->ix;
     blk *b = a->b;
     uint32_t id = ix->head[c];

@@ -96,37 +96,65 @@ static inline uint64_t kept_pad(uint64_t pad, const mta_req *r)
     return pad <= BLK_PAD_MAX && pad * PAD_ABSORB_RATIO <= r->size ? pad : 0;
 }
 
-/* Makes node u the used block [bstart, start + r->size) of region rid,
- * whose data starts `pad` granules in (start = bstart + pad). */
-static inline void used_fill(blk *u, uint64_t bstart, uint64_t pad, const mta_req *r,
-                             uint32_t rid)
+/* Makes node u the used block [bstart, start + r->size) whose data starts
+ * `pad` granules in (start = bstart + pad); used_owner names its region. */
+static inline void used_extent(blk *u, uint64_t bstart, uint64_t pad, const mta_req *r)
 {
     u->off = bstart | pad << OFF_PAD_SHIFT;
     u->size = (r->size + pad) | SZ_USED | (r->kind == MT_ALLOC_NONLINEAR ? SZ_NONLINEAR : 0);
+}
+
+static inline void used_owner(blk *u, uint32_t rid)
+{
     u->region = rid;
     u->note = NOTE_USED; /* with the map, map_insert notes the entry after this */
+}
+
+/* used_extent and used_owner at once (commit_head splits them: its
+ * values die sooner). */
+static inline void used_fill(blk *u, uint64_t bstart, uint64_t pad, const mta_req *r,
+                             uint32_t rid)
+{
+    used_extent(u, bstart, pad, r);
+    used_owner(u, rid);
+}
+
+/* A free block whose neighbours prev and next are the same node (its
+ * region's sentinel) spans its region: allocating in it ends the region's
+ * emptiness, which only an allocator counting empty regions notes
+ * (`empty`: MT_ALLOC_RELEASE_EMPTY, the count's one reader). */
+static inline void note_first_allocation(mt_alloc *a, int empty, uint32_t prev, uint32_t next)
+{
+    if (empty && __builtin_expect(prev == next, 0))
+        a->reg_empty--;
 }
 
 /* Whether a hot path's copy has the offset map: MAP_ASK tests. */
 enum { MAP_NONE, MAP_YES, MAP_ASK };
 
-/* Counts allocation uid of `size` granules, whose data starts at `start` of
- * region rid after a kept pad of `pad`, and enters it in the map. */
-static inline __attribute__((always_inline)) void record_counts(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pad,
-                                 uint32_t uid, uint64_t size, int map)
+/* Counts an allocation of `size` granules after a kept pad of `pad`. */
+static inline void count_used(mt_alloc *a, uint64_t size, uint64_t pad)
 {
-    if (map == MAP_ASK ? a->ht != NULL : map == MAP_YES)
-        map_insert(a, rid, start, uid);
     a->live++;
     a->used += size + pad;
     a->pad += pad;
 }
 
-/* record_counts, and fills *out. */
+/* Enters allocation uid, whose data starts at `start` of region rid, in
+ * the map if this copy has one. */
+static inline __attribute__((always_inline)) void map_enter(mt_alloc *a, uint32_t rid,
+                                                            uint64_t start, uint32_t uid, int map)
+{
+    if (map == MAP_ASK ? a->ht != NULL : map == MAP_YES)
+        map_insert(a, rid, start, uid);
+}
+
+/* Enters and counts allocation uid, and fills *out. */
 static inline void record(mt_alloc *a, uint32_t rid, uint64_t start, uint64_t pad, uint32_t uid,
                           const mta_req *r, mt_alloc_block *restrict out)
 {
-    record_counts(a, rid, start, pad, uid, r->size, MAP_ASK);
+    map_enter(a, rid, start, uid, MAP_ASK);
+    count_used(a, r->size, pad);
     out->offset = start << a->gshift;
     out->size = r->size << a->gshift;
     out->region = rid;
@@ -145,8 +173,7 @@ static __attribute__((noinline)) void commit(mt_alloc *a, uint32_t id, uint64_t 
     blk *b = a->b, *x = NODE(b, id);
     uint64_t xoff = x->off, end = xoff + x->size, bstart = start - pad, aend = start + r->size;
     uint32_t prev = x->prev_phys, next = x->next_phys, rid = NODE(b, prev)->region;
-    if ((a->flags & MT_ALLOC_RELEASE_EMPTY) && prev == next)
-        a->reg_empty--; /* the region's first allocation */
+    note_first_allocation(a, (a->flags & MT_ALLOC_RELEASE_EMPTY) != 0, prev, next);
     tlsf_unlink(a, id, x->size);
     uint32_t lead = NIL, tail = aend < end ? id : NIL;
     if (bstart > xoff)
@@ -197,8 +224,7 @@ static __attribute__((noinline)) int commit_no_tail(mt_alloc *a, unsigned c, uin
     /* The unit of credit the inline path spent stands for a node taken
      * (internal.h, b_unused_n): none is for the allocation here. */
     a->b_unused_n++;
-    if ((a->flags & MT_ALLOC_RELEASE_EMPTY) && prev == next)
-        a->reg_empty--; /* the region's first allocation */
+    note_first_allocation(a, (a->flags & MT_ALLOC_RELEASE_EMPTY) != 0, prev, next);
     tlsf_unlink_head(a, id, c);
     if (bstart != xoff) { /* the leading part stays free in node id (pad is 0) */
         uid = node_take(a);
@@ -246,18 +272,13 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
     /* The used block's node is counted by the unit of credit the caller
      * spent (internal.h, b_unused_n); a leading block's below. */
     uint32_t prev = x->prev_phys, uid = node_take_uncounted(a);
-    if (empty && __builtin_expect(prev == x->next_phys, 0))
-        a->reg_empty--; /* the region's first allocation */
+    note_first_allocation(a, empty, prev, x->next_phys);
     blk *u = NODE(b, uid);
-    u->off = (start - pad) | pad << OFF_PAD_SHIFT;
-    u->size = (size + pad) | SZ_USED | (r.kind == MT_ALLOC_NONLINEAR ? SZ_NONLINEAR : 0);
+    used_extent(u, start - pad, pad, &r);
     u->next_phys = id;
-    a->used += size + pad;
-    a->pad += pad;
-    a->live++;
+    count_used(a, size, pad);
     uint32_t rid = NODE(b, prev)->region;
-    u->region = rid;
-    u->note = NOTE_USED; /* with the map, map_insert notes the entry below */
+    used_owner(u, rid);
     chain_link(b, prev, uid);
     out->region = rid;
     out->hint = uid;
@@ -269,8 +290,7 @@ static inline __attribute__((always_inline)) int commit_head(mt_alloc *a, unsign
         tlsf_unlink_head(a, id, c);
         tlsf_link(a, id, ct);
     }
-    if (map == MAP_ASK ? a->ht != NULL : map == MAP_YES)
-        map_insert(a, rid, start, uid);
+    map_enter(a, rid, start, uid, map);
     if (skip != pad) { /* the pad is not kept (pad is 0): a leading free block */
         uint32_t lead = node_take(a);
         NODE(b, lead)->off = xoff;

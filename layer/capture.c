@@ -145,6 +145,25 @@ static void device_ranges(const lt_memory *m, cand *c)
 
 /* The stale ranges inside the window have just been diffed: forget them
  * (the objects are gone, so nothing writes there through them any more). */
+/* The window at p (driver_ptr or app_ptr) as this capture may read it over
+ * c (NULL: all of it): p itself, or a snapshot where some pages are
+ * protected against reads (view.c). What the device may have written is
+ * read in place; the app's own pointer in shadow mode has no such part. */
+static const unsigned char *view(lt_memory *m, const unsigned char *p, const cand *c)
+{
+    if (lt_view_readable(m, p))
+        return p;
+    cand dev = {0};
+    if (p == m->driver_ptr) {
+        device_ranges(m, &dev);
+        cand_normalize(&dev);
+    }
+    const unsigned char *v =
+        dev.oom ? p : lt_view_snapshot(m, p, c ? c->v : NULL, c ? c->n : 0, dev.v, dev.n);
+    free(dev.v);
+    return v;
+}
+
 static void stale_consumed(lt_memory *m)
 {
     VkDeviceSize lo = m->map_offset, hi = m->map_offset + m->map_size;
@@ -339,6 +358,7 @@ static size_t diff_emit(lt_memory *m, const unsigned char *live, const cand *c, 
 {
     if (c && c->n == 0)
         return 0;
+    live = view(m, live, c);
     m->changed_bytes = 0;
     slice *sl = NULL;
     size_t ns = make_slices(m, live, c, writeback, &sl);
@@ -481,7 +501,7 @@ static int shadow_start(lt_memory *m)
     if (base == MAP_FAILED)
         return -errno;
     unsigned char *p = (unsigned char *)base + lead;
-    memcpy(p, m->driver_ptr, (size_t)m->map_size);
+    memcpy(p, view(m, m->driver_ptr, NULL), (size_t)m->map_size);
     /* Tracked after the copy: the app gets the pointer only when we return.
      * Only the window's bytes: the page-rounded ends are not the memory's. */
     mt_range_opts o = range_opts((size_t)m->map_size);
@@ -599,7 +619,7 @@ static void window_caught_up(lt_memory *m)
  * the memory cannot be trusted (capture was paused, or the reference lags). */
 static void emit_whole(lt_memory *m)
 {
-    memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
+    memcpy(m->reference + m->map_offset, view(m, m->driver_ptr, NULL), (size_t)m->map_size);
     emit(m, m->reference, m->map_offset, m->map_size);
     stale_consumed(m);
 }
@@ -784,12 +804,13 @@ static int bulk_capture(lt_memory *m)
     lt_bulk_step step = m->concealing ? LT_BULK_REFRESH : lt_autopilot_bulk_step(&m->ap);
     if (step == LT_BULK_PROBE && !lags)
         return 0;
+    const unsigned char *live = view(m, m->driver_ptr, NULL);
     if (step != LT_BULK_COPY || lt_cfg()->verify) { /* a probe on a lagging reference refreshes instead */
-        memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
+        memcpy(m->reference + m->map_offset, live, (size_t)m->map_size);
         emit(m, m->reference, m->map_offset, m->map_size);
         window_caught_up(m);
     } else {
-        emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
+        emit(m, live - m->map_offset, m->map_offset, m->map_size);
         VkDeviceSize lo = m->map_offset, hi = m->map_offset + m->map_size;
         if (m->lag_lo < m->lag_hi) {
             lo = lo < m->lag_lo ? lo : m->lag_lo;
@@ -809,7 +830,7 @@ static int bulk_capture(lt_memory *m)
 static void copy_to_bulk(lt_memory *m)
 {
     size_t size = (size_t)m->size;
-    memcpy(m->reference, m->driver_ptr, size);
+    memcpy(m->reference, view(m, m->driver_ptr, NULL), size);
     emit(m, m->reference, 0, size);
     stale_consumed(m);
     account((int64_t)size - (int64_t)(m->known_hi - m->known_lo));
@@ -845,11 +866,12 @@ void lt_capture_memory(lt_memory *m)
         m->copied = 1;
         /* With verify, through the reference: the packets and the content
          * hash then come from the same instant (see verify_memory). */
+        const unsigned char *live = view(m, m->driver_ptr, NULL);
         if (lt_cfg()->verify && ensure_reference(m) == 0) {
-            memcpy(m->reference + m->map_offset, m->driver_ptr, (size_t)m->map_size);
+            memcpy(m->reference + m->map_offset, live, (size_t)m->map_size);
             emit(m, m->reference, m->map_offset, m->map_size);
         } else {
-            emit(m, m->driver_ptr - m->map_offset, m->map_offset, m->map_size);
+            emit(m, live - m->map_offset, m->map_offset, m->map_size);
         }
         return;
     case LT_SCAN:
@@ -1014,10 +1036,10 @@ static uint32_t classify(lt_memory *m, size_t off, size_t len)
 /* Records a run of differing window bytes and feeds the hash what the
  * trace must hold there: the recorded bytes for a race, the real ones for a
  * lost write (so that verify fails). */
-static void mismatch_run(lt_memory *m, XXH3_state_t *h, size_t off, size_t len)
+static void mismatch_run(lt_memory *m, const unsigned char *live, XXH3_state_t *h, size_t off, size_t len)
 {
     uint32_t cause = classify(m, off, len);
-    const unsigned char *bytes = cause == MT_TRACE_MISMATCH_LOST ? m->driver_ptr : m->reference + m->map_offset;
+    const unsigned char *bytes = cause == MT_TRACE_MISMATCH_LOST ? live : m->reference + m->map_offset;
     XXH3_64bits_update(h, bytes + off, len);
     long i = binding_at(m, m->map_offset + off);
     uint64_t obj = 0;
@@ -1037,7 +1059,7 @@ static void mismatch_run(lt_memory *m, XXH3_state_t *h, size_t off, size_t len)
 static uint64_t verify_memory(lt_memory *m)
 {
     enum { BLOCK = 64 << 10 };
-    const unsigned char *live = m->driver_ptr, *ref = m->reference + m->map_offset;
+    const unsigned char *live = view(m, m->driver_ptr, NULL), *ref = m->reference + m->map_offset;
     size_t size = (size_t)m->map_size, ps = page_size(), run = 0, run_len = 0;
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
@@ -1045,7 +1067,7 @@ static uint64_t verify_memory(lt_memory *m)
         size_t n = size - a < BLOCK ? size - a : BLOCK;
         if (memcmp(live + a, ref + a, n) == 0) {
             if (run_len) {
-                mismatch_run(m, &h, run, run_len);
+                mismatch_run(m, live, &h, run, run_len);
                 run_len = 0;
             }
             XXH3_64bits_update(&h, ref + a, n);
@@ -1060,7 +1082,7 @@ static uint64_t verify_memory(lt_memory *m)
                 pn = end - a;
             if (memcmp(live + a, ref + a, pn) == 0) {
                 if (run_len) {
-                    mismatch_run(m, &h, run, run_len);
+                    mismatch_run(m, live, &h, run, run_len);
                     run_len = 0;
                 }
                 XXH3_64bits_update(&h, ref + a, pn);
@@ -1074,7 +1096,7 @@ static uint64_t verify_memory(lt_memory *m)
         }
     }
     if (run_len)
-        mismatch_run(m, &h, run, run_len);
+        mismatch_run(m, live, &h, run, run_len);
     return XXH3_64bits_digest(&h);
 }
 
@@ -1110,7 +1132,8 @@ static void hash_item(void *item)
     if (m->mode == LT_OFF)
         m->verify_hash = m->reference ? mt_trace_hash(m->reference + m->map_offset, (size_t)m->map_size) : 0;
     else
-        m->verify_hash = m->reference ? verify_memory(m) : mt_trace_hash(m->driver_ptr, (size_t)m->map_size);
+        m->verify_hash = m->reference ? verify_memory(m)
+                                      : mt_trace_hash(view(m, m->driver_ptr, NULL), (size_t)m->map_size);
 }
 
 void lt_capture_submit(lt_device *dev, VkQueue queue, const lt_submit *sub)

@@ -182,6 +182,15 @@ struct lt_memory {
      * diff there could miss bytes, so a probe refreshes first and an
      * exposure overlapping it writes its window whole. */
     VkDeviceSize lag_lo, lag_hi;
+    /* Reading the window (view.c): each pointer's cached all-readable
+     * answer (driver_ptr, then app_ptr where it differs), and the snapshot
+     * of a window with pages protected against reads. */
+    const unsigned char *view_at[2];
+    size_t view_len[2];
+    uint64_t view_seen[2];
+    unsigned char *stage;
+    size_t stage_len;
+    int view_noted;
     size_t changed_bytes; /* bytes the last diff_emit wrote as packets (merge gaps included) */
     size_t work_bytes;    /* bytes the last capture read (compared or copied): the next one's estimate */
 
@@ -301,6 +310,20 @@ size_t lt_registry_remove_device(lt_device *dev);
 void lt_registry_after_fork(void);
 
 /* ---- capture engine (capture.c) -------------------------------------------- */
+/* Reading m's window at p (driver_ptr or app_ptr) as a capture (view.c).
+ * lt_view_readable: 1 when every page can be read in place (cached, no
+ * system call while nothing in the process takes reads away), else 0.
+ * lt_view_snapshot, where some cannot: what a diff over the n sorted
+ * regions regs reads (regs NULL: the whole window), taken without faulting,
+ * except the sorted regions dev (where the device may have written), read
+ * in place; p itself where that is all, or where no snapshot can be had.
+ * Valid until the next call for m; capture threads, one per memory. */
+int lt_view_readable(lt_memory *m, const unsigned char *p);
+const unsigned char *lt_view_snapshot(lt_memory *m, const unsigned char *p, const mt_diff_region *regs, size_t n,
+                                      const mt_diff_region *dev, size_t ndev);
+/* Frees the snapshot (the memory is freed). */
+void lt_view_free(lt_memory *m);
+
 /* The length of m's reference copy's mapping (its size, page-rounded). */
 size_t lt_reference_bytes(const lt_memory *m);
 /* Sets a freshly exposed memory up for its mode and records its initial

@@ -119,6 +119,7 @@ static void forget_memory(lt_memory *m)
         m->binds[i]->mem = NULL;
     free(m->binds);
     free(m->stale);
+    lt_view_free(m);
     if (m->reference) {
         /* Accounted off first: a kept reference counts again in the cache,
          * and the peak must not count it twice. */

@@ -276,6 +276,31 @@ enum {
  * the interposer. Any thread. */
 MT_API unsigned mt_track_unbracketed_writers(void);
 
+/* Whether every page of [addr, addr + len) can be read now: 1 yes, 0 some
+ * page cannot (PROT_NONE: the application or a layer below guards it, and a
+ * read would fault into their handler), or a negative errno when the
+ * kernel's list of mappings cannot be read. *seen caches an all-readable
+ * answer for this memory (start it at 0, and again when the address
+ * changes): with the interposer attached, the answer stands without a
+ * system call until the process next sets a protection that forbids reads
+ * (mprotect, mmap(MAP_FIXED), mremap); without it, the first all-readable
+ * answer stands. Any thread. */
+MT_API int mt_track_readable(const void *addr, size_t len, uint64_t *seen);
+
+/* Part of a range: bytes [offset, offset + length). */
+typedef struct mt_track_span {
+    size_t offset;
+    size_t length;
+} mt_track_span;
+
+/* Copies each span of src to the same offsets of dst, whatever the pages'
+ * protection, with no fault and no handler called: through /proc/self/mem,
+ * which reads past PROT_NONE as a debugger does. Returns 0, or a negative
+ * errno when the kernel refuses (memory it cannot reach that way, such as
+ * some device mappings, or a kernel that restricts /proc/self/mem); dst's
+ * bytes are then unspecified. Any thread. */
+MT_API int mt_track_read_guarded(void *dst, const void *src, const mt_track_span *spans, size_t n);
+
 /* Ways a process ends without running exit handlers (mt_track_last_words). */
 enum { MT_TRACK_LAST_EXEC = 0, MT_TRACK_LAST_EXIT = -1 };
 

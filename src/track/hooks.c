@@ -158,6 +158,7 @@ static int hook_mprotect(void *addr, size_t len, int prot)
     uintptr_t pa = (uintptr_t)addr, pb = ceil_page(end_of(pa, len));
     if (!tracked(floor_page(pa), pb)) {
         int rc = mti_sys_mprotect(pa, len, prot);
+        mti_readable_note(prot);
         if (rc)
             errno = -rc;
         return rc ? -1 : 0;
@@ -172,6 +173,7 @@ static int hook_mprotect(void *addr, size_t len, int prot)
     }
     mti_sigtable_hook_end();
     mti_sigtable_unlock();
+    mti_readable_note(prot);
     if (rc)
         errno = -rc;
     return rc ? -1 : 0;
@@ -201,8 +203,13 @@ static int hook_munmap(void *addr, size_t len)
 static void *hook_mmap_fixed(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     uintptr_t pa = (uintptr_t)addr, pb = ceil_page(end_of(pa, len));
-    if (!tracked(floor_page(pa), pb))
-        return mti_sys_mmap(addr, len, prot, flags, fd, off);
+    if (!tracked(floor_page(pa), pb)) {
+        void *p = mti_sys_mmap(addr, len, prot, flags, fd, off);
+        int err = errno;
+        mti_readable_note(prot);
+        errno = err;
+        return p;
+    }
     mti_sigtable_lock();
     mti_sigtable_hook_begin();
     void *p = mti_sys_mmap(addr, len, prot, flags, fd, off);
@@ -211,6 +218,7 @@ static void *hook_mmap_fixed(void *addr, size_t len, int prot, int flags, int fd
         gone_locked(pa, pb); /* the old pages were replaced */
     mti_sigtable_hook_end();
     mti_sigtable_unlock();
+    mti_readable_note(prot);
     errno = err;
     return p;
 }
@@ -222,8 +230,13 @@ static void *hook_mremap(void *old_addr, size_t old_len, size_t new_len, int fla
     uintptr_t ob = ceil_page(end_of(old, old_len ? old_len : new_len));
     uintptr_t na = (uintptr_t)new_addr, nb = ceil_page(end_of(na, new_len));
     int fixed = (flags & MREMAP_FIXED) != 0;
-    if (!tracked(floor_page(old), ob) && !(fixed && tracked(floor_page(na), nb)))
-        return mti_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
+    if (!tracked(floor_page(old), ob) && !(fixed && tracked(floor_page(na), nb))) {
+        void *p = mti_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
+        int err = errno;
+        mti_readable_note(0); /* pages of any protection may have moved in */
+        errno = err;
+        return p;
+    }
     mti_sigtable_lock();
     mti_sigtable_hook_begin();
     void *p = mti_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
@@ -255,6 +268,7 @@ static void *hook_mremap(void *old_addr, size_t old_len, size_t new_len, int fla
     }
     mti_sigtable_hook_end();
     mti_sigtable_unlock();
+    mti_readable_note(0);
     errno = err;
     return p;
 }

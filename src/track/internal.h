@@ -60,6 +60,10 @@ void mti_sys_set_attached(int on);
  * in intent: called where ranges are added. */
 typedef void (*mti_vma_fn)(void *ctx, uintptr_t lo, uintptr_t hi, unsigned prot);
 int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx);
+/* The hooks' note of a protection just set by the application (mprotect,
+ * mmap(MAP_FIXED); mremap passes 0): one that forbids reads moves the count
+ * mt_track_readable's answers depend on (readable.c). */
+void mti_readable_note(int prot);
 
 /* A spin lock for state that signal handlers and hooks reach. Callers block
  * signals first (so the holder is never interrupted on its own thread by

@@ -89,6 +89,88 @@ static int app_mprotect(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* ---- pages the app guards against any access --------------------------- */
+
+/* The app makes part of its mapping PROT_NONE (a guard of its own, as a
+ * layer below ours or a runtime may) while submits read the rest. Any fault
+ * there is one the app did not make: a capture reading the guarded pages
+ * ran the app's handler. The handler counts it and lets the access through,
+ * so that the run reports it instead of dying. */
+static unsigned char *g_guard_lo, *g_guard_hi;
+static volatile sig_atomic_t g_guard_hits;
+
+static void guard_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)uc;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    if (g_guard_lo && a >= (uintptr_t)g_guard_lo && a < (uintptr_t)g_guard_hi) {
+        g_guard_hits++;
+        mprotect((void *)(a & ~(uintptr_t)4095), 4096, PROT_READ | PROT_WRITE);
+        return;
+    }
+    signal(SIGSEGV, SIG_DFL);
+}
+
+static int app_guard_pages(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &rb, 1u << 20, HV_DST);
+    unsigned char *lo = (unsigned char *)page_up((uintptr_t)src.ptr) + 64 * 4096;
+    size_t span = 16 * 4096;
+    VkDeviceSize glo = (VkDeviceSize)(lo - src.ptr), ghi = glo + span;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = guard_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, &old);
+    /* The submit reads around the guarded pages, never them. */
+    VkBufferCopy around[2] = {{.srcOffset = 0, .dstOffset = 0, .size = glo},
+                              {.srcOffset = ghi, .dstOffset = ghi, .size = src.size - ghi}};
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        for (int k = 0; k < 12; k++) /* some of them into the pages guarded next */
+            hv_write(&src, (VkDeviceSize)k * 80000 + (VkDeviceSize)f * 7, 3000, 700 + (uint64_t)(f * 12 + k));
+        hv_write(&src, glo + 4096 * (VkDeviceSize)(f % 16) + 100, 2000, 800 + (uint64_t)f);
+        g_guard_lo = lo;
+        g_guard_hi = lo + span;
+        if (mprotect(lo, span, PROT_NONE) != 0) {
+            fprintf(stderr, "%s: mprotect(PROT_NONE) on the mapping: %s (skipped)\n", hv_argv0, strerror(errno));
+            sigaction(SIGSEGV, &old, NULL);
+            hv_free(h, &src);
+            hv_free(h, &rb);
+            hv_fini(h);
+            return HV_SKIP;
+        }
+        hv_begin(h);
+        vkCmdCopyBuffer(h->cmd, src.buf, rb.buf, 2, around);
+        hv_end(h);
+        hv_submit_wait(h);
+        bad |= hv_compare(rb.ptr, src.model, (size_t)glo, "app-guard-pages: GPU copy before the guard");
+        bad |= hv_compare(rb.ptr + ghi, src.model + ghi, (size_t)(src.size - ghi),
+                          "app-guard-pages: GPU copy after the guard");
+        mprotect(lo, span, PROT_READ | PROT_WRITE);
+        g_guard_lo = g_guard_hi = NULL;
+        memcpy(rb.model, rb.ptr, (size_t)rb.size);
+        if (g_guard_hits) {
+            fprintf(stderr, "%s: app-guard-pages: the app's handler saw %d faults on pages it guarded and "
+                    "never touched\n", hv_argv0, (int)g_guard_hits);
+            bad = 1;
+        }
+    }
+    sigaction(SIGSEGV, &old, NULL);
+    bad |= hv_compare(src.ptr, src.model, (size_t)src.size, "app-guard-pages: the app reads back its writes");
+    bad |= hv_gpu_check(h, &src, &rb, "app-guard-pages: GPU copy of everything");
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 /* ---- the app's own madvise -------------------------------------------- */
 
 static int app_madvise(hv *h, int argc, char **argv)
@@ -513,6 +595,8 @@ static int export_memory(hv *h, int argc, char **argv)
 const hv_behaviour hv_memory_behaviours[] = {
     {"app-mprotect", "the app's own mprotect on its mapping (and a page it keeps read-only)",
      app_mprotect},
+    {"app-guard-pages", "pages of its mapping the app makes PROT_NONE (its own guard) while submits read "
+     "the rest", app_guard_pages},
     {"app-madvise", "the app's own madvise(MADV_DONTNEED/MADV_FREE) on its mapping", app_madvise},
     {"proc-self-mem", "writes through /proc/self/mem", proc_self_mem},
     {"map-offset", "maps at an offset: minMemoryMapAlignment kept, content right", map_offset},

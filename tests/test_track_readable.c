@@ -1,0 +1,156 @@
+/* mt_track_readable and mt_track_read_guarded: reading memory that someone
+ * else guards against reads (the Vulkan layer's captures, docs/layer.md).
+ *  - readable: 1 for plain memory, 0 where a page is PROT_NONE, a cached
+ *    all-readable answer kept while nothing takes reads away; with the
+ *    interposer an mprotect(PROT_NONE), mmap(MAP_FIXED, PROT_NONE) or
+ *    mremap anywhere makes the next call look again, without it the cached
+ *    answer stands (as documented);
+ *  - read_guarded: copies PROT_NONE pages' bytes, span by span, leaving the
+ *    rest of dst alone, with no fault reaching the process's handler and
+ *    the protection unchanged; in a forked child it reads the child's
+ *    memory; unmapped memory and bad arguments return errors.
+ * Runs with and without the interposer (the _preload variant). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "memtrack/track.h"
+#include "mt_test.h"
+
+#define PS 4096
+#define NP 8
+
+static volatile sig_atomic_t g_faults;
+
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)si, (void)uc;
+    g_faults++;
+    _exit(99); /* a fault here is the failure: never retry the access */
+}
+
+static unsigned char *fresh(void)
+{
+    unsigned char *p = mmap(NULL, NP * PS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MT_CHECK(p != MAP_FAILED);
+    for (size_t i = 0; i < NP * PS; i++)
+        p[i] = (unsigned char)(i * 7 + 3);
+    return p;
+}
+
+static void test_readable(int hooked)
+{
+    unsigned char *p = fresh();
+    uint64_t seen = 0;
+    MT_CHECK_INT_EQ(mt_track_readable(p, NP * PS, &seen), 1);
+    MT_CHECK(seen != 0);
+    MT_CHECK_INT_EQ(mt_track_readable(p + 100, 5000, &seen), 1);
+    /* A page taken away: a fresh look says so. */
+    MT_CHECK_INT_EQ(mprotect(p + 3 * PS, PS, PROT_NONE), 0);
+    uint64_t fresh_seen = 0;
+    MT_CHECK_INT_EQ(mt_track_readable(p, NP * PS, &fresh_seen), 0);
+    MT_CHECK_UINT_EQ(fresh_seen, 0);
+    MT_CHECK_INT_EQ(mt_track_readable(p, 3 * PS, &fresh_seen), 1); /* the pages before it */
+    /* The cached answer: with the interposer the mprotect moved the count. */
+    MT_CHECK_INT_EQ(mt_track_readable(p, NP * PS, &seen), hooked ? 0 : 1);
+    MT_CHECK_INT_EQ(mprotect(p + 3 * PS, PS, PROT_READ), 0);
+    seen = 0;
+    MT_CHECK_INT_EQ(mt_track_readable(p, NP * PS, &seen), 1);
+    /* mmap(MAP_FIXED, PROT_NONE) over a page. */
+    MT_CHECK(mmap(p + 5 * PS, PS, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED);
+    MT_CHECK_INT_EQ(mt_track_readable(p, NP * PS, &seen), hooked ? 0 : 1);
+    MT_CHECK_INT_EQ(mprotect(p + 5 * PS, PS, PROT_READ | PROT_WRITE), 0);
+    seen = 0;
+    MT_CHECK_INT_EQ(mt_track_readable(p, NP * PS, &seen), 1);
+    /* mremap of unrelated memory moves the count too (pages of any
+     * protection may arrive). */
+    void *q = mmap(NULL, PS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MT_CHECK(q != MAP_FAILED);
+    void *q2 = mremap(q, PS, 2 * PS, MREMAP_MAYMOVE);
+    MT_CHECK(q2 != MAP_FAILED);
+    uint64_t before = seen;
+    MT_CHECK_INT_EQ(mt_track_readable(p, NP * PS, &seen), 1);
+    MT_CHECK(hooked ? seen != before : seen == before);
+    munmap(q2, 2 * PS);
+    /* Arguments. */
+    MT_CHECK_INT_EQ(mt_track_readable(NULL, PS, &seen), -EINVAL);
+    MT_CHECK_INT_EQ(mt_track_readable(p, PS, NULL), -EINVAL);
+    MT_CHECK_INT_EQ(mt_track_readable(p, 0, &seen), 1);
+    munmap(p, NP * PS);
+}
+
+static void test_read_guarded(void)
+{
+    unsigned char *p = fresh();
+    unsigned char want[NP * PS], got[NP * PS];
+    memcpy(want, p, sizeof want);
+    MT_CHECK_INT_EQ(mprotect(p + 2 * PS, 3 * PS, PROT_NONE), 0);
+    struct sigaction sa = {0}, old;
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, &old);
+    /* The whole range, then two spans with the rest of dst left alone. */
+    mt_track_span whole = {0, NP * PS};
+    memset(got, 0, sizeof got);
+    MT_CHECK_INT_EQ(mt_track_read_guarded(got, p, &whole, 1), 0);
+    MT_CHECK(memcmp(got, want, sizeof got) == 0);
+    mt_track_span two[2] = {{PS + 10, 2 * PS}, {5 * PS - 7, 100}};
+    memset(got, 0xa5, sizeof got);
+    MT_CHECK_INT_EQ(mt_track_read_guarded(got, p, two, 2), 0);
+    for (size_t i = 0; i < sizeof got; i++) {
+        int in = (i >= two[0].offset && i < two[0].offset + two[0].length) ||
+                 (i >= two[1].offset && i < two[1].offset + two[1].length);
+        if (got[i] != (in ? want[i] : 0xa5)) {
+            fprintf(stderr, "byte %zu: %#x\n", i, got[i]);
+            MT_CHECK(0);
+        }
+    }
+    MT_CHECK_INT_EQ(g_faults, 0);
+    /* The protection is as it was. */
+    uint64_t seen = 0;
+    MT_CHECK_INT_EQ(mt_track_readable(p + 2 * PS, PS, &seen), 0);
+    /* A forked child reads its own memory, not the parent's. */
+    pid_t pid = fork();
+    MT_CHECK(pid >= 0);
+    if (pid == 0) {
+        mprotect(p + 2 * PS, 3 * PS, PROT_READ | PROT_WRITE);
+        memset(p + 3 * PS, 0x5a, PS);
+        mprotect(p + 2 * PS, 3 * PS, PROT_NONE);
+        static unsigned char c[NP * PS];
+        mt_track_span s = {3 * PS, PS};
+        if (mt_track_read_guarded(c, p, &s, 1) != 0)
+            _exit(2);
+        for (int i = 0; i < PS; i++)
+            if (c[3 * PS + i] != 0x5a)
+                _exit(3);
+        _exit(0);
+    }
+    int st;
+    MT_CHECK(waitpid(pid, &st, 0) == pid);
+    MT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    memset(got, 0, sizeof got);
+    MT_CHECK_INT_EQ(mt_track_read_guarded(got, p, &whole, 1), 0);
+    MT_CHECK(memcmp(got, want, sizeof got) == 0); /* the parent's bytes are its own */
+    /* Unmapped memory: an error, no fault. */
+    munmap(p + 6 * PS, PS);
+    MT_CHECK(mt_track_read_guarded(got, p, &whole, 1) < 0);
+    MT_CHECK_INT_EQ(g_faults, 0);
+    sigaction(SIGSEGV, &old, NULL);
+    MT_CHECK_INT_EQ(mt_track_read_guarded(NULL, p, &whole, 1), -EINVAL);
+    MT_CHECK_INT_EQ(mt_track_read_guarded(got, p, NULL, 1), -EINVAL);
+    MT_CHECK_INT_EQ(mt_track_read_guarded(got, p, NULL, 0), 0);
+    munmap(p, NP * PS);
+}
+
+int main(void)
+{
+    int hooked = mt_track_preload_status() == 1;
+    printf("interposer %s\n", hooked ? "attached" : "absent");
+    test_readable(hooked);
+    test_read_guarded();
+    printf("ok\n");
+    return 0;
+}

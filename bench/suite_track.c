@@ -8,7 +8,8 @@
  * written, and collect is timed until it has reported everything.
  * Cost = time / tracked pages. uffd rows carry signal as their baseline and
  * the ratio uffd/signal. The interposer's per-call cost against plain libc
- * calls closes the suite (suite_track_preload.c). */
+ * calls (suite_track_preload.c) and the cost of reading memory someone
+ * guards against reads (suite_track_guarded.c) close the suite. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -198,5 +199,6 @@ int mt_bench_suite_track(mt_bench_ctx *ctx)
     }
     munmap(r.mem, bytes);
     free(r.order);
-    return mt_bench_track_preload(ctx);
+    int rc = mt_bench_track_preload(ctx);
+    return mt_bench_track_guarded(ctx) || rc;
 }

@@ -57,7 +57,9 @@ int mt_track_readable(const void *addr, size_t len, uint64_t *seen)
         return -EINVAL;
     if (len == 0)
         return 1;
-    mti_preload_link();
+    /* Not mti_preload_link(): without the interposer it looks it up again
+     * at every call. Attached when a tracker was created; until then the
+     * answer is taken as without it, and looked at again once attached. */
     int hooked = mti_sys_attached();
     uint64_t e = atomic_load_explicit(&g_epoch, memory_order_seq_cst);
     if (*seen == (hooked ? e : TRUSTED_WITHOUT_HOOKS))

@@ -143,8 +143,6 @@ static void device_ranges(const lt_memory *m, cand *c)
         push_clipped(m, c, m->stale[i].offset, m->stale[i].offset + m->stale[i].length);
 }
 
-/* The stale ranges inside the window have just been diffed: forget them
- * (the objects are gone, so nothing writes there through them any more). */
 /* The window at p (driver_ptr or app_ptr) as this capture may read it over
  * c (NULL: all of it): p itself, or a snapshot where some pages are
  * protected against reads (view.c). What the device may have written is
@@ -164,6 +162,8 @@ static const unsigned char *view(lt_memory *m, const unsigned char *p, const can
     return v;
 }
 
+/* The stale ranges inside the window have just been diffed: forget them
+ * (the objects are gone, so nothing writes there through them any more). */
 static void stale_consumed(lt_memory *m)
 {
     VkDeviceSize lo = m->map_offset, hi = m->map_offset + m->map_size;

@@ -1,4 +1,4 @@
-/* lt_view: a memory's window as a capture may read it.
+/* lt_view_readable, lt_view_snapshot: a memory's window as a capture may read it.
  *
  * A capture reads the memory at times the application did not choose (scan
  * and copy read all of it at each submit, guard the pages written, verify

@@ -22,16 +22,19 @@ static uintptr_t page_up(uintptr_t a) { return (a + 4095) & ~(uintptr_t)4095; }
 
 /* ---- the app's own mprotect ------------------------------------------- */
 
-static unsigned char *g_ro_page;
-static volatile sig_atomic_t g_ro_hits;
+/* The app's own SIGSEGV handler for pages it protected itself, [g_trap_lo,
+ * g_trap_hi): it counts the fault and makes the page read-write, so the
+ * access goes through. Any other fault is a crash. */
+static unsigned char *g_trap_lo, *g_trap_hi;
+static volatile sig_atomic_t g_trap_hits;
 
-static void ro_handler(int sig, siginfo_t *si, void *uc)
+static void trap_handler(int sig, siginfo_t *si, void *uc)
 {
     (void)sig, (void)uc;
     uintptr_t a = (uintptr_t)si->si_addr;
-    if (g_ro_page && a >= (uintptr_t)g_ro_page && a < (uintptr_t)g_ro_page + 4096) {
-        mprotect(g_ro_page, 4096, PROT_READ | PROT_WRITE);
-        g_ro_hits++;
+    if (g_trap_lo && a >= (uintptr_t)g_trap_lo && a < (uintptr_t)g_trap_hi) {
+        mprotect((void *)(a & ~(uintptr_t)4095), 4096, PROT_READ | PROT_WRITE);
+        g_trap_hits++;
         return;
     }
     signal(SIGSEGV, SIG_DFL);
@@ -68,17 +71,20 @@ static int app_mprotect(hv *h, int argc, char **argv)
          * the write fault, once, and the write must then go through. */
         struct sigaction sa, old;
         memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = ro_handler;
+        sa.sa_sigaction = trap_handler;
         sa.sa_flags = SA_SIGINFO;
         sigaction(SIGSEGV, &sa, &old);
-        g_ro_page = lo + 4096 * (size_t)(10 + f);
-        int hits = g_ro_hits;
-        mprotect(g_ro_page, 4096, PROT_READ);
-        hv_write(&src, (VkDeviceSize)(g_ro_page - src.ptr) + 8, 64, 4242 + (uint64_t)f);
+        unsigned char *ro = lo + 4096 * (size_t)(10 + f);
+        g_trap_lo = ro;
+        g_trap_hi = ro + 4096;
+        int hits = g_trap_hits;
+        mprotect(ro, 4096, PROT_READ);
+        hv_write(&src, (VkDeviceSize)(ro - src.ptr) + 8, 64, 4242 + (uint64_t)f);
         sigaction(SIGSEGV, &old, NULL);
-        if (g_ro_hits != hits + 1) {
+        g_trap_lo = g_trap_hi = NULL;
+        if (g_trap_hits != hits + 1) {
             fprintf(stderr, "%s: the app's read-only page faulted %d times, expected 1\n", hv_argv0,
-                    (int)(g_ro_hits - hits));
+                    (int)(g_trap_hits - hits));
             bad = 1;
         }
         bad |= hv_gpu_check(h, &src, &rb, "app-mprotect: GPU copy");
@@ -95,22 +101,7 @@ static int app_mprotect(hv *h, int argc, char **argv)
  * layer below ours or a runtime may) while submits read the rest. Any fault
  * there is one the app did not make: a capture reading the guarded pages
  * ran the app's handler. The handler counts it and lets the access through,
- * so that the run reports it instead of dying. */
-static unsigned char *g_guard_lo, *g_guard_hi;
-static volatile sig_atomic_t g_guard_hits;
-
-static void guard_handler(int sig, siginfo_t *si, void *uc)
-{
-    (void)sig, (void)uc;
-    uintptr_t a = (uintptr_t)si->si_addr;
-    if (g_guard_lo && a >= (uintptr_t)g_guard_lo && a < (uintptr_t)g_guard_hi) {
-        g_guard_hits++;
-        mprotect((void *)(a & ~(uintptr_t)4095), 4096, PROT_READ | PROT_WRITE);
-        return;
-    }
-    signal(SIGSEGV, SIG_DFL);
-}
-
+ * so that the run reports it instead of dying (trap_handler). */
 static int app_guard_pages(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
@@ -125,7 +116,7 @@ static int app_guard_pages(hv *h, int argc, char **argv)
     VkDeviceSize glo = (VkDeviceSize)(lo - src.ptr), ghi = glo + span;
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = guard_handler;
+    sa.sa_sigaction = trap_handler;
     sa.sa_flags = SA_SIGINFO;
     sigaction(SIGSEGV, &sa, &old);
     /* The submit reads around the guarded pages, never them. */
@@ -136,8 +127,9 @@ static int app_guard_pages(hv *h, int argc, char **argv)
         for (int k = 0; k < 12; k++) /* some of them into the pages guarded next */
             hv_write(&src, (VkDeviceSize)k * 80000 + (VkDeviceSize)f * 7, 3000, 700 + (uint64_t)(f * 12 + k));
         hv_write(&src, glo + 4096 * (VkDeviceSize)(f % 16) + 100, 2000, 800 + (uint64_t)f);
-        g_guard_lo = lo;
-        g_guard_hi = lo + span;
+        int hits = g_trap_hits;
+        g_trap_lo = lo;
+        g_trap_hi = lo + span;
         if (mprotect(lo, span, PROT_NONE) != 0) {
             fprintf(stderr, "%s: mprotect(PROT_NONE) on the mapping: %s (skipped)\n", hv_argv0, strerror(errno));
             sigaction(SIGSEGV, &old, NULL);
@@ -154,11 +146,11 @@ static int app_guard_pages(hv *h, int argc, char **argv)
         bad |= hv_compare(rb.ptr + ghi, src.model + ghi, (size_t)(src.size - ghi),
                           "app-guard-pages: GPU copy after the guard");
         mprotect(lo, span, PROT_READ | PROT_WRITE);
-        g_guard_lo = g_guard_hi = NULL;
+        g_trap_lo = g_trap_hi = NULL;
         memcpy(rb.model, rb.ptr, (size_t)rb.size);
-        if (g_guard_hits) {
+        if (g_trap_hits != hits) {
             fprintf(stderr, "%s: app-guard-pages: the app's handler saw %d faults on pages it guarded and "
-                    "never touched\n", hv_argv0, (int)g_guard_hits);
+                    "never touched\n", hv_argv0, (int)(g_trap_hits - hits));
             bad = 1;
         }
     }

@@ -103,11 +103,12 @@ const unsigned char *lt_view_snapshot(lt_memory *m, const unsigned char *p, cons
     if (regs && !(ns = spans_for(regs, n, len, &spans)))
         spans = NULL;
     if (m->stage_len < len) {
-        free(m->stage);
-        m->stage_len = 0;
+        lt_view_free(m);
         m->stage = malloc(len);
-        if (m->stage)
+        if (m->stage) {
             m->stage_len = len;
+            lt_stat_add(LT_ST_EXTRA_BYTES, (int64_t)len); /* memory the capture adds (extra_bytes_peak) */
+        }
     }
     if (!m->stage || !spans) {
         if (spans != &whole)
@@ -147,6 +148,8 @@ const unsigned char *lt_view_snapshot(lt_memory *m, const unsigned char *p, cons
 
 void lt_view_free(lt_memory *m)
 {
+    if (m->stage)
+        lt_stat_add(LT_ST_EXTRA_BYTES, -(int64_t)m->stage_len);
     free(m->stage);
     m->stage = NULL;
     m->stage_len = 0;

@@ -23,13 +23,15 @@
 #define PS 4096
 #define NP 8
 
-static volatile sig_atomic_t g_faults;
-
+/* A fault while reading guarded memory is the failure: said, and the test
+ * ends at once (never retrying the access). */
 static void on_segv(int sig, siginfo_t *si, void *uc)
 {
     (void)sig, (void)si, (void)uc;
-    g_faults++;
-    _exit(99); /* a fault here is the failure: never retry the access */
+    static const char msg[] = "read_guarded faulted\n";
+    ssize_t r = write(2, msg, sizeof msg - 1);
+    (void)r;
+    _exit(99);
 }
 
 static unsigned char *fresh(void)
@@ -108,7 +110,6 @@ static void test_read_guarded(void)
             MT_CHECK(0);
         }
     }
-    MT_CHECK_INT_EQ(g_faults, 0);
     /* The protection is as it was. */
     uint64_t seen = 0;
     MT_CHECK_INT_EQ(mt_track_readable(p + 2 * PS, PS, &seen), 0);
@@ -137,7 +138,6 @@ static void test_read_guarded(void)
     /* Unmapped memory: an error, no fault. */
     munmap(p + 6 * PS, PS);
     MT_CHECK(mt_track_read_guarded(got, p, &whole, 1) < 0);
-    MT_CHECK_INT_EQ(g_faults, 0);
     sigaction(SIGSEGV, &old, NULL);
     MT_CHECK_INT_EQ(mt_track_read_guarded(NULL, p, &whole, 1), -EINVAL);
     MT_CHECK_INT_EQ(mt_track_read_guarded(got, p, NULL, 1), -EINVAL);

@@ -40,6 +40,16 @@ static void trap_handler(int sig, siginfo_t *si, void *uc)
     signal(SIGSEGV, SIG_DFL);
 }
 
+/* Makes trap_handler the app's SIGSEGV handler, saving the one before. */
+static void trap_install(struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = trap_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, old);
+}
+
 static int app_mprotect(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
@@ -69,11 +79,8 @@ static int app_mprotect(hv *h, int argc, char **argv)
         hv_write(&src, base + 65536 + 100, 3000, 900 + (uint64_t)f);
         /* A page the app makes read-only on purpose: its own handler must get
          * the write fault, once, and the write must then go through. */
-        struct sigaction sa, old;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = trap_handler;
-        sa.sa_flags = SA_SIGINFO;
-        sigaction(SIGSEGV, &sa, &old);
+        struct sigaction old;
+        trap_install(&old);
         unsigned char *ro = lo + 4096 * (size_t)(10 + f);
         g_trap_lo = ro;
         g_trap_hi = ro + 4096;
@@ -114,11 +121,8 @@ static int app_guard_pages(hv *h, int argc, char **argv)
     unsigned char *lo = (unsigned char *)page_up((uintptr_t)src.ptr) + 64 * 4096;
     size_t span = 16 * 4096;
     VkDeviceSize glo = (VkDeviceSize)(lo - src.ptr), ghi = glo + span;
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = trap_handler;
-    sa.sa_flags = SA_SIGINFO;
-    sigaction(SIGSEGV, &sa, &old);
+    struct sigaction old;
+    trap_install(&old);
     /* The submit reads around the guarded pages, never them. */
     VkBufferCopy around[2] = {{.srcOffset = 0, .dstOffset = 0, .size = glo},
                               {.srcOffset = ghi, .dstOffset = ghi, .size = src.size - ghi}};

@@ -122,9 +122,29 @@ static void test_paths(void)
     puts("paths: ok");
 }
 
+/* The application's current CUDA context on the enqueuing thread, which
+ * the planner also submits from (MT_COH_CAP_SUBMIT_ANY_THREAD): it must
+ * find it as it left it. */
+typedef int (*ctx_get_fn)(void **);
+typedef int (*ctx_set_fn)(void *);
+static void *app_context(ctx_get_fn get)
+{
+    void *cur = (void *)1;
+    MT_CHECK_INT_EQ(get(&cur), 0);
+    return cur;
+}
+
 static void test_tracked(void)
 {
     enum { N = 64u << 20 };
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *gs = drv ? dlsym(drv, "cuCtxGetCurrent") : NULL, *ss = drv ? dlsym(drv, "cuCtxSetCurrent") : NULL;
+    MT_CHECK(gs && ss);
+    ctx_get_fn ctx_get;
+    ctx_set_fn ctx_set;
+    memcpy(&ctx_get, &gs, sizeof gs);
+    memcpy(&ctx_set, &ss, sizeof ss);
+    MT_CHECK_INT_EQ(ctx_set(NULL), 0); /* none, as a thread that never used CUDA */
     mt_coh_buffer_opts o = {.flags = MT_COH_BUF_TRACK_HOST};
     mt_coh_buf b;
     MT_CHECK_OK(mt_coh_buffer_create(cl, N, &o, &b));
@@ -146,6 +166,7 @@ static void test_tracked(void)
         }
         free(seen);
         MT_CHECK_UINT_EQ(read_all(g1, b, N, ref), dirty * 4096);
+        MT_CHECK(app_context(ctx_get) == NULL);
         dirty = 0;
     }
     MT_CHECK_OK(mt_coh_buffer_free(cl, b));

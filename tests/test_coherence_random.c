@@ -170,7 +170,14 @@ typedef struct jdev {
     uint64_t size;
     void *mem;
     _Atomic uint64_t rng;
+    _Atomic int submitting[2]; /* threads in j_submit, per engine: at most one */
 } jdev;
+
+/* The thread running the programs (the planner's): a submit there is the
+ * planner taking an idle copy engine's turn (MT_COH_CAP_SUBMIT_ANY_THREAD),
+ * counted to show the programs reach that path. */
+static _Thread_local int is_app_thread;
+static _Atomic uint64_t app_thread_submits;
 
 static void jsleep(jdev *j)
 {
@@ -201,9 +208,20 @@ static void j_release(void *dev, uint64_t base, uint64_t size)
 
 static int j_submit(void *dev, int engine, mt_coh_op *op)
 {
-    (void)dev;
-    (void)engine;
+    jdev *j = dev;
     (void)op;
+    /* Submits for one engine are one at a time (the contract in
+     * coherence.h), also when the planner submits for an idle copy engine
+     * while the engine's own thread wakes up: a sleep here now and then
+     * widens the window in which two would meet. */
+    if (atomic_fetch_add(&j->submitting[engine], 1)) {
+        fprintf(stderr, "jitter: two threads submit for engine %d at once\n", engine);
+        abort();
+    }
+    if (is_app_thread)
+        atomic_fetch_add(&app_thread_submits, 1);
+    jsleep(j);
+    atomic_fetch_sub(&j->submitting[engine], 1);
     return 1; /* the work happens in wait, on the completer thread */
 }
 
@@ -248,6 +266,8 @@ static void j_destroy(void *dev)
      .destroy = j_destroy}
 static const mt_coh_backend jitter_backend = JITTER_BACKEND(0);
 static const mt_coh_backend jitter_in_order_backend = JITTER_BACKEND(MT_COH_CAP_IN_ORDER);
+static const mt_coh_backend jitter_any_thread_backend =
+    JITTER_BACKEND(MT_COH_CAP_IN_ORDER | MT_COH_CAP_SUBMIT_ANY_THREAD);
 
 /* ---- application-level ordering: writers and readers per buffer ------------- */
 
@@ -721,7 +741,11 @@ static void run_program(uint64_t seed, int ops)
     p->aligned = (int)rnd(p, 2);
     p->small = rnd(p, 3) == 0;
     uint64_t devmem = p->small ? 48u << 10 : 1u << 20;
-    mt_coh_opts o = {.granularity = p->G, .track_chunk = 2 * p->page};
+    /* Small pieces half the time: a tracked upload is then issued in many
+     * pieces, the first ones early (and by the planner itself on a
+     * jitter device that lets it submit). */
+    mt_coh_opts o = {.granularity = p->G, .track_chunk = 2 * p->page,
+                     .pipeline_bytes = rnd(p, 2) ? 0 : 2 * p->page};
     MT_CHECK_OK(mt_coh_create(&o, &p->c));
     p->is_host[0] = 1;
     int nsim = 0;
@@ -747,7 +771,10 @@ static void run_program(uint64_t seed, int ops)
             j->size = devmem;
             atomic_init(&j->rng, mt_test_rand(&p->rng));
             mt_coh_device_opts dopt = {.name = "jitter"};
-            const mt_coh_backend *be = rnd(p, 2) ? &jitter_in_order_backend : &jitter_backend;
+            uint64_t x = rnd(p, 3);
+            const mt_coh_backend *be = x == 0   ? &jitter_backend
+                                       : x == 1 ? &jitter_in_order_backend
+                                                : &jitter_any_thread_backend;
             MT_CHECK_OK(mt_coh_device_add(p->c, be, j, &dopt, &id));
         } else {
             mt_sim_opts so = {.mem_size = devmem};
@@ -830,12 +857,16 @@ int main(int argc, char **argv)
         }
         use_cuda = 1;
     }
+    is_app_thread = 1;
     for (int i = 0; i < programs; i++) {
         uint64_t s = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;
         printf("program %d (seed %llu)\n", i, (unsigned long long)s);
         fflush(stdout);
         run_program(s, ops);
     }
+    /* How often the programs reached that path (some seeds make no such
+     * device; test_coherence_track checks it is taken). */
+    printf("submits by the planner's thread: %llu\n", (unsigned long long)app_thread_submits);
     puts("random: ok");
     return 0;
 }

@@ -10,7 +10,11 @@
  *    pieces: several migrations, one command, the right content, exactly
  *    the written pages, in dense (30%) and sparse (1%) rounds.
  *  - Host writes racing with nothing else are never lost across many
- *    rounds (random pages, random devices). */
+ *    rounds (random pages, random devices).
+ *  - On a backend that lets any thread submit, the enqueuing thread submits
+ *    an upload's pieces itself while the copy engine is idle, never beside
+ *    the engine's own submitter, with exact uploads; from three threads at
+ *    once too. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -314,6 +318,203 @@ static void test_pipelined(mt_track_backend be)
     printf("pipelined (%s%s): ok\n", mt_track_backend_name(be), g_helper ? ", helper" : "");
 }
 
+/* ---- the planner submitting for an idle copy engine ----------------------------
+ * A device whose backend lets any thread submit for its copy engine
+ * (MT_COH_CAP_SUBMIT_ANY_THREAD): the enqueuing thread submits a tracked
+ * upload's pieces itself while the engine is idle. Its submit checks that
+ * submits for one engine never overlap and counts those made on the
+ * application's threads; the work happens in wait, on the completer thread,
+ * in submission order (an in-order engine). A twin without the capability
+ * must never see the application's threads. */
+typedef struct adev {
+    uint64_t size;
+    void *mem;
+    _Atomic int submitting[2];
+    _Atomic uint64_t app_submits;
+} adev;
+
+static _Thread_local int on_app_thread;
+
+static int a_grow(void *dev, uint64_t min_size, uint64_t *base, uint64_t *size)
+{
+    adev *a = dev;
+    if (a->mem || min_size > a->size || !(a->mem = malloc(a->size)))
+        return -ENOSPC;
+    *base = (uint64_t)(uintptr_t)a->mem;
+    *size = a->size;
+    return 0;
+}
+
+static void a_release(void *dev, uint64_t base, uint64_t size)
+{
+    adev *a = dev;
+    (void)base;
+    (void)size;
+    free(a->mem);
+    a->mem = NULL;
+}
+
+static int a_submit(void *dev, int engine, mt_coh_op *op)
+{
+    adev *a = dev;
+    if (atomic_fetch_add(&a->submitting[engine], 1)) {
+        fprintf(stderr, "two threads submit for engine %d at once\n", engine);
+        abort();
+    }
+    if (on_app_thread)
+        atomic_fetch_add(&a->app_submits, 1);
+    if (op->bytes % 3 == 0)
+        usleep(20); /* now and then: a wider window for an overlap */
+    atomic_fetch_sub(&a->submitting[engine], 1);
+    return 1;
+}
+
+static int a_wait(void *dev, int engine, mt_coh_op *op)
+{
+    (void)dev;
+    (void)engine;
+    char *d = (char *)(uintptr_t)op->dev_addr;
+    switch (op->kind) {
+    case MT_COH_OP_RUN:
+        op->exec.backend = "host"; /* tk_run: host pointers */
+        return op->fn(op->user, &op->exec);
+    case MT_COH_OP_UPLOAD:
+        for (uint32_t i = 0; i < op->nsegs; i++)
+            memcpy(d + op->segs[i].dst, (char *)op->host + op->segs[i].src, op->segs[i].len);
+        return 0;
+    case MT_COH_OP_DOWNLOAD:
+        for (uint32_t i = 0; i < op->nsegs; i++)
+            memcpy((char *)op->host + op->segs[i].dst, d + op->segs[i].src, op->segs[i].len);
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+static void a_destroy(void *dev)
+{
+    adev *a = dev;
+    free(a->mem);
+    free(a);
+}
+
+#define ADEV_BACKEND(extra)                                                                     \
+    {.name = "any-thread",                                                                     \
+     .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_HOST_MEMORY | MT_COH_CAP_IN_ORDER | (extra),        \
+     .mem_grow = a_grow,                                                                       \
+     .mem_release = a_release,                                                                 \
+     .submit = a_submit,                                                                       \
+     .wait = a_wait,                                                                           \
+     .destroy = a_destroy}
+static const mt_coh_backend any_thread_be = ADEV_BACKEND(MT_COH_CAP_SUBMIT_ANY_THREAD);
+static const mt_coh_backend in_order_be = ADEV_BACKEND(0);
+
+static adev *adev_add(mt_coh *c, const mt_coh_backend *be, uint32_t *id)
+{
+    adev *a = calloc(1, sizeof *a);
+    a->size = 64u << 20;
+    MT_CHECK_OK(mt_coh_device_add(c, be, a, NULL, id));
+    return a;
+}
+
+typedef struct direct_worker {
+    mt_coh_client *cl;
+    uint32_t dev;
+    uint64_t seed;
+} direct_worker;
+
+/* Rounds of host writes and uploads on a buffer of its own, beside the
+ * other workers: the planner's submits meet the engine's own. */
+static void *direct_rounds(void *arg)
+{
+    direct_worker *w = arg;
+    size_t n = 256 * page;
+    mt_coh_queue *q;
+    MT_CHECK_OK(mt_coh_queue_create(w->cl, w->dev, &q));
+    mt_coh_buffer_opts o = {.flags = MT_COH_BUF_TRACK_HOST};
+    mt_coh_buf b;
+    MT_CHECK_OK(mt_coh_buffer_create(w->cl, n, &o, &b));
+    mt_coh_buffer_info bi;
+    MT_CHECK_OK(mt_coh_buffer_info_get(w->cl, b, &bi));
+    uint8_t *mem = bi.host, *ref = calloc(1, n), *seen = malloc(n / page);
+    MT_CHECK_UINT_EQ(readq(q, b, 0, n, ref, NULL), n);
+    uint64_t rng = w->seed;
+    for (int round = 0; round < 40; round++) {
+        memset(seen, 0, n / page);
+        uint64_t dirty = 0;
+        for (size_t i = 0; i < n / page / 8; i++) {
+            size_t pg = mt_test_below(&rng, n / page), at = pg * page + mt_test_below(&rng, page);
+            mem[at] = ref[at] = (uint8_t)mt_test_rand(&rng);
+            dirty += !seen[pg];
+            seen[pg] = 1;
+        }
+        MT_CHECK_UINT_EQ(readq(q, b, 0, n, ref, NULL), dirty * page);
+    }
+    MT_CHECK_OK(mt_coh_buffer_free(w->cl, b));
+    free(ref);
+    free(seen);
+    return NULL;
+}
+
+static void test_direct_submit(mt_track_backend be)
+{
+    mt_coh_opts o = {.track_backend = be, .track_chunk = 16 * page, .pipeline_bytes = 64 * page,
+                     .collect_threads = 3, .collect_helper = g_helper};
+    mt_coh *c;
+    MT_CHECK_OK(mt_coh_create(&o, &c));
+    uint32_t da, db;
+    adev *a = adev_add(c, &any_thread_be, &da), *bdev = adev_add(c, &in_order_be, &db);
+    mt_coh_client *cl;
+    MT_CHECK_OK(mt_coh_client_create(c, &cl));
+    mt_coh_queue *qa, *qb;
+    MT_CHECK_OK(mt_coh_queue_create(cl, da, &qa));
+    MT_CHECK_OK(mt_coh_queue_create(cl, db, &qb));
+    on_app_thread = 1;
+    /* One thread: every upload exact, on both devices. */
+    size_t n = 1024 * page;
+    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST};
+    mt_coh_buf b;
+    MT_CHECK_OK(mt_coh_buffer_create(cl, n, &bo, &b));
+    mt_coh_buffer_info bi;
+    MT_CHECK_OK(mt_coh_buffer_info_get(cl, b, &bi));
+    uint8_t *mem = bi.host, *ref = calloc(1, n), *seen = malloc(n / page);
+    MT_CHECK_UINT_EQ(readq(qa, b, 0, n, ref, NULL), n);
+    MT_CHECK_UINT_EQ(readq(qb, b, 0, n, ref, NULL), n);
+    uint64_t rng = 777;
+    for (int round = 0; round < 20; round++) {
+        memset(seen, 0, n / page);
+        uint64_t dirty = 0;
+        for (size_t i = 0; i < n / page / 10; i++) {
+            size_t pg = mt_test_below(&rng, n / page), at = pg * page + mt_test_below(&rng, page);
+            mem[at] = ref[at] = (uint8_t)mt_test_rand(&rng);
+            dirty += !seen[pg];
+            seen[pg] = 1;
+        }
+        MT_CHECK_UINT_EQ(readq(qa, b, 0, n, ref, NULL), dirty * page);
+        MT_CHECK_UINT_EQ(readq(qb, b, 0, n, ref, NULL), dirty * page);
+    }
+    uint64_t direct = atomic_load(&a->app_submits);
+    MT_CHECK(direct > 0);
+    MT_CHECK_UINT_EQ(atomic_load(&bdev->app_submits), 0);
+    MT_CHECK_OK(mt_coh_buffer_free(cl, b));
+    free(ref);
+    free(seen);
+    /* Three threads at once on the device that lets them submit. */
+    pthread_t th[3];
+    direct_worker dw[3];
+    for (int i = 0; i < 3; i++) {
+        dw[i] = (direct_worker){cl, da, 1000 + (uint64_t)i};
+        MT_CHECK_INT_EQ(pthread_create(&th[i], NULL, direct_rounds, &dw[i]), 0);
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    on_app_thread = 0;
+    mt_coh_client_destroy(cl);
+    mt_coh_destroy(c);
+    printf("planner submits for an idle copy engine (%s%s): ok, %llu of its submits\n",
+           mt_track_backend_name(be), g_helper ? ", helper" : "", (unsigned long long)direct);
+}
+
 int main(void)
 {
     page = (size_t)sysconf(_SC_PAGESIZE);
@@ -326,6 +527,7 @@ int main(void)
         test_dirty_pages(bes[i]);
         test_inflight_download(bes[i]);
         test_pipelined(bes[i]);
+        test_direct_submit(bes[i]);
     }
     /* uffd with the collection helper process: the same exact counts. */
     if (mt_track_backend_available(MT_TRACK_UFFD)) {
@@ -333,6 +535,7 @@ int main(void)
         test_dirty_pages(MT_TRACK_UFFD);
         test_inflight_download(MT_TRACK_UFFD);
         test_pipelined(MT_TRACK_UFFD);
+        test_direct_submit(MT_TRACK_UFFD);
     }
     return 0;
 }

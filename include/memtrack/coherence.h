@@ -184,13 +184,23 @@ enum {
      * the same engine are submitted without waiting for their completion, so
      * back-to-back copies into one instance keep the engine busy. */
     MT_COH_CAP_IN_ORDER = 1u << 3,
+    /* With MT_COH_CAP_IN_ORDER: submit may also be called for the copy engine
+     * from a thread that is not the engine's (never two at once for one
+     * engine, never beside the engine's own submitter), leaving that thread
+     * as it found it. The thread planning an upload of tracked host memory
+     * then submits its first pieces itself while the copy engine is idle,
+     * instead of waking the engine's thread (tens of microseconds before
+     * the device starts copying). */
+    MT_COH_CAP_SUBMIT_ANY_THREAD = 1u << 4,
 };
 
 /* The backend interface: a table of functions over an opaque device handle.
  * The context calls mem_*, can_peer and svm_* under its lock, submit and
  * wait from the device's engine threads (one thread per engine, so the two
- * engines of a device may run concurrently), host_attach/detach from engine
- * threads or release paths. Everything optional may be NULL. */
+ * engines of a device may run concurrently; MT_COH_CAP_SUBMIT_ANY_THREAD
+ * lets another thread take the copy engine's turn to submit, one at a time),
+ * host_attach/detach from the thread that submits or release paths.
+ * Everything optional may be NULL. */
 typedef struct mt_coh_backend {
     const char *name;
     uint32_t caps; /* MT_COH_CAP_* */

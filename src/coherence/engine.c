@@ -114,7 +114,10 @@ static void *submitter(void *arg)
     coh_engine *e = arg;
     pthread_mutex_lock(&e->lock);
     for (;;) {
-        while (!e->head && !e->stop) {
+        /* While the planner submits (mti_coh_engine_kick), its commands go
+         * first: wait for it, even when stopping (it appends to the in-flight
+         * list, which must not outlive the completer). */
+        while ((!e->head && !e->stop) || e->in_submit) {
             e->sleeping = 1;
             pthread_cond_wait(&e->cond, &e->lock);
             e->sleeping = 0;
@@ -126,6 +129,7 @@ static void *submitter(void *arg)
         if (!e->head)
             e->tail = NULL;
         int stop = e->stop;
+        e->in_submit = 1;
         pthread_mutex_unlock(&e->lock);
         int rc = stop ? MT_ECANCELED : submit(e, cmd);
         if (rc == 1) {
@@ -133,6 +137,8 @@ static void *submitter(void *arg)
             if (e->in_order)
                 mti_coh_cmd_submitted(cmd);
             pthread_mutex_lock(&e->lock);
+            e->in_submit = 0;
+            cmd->sub_rc = 1;
             cmd->next = NULL;
             mti_coh_cmds_append(&e->ihead, &e->itail, cmd, cmd);
             if (e->isleeping)
@@ -141,11 +147,68 @@ static void *submitter(void *arg)
         }
         finish(e, cmd, rc);
         pthread_mutex_lock(&e->lock);
+        e->in_submit = 0;
     }
     e->stopped = 1;
     pthread_cond_broadcast(&e->icond);
     pthread_mutex_unlock(&e->lock);
     return NULL;
+}
+
+/* The planner submits the batch itself when the engine is idle: handing it
+ * to a sleeping submitter costs that thread's wake-up (about 60 us on the
+ * GPU machine) before the device starts copying, and on a tracked upload's
+ * first piece that is what the device waits for. Only the submit runs on
+ * the planner's thread: a command that fails there goes to the in-flight
+ * list with its status, and the completer completes it, in order, so no
+ * completion (which may take locks the planner holds) runs here. Commands
+ * it releases on this engine (mti_coh_cmd_submitted) go to the submitter,
+ * as ready commands do. */
+void mti_coh_engine_kick(coh_engine *e)
+{
+    if (!e->bhead)
+        return;
+    if (!e->direct) {
+        mti_coh_engine_doorbell(e);
+        return;
+    }
+    pthread_mutex_lock(&e->lock);
+    /* Idle, or one piece in flight that may end before a woken submitter
+     * could queue the next; otherwise the submitter's wake-up hides behind
+     * the copies queued, and it submits while the planner goes on. */
+    if (e->head || e->in_submit || e->stop || e->stopped ||
+        atomic_load_explicit(&e->busy, memory_order_relaxed) > 1) {
+        pthread_mutex_unlock(&e->lock);
+        mti_coh_engine_doorbell(e);
+        return;
+    }
+    coh_cmd *h = e->bhead;
+    uint32_t n = 0;
+    for (coh_cmd *x = h; x; x = x->next)
+        n++;
+    e->bhead = e->btail = NULL;
+    e->in_submit = 1;
+    atomic_fetch_add_explicit(&e->busy, n, memory_order_relaxed);
+    pthread_mutex_unlock(&e->lock);
+    while (h) {
+        coh_cmd *cmd = h;
+        h = cmd->next;
+        int rc = submit(e, cmd);
+        if (rc == 1)
+            mti_coh_cmd_submitted(cmd); /* e->direct implies in order */
+        pthread_mutex_lock(&e->lock);
+        cmd->sub_rc = rc;
+        cmd->next = NULL;
+        mti_coh_cmds_append(&e->ihead, &e->itail, cmd, cmd);
+        if (e->isleeping)
+            pthread_cond_signal(&e->icond);
+        pthread_mutex_unlock(&e->lock);
+    }
+    pthread_mutex_lock(&e->lock);
+    e->in_submit = 0;
+    if (e->sleeping && (e->head || e->stop))
+        pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->lock);
 }
 
 static void *completer(void *arg)
@@ -163,7 +226,7 @@ static void *completer(void *arg)
             break; /* the submitter stopped and nothing is in flight */
         coh_cmd *cmd = e->ihead;
         pthread_mutex_unlock(&e->lock);
-        int rc = d->be->wait(d->h, e->kind, &cmd->op);
+        int rc = cmd->sub_rc == 1 ? d->be->wait(d->h, e->kind, &cmd->op) : cmd->sub_rc;
         pthread_mutex_lock(&e->lock);
         e->ihead = cmd->next;
         if (!e->ihead)
@@ -186,6 +249,8 @@ int mti_coh_engine_start(coh_engine *e, coh_device *d, int kind)
     pthread_cond_init(&e->icond, NULL);
     atomic_init(&e->busy, 0);
     e->in_order = (d->be->caps & MT_COH_CAP_ASYNC) && (d->be->caps & MT_COH_CAP_IN_ORDER);
+    e->direct = e->in_order && kind == MT_COH_ENGINE_COPY &&
+                (d->be->caps & MT_COH_CAP_SUBMIT_ANY_THREAD);
     int rc = pthread_create(&e->sub, NULL, submitter, e);
     if (rc)
         return -rc;

@@ -138,7 +138,7 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
         /* The last piece goes to the copy engine now, not with the batch
          * at the end of the enqueue: the device is idle or finishing the
          * previous piece, and the rest of the enqueue needs no copy. */
-        mti_coh_engine_doorbell(&c->dev[to]->eng[MT_COH_ENGINE_COPY]);
+        mti_coh_engine_kick(&c->dev[to]->eng[MT_COH_ENGINE_COPY]);
     }
     if (started) {
         pthread_mutex_lock(&w->lock);

@@ -442,6 +442,10 @@ struct coh_cmd {
     coh_pool *pool;            /* where it returns when freed */
     coh_cmd *anext, *aprev;
     uint64_t host_len;
+    /* What submit returned, for the completer (1: in flight, wait for it;
+     * else the status: a submit by the planner whose result the completer
+     * delivers, mti_coh_engine_kick). Set before it joins the in-flight list. */
+    int sub_rc;
     /* The operation, written by the engine thread (build_op). */
     mt_coh_op op;
 };
@@ -609,6 +613,13 @@ struct coh_engine {
     int has_sub, has_comp;
     _Atomic uint32_t busy;  /* ready + in flight: "is the engine idle?" */
     int in_order;           /* MT_COH_CAP_ASYNC and MT_COH_CAP_IN_ORDER */
+    /* The planner may submit for this engine (a copy engine of a backend with
+     * MT_COH_CAP_SUBMIT_ANY_THREAD): mti_coh_engine_kick. */
+    int direct;
+    /* A thread is submitting for this engine (under `lock`): its submitter,
+     * or the planner in mti_coh_engine_kick. Submits are one at a time and
+     * in order. */
+    int in_submit;
     /* Batch (planner's lock): ready commands not yet handed over. */
     coh_cmd *bhead, *btail;
 };
@@ -631,6 +642,10 @@ void mti_coh_engine_stop(coh_engine *e);
 /* Hands the engine's batch over (planner's lock held). The hand-over lives
  * in sched.c (it completes what a stopped engine refuses). */
 void mti_coh_engine_doorbell(coh_engine *e);
+/* As the doorbell, but when the engine may be submitted for by other threads
+ * (e->direct) and its submitter has nothing queued and is not submitting,
+ * the caller submits the batch itself (planner's lock held; engine.c). */
+void mti_coh_engine_kick(coh_engine *e);
 /* Every engine's batch (planner's lock held). */
 void mti_coh_doorbell_all(mt_coh *c);
 

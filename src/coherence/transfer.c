@@ -265,7 +265,7 @@ int mti_coh_fetch_flush(coh_builder *b, int force)
     b->n = 0;
     b->bytes = 0;
     if (!force && b->to != MT_COH_HOST) /* pipelining: hand it over now */
-        mti_coh_engine_doorbell(&b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY]);
+        mti_coh_engine_kick(&b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY]);
     return rc;
 }
 

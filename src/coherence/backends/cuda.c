@@ -351,7 +351,9 @@ static int copy_op(cu_dev *g, mt_coh_op *op, table **tab)
 static int cu_submit(void *dev, int engine, mt_coh_op *op)
 {
     cu_dev *g = dev;
-    g->cu->CtxSetCurrent(g->ctx); /* engine threads: this device's context */
+    /* An engine thread, or the planner's (MT_COH_CAP_SUBMIT_ANY_THREAD),
+     * whose current context is the application's: given back as found. */
+    CUcontext prev = enter(g);
     int rc;
     table *tab = NULL;
     if (op->kind == MT_COH_OP_RUN) {
@@ -364,6 +366,7 @@ static int cu_submit(void *dev, int engine, mt_coh_op *op)
         /* Copies queued before the error may still run: let them finish
          * before the command completes (and its memory may be reused). */
         g->cu->StreamSynchronize(g->st[engine]);
+        leave(g, prev);
         return rc;
     }
     CUevent e = get_event(g);
@@ -374,10 +377,12 @@ static int cu_submit(void *dev, int engine, mt_coh_op *op)
         rc = err_of(g->cu->StreamSynchronize(g->st[engine]));
         if (tab)
             put_table(g, tab);
+        leave(g, prev);
         return rc;
     }
     op->scratch[0] = (uint64_t)(uintptr_t)e;
     op->scratch[1] = (uint64_t)(uintptr_t)tab;
+    leave(g, prev);
     return 1;
 }
 
@@ -510,7 +515,8 @@ static void cu_destroy(void *dev)
 
 static const mt_coh_backend coh_cuda_backend = {
     .name = "cuda",
-    .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_IN_ORDER | MT_COH_CAP_FINE_SVM,
+    .caps = MT_COH_CAP_ASYNC | MT_COH_CAP_IN_ORDER | MT_COH_CAP_FINE_SVM |
+            MT_COH_CAP_SUBMIT_ANY_THREAD,
     .mem_grow = cu_grow,
     .mem_release = cu_release,
     .submit = cu_submit,

@@ -41,7 +41,7 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
     coh_track *tr = r->track;
     if (a >= b)
         return 0;
-    uint32_t k0 = (uint32_t)(a / tr->chunk), k1 = (uint32_t)((b - 1) / tr->chunk);
+    uint32_t k0 = mti_coh_chunk_of(tr, a), k1 = mti_coh_chunk_of(tr, b - 1);
     int rc = mti_coh_runs_reserve(&r->runs, 2 * (k1 - k0 + 1) + 8);
     if (rc)
         return rc;
@@ -105,8 +105,7 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
         }
         mti_coh_track_await(c, r, parallel && k > k0 ? &job : NULL, k);
         chunk_res *cr = &tr->res[k];
-        uint64_t ca = (uint64_t)k * tr->chunk;
-        uint64_t cb = r->size - ca < tr->chunk ? r->size : ca + tr->chunk;
+        uint64_t ca = mti_coh_chunk_start(tr, k), cb = mti_coh_chunk_end(tr, k, r->size);
         /* Pages in-flight downloads write are theirs, not the host's. */
         if (!cr->all && mti_coh_track_drop_inflight(tr, &cr->v, &cr->n, &cr->cap))
             cr->all = 1;

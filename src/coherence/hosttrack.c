@@ -2,7 +2,8 @@
  * memtrack `track` reports the pages written, so the next upload copies
  * those pages only.
  *
- * The memory is watched as ranges of track_chunk bytes. Before the planner
+ * The memory is watched as ranges of track_chunk bytes (the first one split
+ * in smaller ones, hosttrack.h). Before the planner
  * reads or changes the validity of a range of a tracked root it collects the
  * chunks that cover it: written pages become "valid at the host only" (they
  * are newer than anything planned before). For an upload the collection is
@@ -140,7 +141,7 @@ static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, mt_dirty_run *runs,
                          coh_range **v, size_t *n, size_t *cap)
 {
     coh_track *tr = r->track;
-    uint64_t base = (uint64_t)k * tr->chunk, g = c->gran > c->page ? c->gran : c->page;
+    uint64_t base = mti_coh_chunk_start(tr, k), g = c->gran > c->page ? c->gran : c->page;
     mt_dirty_run small[256];
     if (!runs) {
         runs = small;
@@ -330,7 +331,9 @@ int mti_coh_track_create(mt_coh *c, coh_root *r)
     long ps = (long)mti_page_size();
     tr->page = (uint64_t)ps;
     tr->chunk = c->o.track_chunk;
-    tr->nchunks = (uint32_t)((r->size + tr->chunk - 1) / tr->chunk);
+    /* The ramp's smallest range is whole pages. */
+    tr->ramp = (tr->chunk >> COH_RAMP) >= tr->page && (tr->chunk >> COH_RAMP) % tr->page == 0;
+    tr->nchunks = mti_coh_chunk_of(tr, r->size - 1) + 1;
     tr->ids = calloc(tr->nchunks, sizeof *tr->ids);
     tr->res = calloc(tr->nchunks, sizeof *tr->res);
     pthread_mutex_init(&tr->lock, NULL);
@@ -341,8 +344,8 @@ int mti_coh_track_create(mt_coh *c, coh_root *r)
     char *base = (char *)(uintptr_t)r->inst[0]->addr;
     mt_range_opts ro = {.backend = c->o.track_backend};
     for (uint32_t k = 0; k < tr->nchunks; k++) {
-        uint64_t off = (uint64_t)k * tr->chunk;
-        uint64_t len = r->size - off < tr->chunk ? r->size - off : tr->chunk;
+        uint64_t off = mti_coh_chunk_start(tr, k);
+        uint64_t len = mti_coh_chunk_end(tr, k, r->size) - off;
         int rc = mt_tracker_add(c->tracker, base + off, len, &ro, &tr->ids[k]);
         if (rc)
             return rc;
@@ -391,9 +394,8 @@ static void absorb_chunk(mt_coh *c, coh_root *r, uint32_t k)
         mti_coh_track_drop_inflight(tr, &v, &nv, &cap)) {
         /* No memory to tell them apart: the whole chunk counts as host
          * writes (an upload too many, nothing lost). */
-        uint64_t ca = (uint64_t)k * tr->chunk;
-        push_range(&tr->stash, &tr->nstash, &tr->capstash, ca,
-                   r->size - ca < tr->chunk ? r->size : ca + tr->chunk);
+        push_range(&tr->stash, &tr->nstash, &tr->capstash, mti_coh_chunk_start(tr, k),
+                   mti_coh_chunk_end(tr, k, r->size));
         free(v);
         return;
     }
@@ -442,8 +444,8 @@ void mti_coh_track_absorb(coh_root *r, coh_cmd *cmd)
         int have = 0;
         uint32_t last = 0;
         for (uint32_t i = 0; i < n; i++) {
-            uint32_t s0 = (uint32_t)(segs[i].dst / tr->chunk);
-            uint32_t s1 = (uint32_t)((segs[i].dst + segs[i].len - 1) / tr->chunk);
+            uint32_t s0 = mti_coh_chunk_of(tr, segs[i].dst);
+            uint32_t s1 = mti_coh_chunk_of(tr, segs[i].dst + segs[i].len - 1);
             for (uint32_t k = s0; k <= s1; k++) {
                 if (have && k <= last)
                     continue;

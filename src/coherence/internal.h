@@ -904,6 +904,7 @@ typedef struct coh_builder {
     } m[COH_MAX_SOURCES];
     uint32_t n;
     uint64_t bytes;     /* collected, not yet issued */
+    uint32_t issued;    /* flushes so far */
     uint64_t pref;      /* locations valid over every stale piece of the range */
     int runs_changed;   /* a relay flushed: host memory marked valid, runs re-cut */
 } coh_builder;

@@ -187,6 +187,7 @@ void mti_coh_fetch_begin(coh_builder *b, mt_coh *c, coh_root *r, uint32_t to, co
     b->main = main;
     b->n = 0;
     b->bytes = 0;
+    b->issued = 0;
     b->pref = ~0ull;
     b->runs_changed = 0;
 }
@@ -252,9 +253,15 @@ int mti_coh_fetch_flush(coh_builder *b, int force)
          * none behind it, so that the next is queued while that one copies
          * (pieces then grow to what is collected during one copy). */
         coh_engine *e = b->to == MT_COH_HOST ? NULL : &b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY];
-        if (!e || b->bytes < b->c->o.pipeline_bytes / 32 ||
-            atomic_load_explicit(&e->busy, memory_order_relaxed) > (uint32_t)e->in_order ||
-            e->bhead)
+        if (!e || e->bhead)
+            return 0;
+        uint32_t busy = atomic_load_explicit(&e->busy, memory_order_relaxed);
+        /* Except the first piece, which goes whatever its size once the
+         * engine is idle: the device has nothing else to do, and an
+         * upload's first chunk is small (hosttrack.h) so that it starts
+         * early. */
+        int first = !b->issued && !busy;
+        if (!first && (b->bytes < b->c->o.pipeline_bytes / 32 || busy > (uint32_t)e->in_order))
             return 0;
     }
     int rc = 0;
@@ -264,6 +271,7 @@ int mti_coh_fetch_flush(coh_builder *b, int force)
     }
     b->n = 0;
     b->bytes = 0;
+    b->issued++;
     if (!force && b->to != MT_COH_HOST) /* pipelining: hand it over now */
         mti_coh_engine_kick(&b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY]);
     return rc;

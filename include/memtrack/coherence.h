@@ -188,9 +188,9 @@ enum {
      * from a thread that is not the engine's (never two at once for one
      * engine, never beside the engine's own submitter), leaving that thread
      * as it found it. The thread planning an upload of tracked host memory
-     * then submits its first pieces itself while the copy engine is idle,
-     * instead of waking the engine's thread (tens of microseconds before
-     * the device starts copying). */
+     * then submits its pieces itself while the engine's thread has nothing
+     * queued, instead of waking that thread (tens of microseconds, at times
+     * hundreds, before the device goes on copying). */
     MT_COH_CAP_SUBMIT_ANY_THREAD = 1u << 4,
 };
 

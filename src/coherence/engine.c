@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "probe.h"
 
 /* Lazily attaches the root's host memory to this device (pinning), once.
  * Only this device's copy engine thread attaches for this device, so the
@@ -131,7 +132,9 @@ static void *submitter(void *arg)
         int stop = e->stop;
         e->in_submit = 1;
         pthread_mutex_unlock(&e->lock);
+        COH_PROBE("sub0", e->kind, cmd->bytes);
         int rc = stop ? MT_ECANCELED : submit(e, cmd);
+        COH_PROBE("sub1", e->kind, cmd->bytes);
         if (rc == 1) {
             /* Before it joins the in-flight list: it cannot complete yet. */
             if (e->in_order)
@@ -155,15 +158,18 @@ static void *submitter(void *arg)
     return NULL;
 }
 
-/* The planner submits the batch itself when the engine is idle: handing it
- * to a sleeping submitter costs that thread's wake-up (about 60 us on the
- * GPU machine) before the device starts copying, and on a tracked upload's
- * first piece that is what the device waits for. Only the submit runs on
- * the planner's thread: a command that fails there goes to the in-flight
- * list with its status, and the completer completes it, in order, so no
- * completion (which may take locks the planner holds) runs here. Commands
- * it releases on this engine (mti_coh_cmd_submitted) go to the submitter,
- * as ready commands do. */
+/* The planner submits an upload's pieces itself whenever the engine's own
+ * submitter has nothing queued and is not submitting: handing a piece to
+ * that thread costs its wake-up before the device starts copying, about
+ * 60 us on the GPU machine when it was asleep, and once, with the
+ * collecting threads busy on every CPU, 390 us while the device sat idle
+ * (upload probes, docs/coherence.md). A launch on the planner's thread
+ * takes 8-20 us, the first of an upload about 50. Only the submit runs
+ * here: a command that fails goes to the in-flight list with its status
+ * and the completer completes it, in order, so no completion (which may
+ * take locks the planner holds) runs on this thread. Commands it releases
+ * on this engine (mti_coh_cmd_submitted) go to the submitter, as ready
+ * commands do. */
 void mti_coh_engine_kick(coh_engine *e)
 {
     if (!e->bhead)
@@ -173,11 +179,7 @@ void mti_coh_engine_kick(coh_engine *e)
         return;
     }
     pthread_mutex_lock(&e->lock);
-    /* Idle, or one piece in flight that may end before a woken submitter
-     * could queue the next; otherwise the submitter's wake-up hides behind
-     * the copies queued, and it submits while the planner goes on. */
-    if (e->head || e->in_submit || e->stop || e->stopped ||
-        atomic_load_explicit(&e->busy, memory_order_relaxed) > 1) {
+    if (e->head || e->in_submit || e->stop || e->stopped) {
         pthread_mutex_unlock(&e->lock);
         mti_coh_engine_doorbell(e);
         return;
@@ -193,7 +195,9 @@ void mti_coh_engine_kick(coh_engine *e)
     while (h) {
         coh_cmd *cmd = h;
         h = cmd->next;
+        COH_PROBE("dsub0", e->kind, cmd->bytes);
         int rc = submit(e, cmd);
+        COH_PROBE("dsub1", e->kind, cmd->bytes);
         if (rc == 1)
             mti_coh_cmd_submitted(cmd); /* e->direct implies in order */
         pthread_mutex_lock(&e->lock);
@@ -227,6 +231,7 @@ static void *completer(void *arg)
         coh_cmd *cmd = e->ihead;
         pthread_mutex_unlock(&e->lock);
         int rc = cmd->sub_rc == 1 ? d->be->wait(d->h, e->kind, &cmd->op) : cmd->sub_rc;
+        COH_PROBE("done", e->kind, cmd->bytes);
         pthread_mutex_lock(&e->lock);
         e->ihead = cmd->next;
         if (!e->ihead)

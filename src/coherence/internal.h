@@ -644,7 +644,8 @@ void mti_coh_engine_stop(coh_engine *e);
 void mti_coh_engine_doorbell(coh_engine *e);
 /* As the doorbell, but when the engine may be submitted for by other threads
  * (e->direct) and its submitter has nothing queued and is not submitting,
- * the caller submits the batch itself (planner's lock held; engine.c). */
+ * the caller submits the batch itself (planner's lock held; engine.c).
+ * Used for an upload's pieces. */
 void mti_coh_engine_kick(coh_engine *e);
 /* Every engine's batch (planner's lock held). */
 void mti_coh_doorbell_all(mt_coh *c);

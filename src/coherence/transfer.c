@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "probe.h"
 
 static inline uint32_t lowest(uint64_t m)
 {
@@ -272,6 +273,7 @@ int mti_coh_fetch_flush(coh_builder *b, int force)
     b->n = 0;
     b->bytes = 0;
     b->issued++;
+    COH_PROBE("issue", b->issued, force);
     if (!force && b->to != MT_COH_HOST) /* pipelining: hand it over now */
         mti_coh_engine_kick(&b->c->dev[b->to]->eng[MT_COH_ENGINE_COPY]);
     return rc;

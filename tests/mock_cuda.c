@@ -135,13 +135,28 @@ EXPORT CUresult cuMemFreeHost(void *p)
     return 0;
 }
 
+/* Registrations refused: each is an API error compute-sanitizer reports in
+ * the application's run (the test expects none from memtrack). */
+static int refusals;
+EXPORT int mock_cuda_register_refusals(void)
+{
+    pthread_mutex_lock(&lock);
+    int n = refusals;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
 EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned f)
 {
     (void)f;
     need_ctx();
-    if ((uintptr_t)p % 4096 || n % 4096)
-        return 1;
-    return add_region((uintptr_t)p, n, 2);
+    int rc = (uintptr_t)p % 4096 || n % 4096 ? 1 : add_region((uintptr_t)p, n, 2);
+    if (rc) {
+        pthread_mutex_lock(&lock);
+        refusals++;
+        pthread_mutex_unlock(&lock);
+    }
+    return rc;
 }
 
 EXPORT CUresult cuMemHostUnregister(void *p)

@@ -223,6 +223,39 @@ int main(void)
     test_tracked();
     test_fine_svm();
     mt_coh_client_destroy(cl);
+    /* Shutting down gives the thread its context back too: here the GPU's
+     * primary context, which the backend also uses (it used to leave none
+     * current). */
+    void *cur = NULL, *prim = NULL, *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *gs = dlsym(drv, "cuCtxGetCurrent"), *ss = dlsym(drv, "cuCtxSetCurrent"),
+         *dg = dlsym(drv, "cuDeviceGet"), *pr = dlsym(drv, "cuDevicePrimaryCtxRetain"),
+         *pl = dlsym(drv, "cuDevicePrimaryCtxRelease_v2");
+    MT_CHECK(gs && ss && dg && pr && pl);
+    ctx_get_fn ctx_get;
+    ctx_set_fn ctx_set;
+    int (*dev_get)(int *, int), (*prim_retain)(void **, int), (*prim_release)(int);
+    memcpy(&ctx_get, &gs, sizeof gs);
+    memcpy(&ctx_set, &ss, sizeof ss);
+    memcpy(&dev_get, &dg, sizeof dg);
+    memcpy(&prim_retain, &pr, sizeof pr);
+    memcpy(&prim_release, &pl, sizeof pl);
+    int dev0 = -1;
+    MT_CHECK_INT_EQ(dev_get(&dev0, 0), 0);
+    MT_CHECK_INT_EQ(prim_retain(&prim, dev0), 0);
+    MT_CHECK_INT_EQ(ctx_set(prim), 0);
     mt_coh_destroy(c);
+    MT_CHECK(ctx_get(&cur) == 0 && cur == prim);
+    MT_CHECK_INT_EQ(ctx_set(NULL), 0);
+    MT_CHECK_INT_EQ(prim_release(dev0), 0);
+    /* The mock driver counts the registrations it refused: the second
+     * device on the GPU uses the first one's instead of asking again (an
+     * API error compute-sanitizer would report; the GPU run checks there). */
+    void *rs = dlsym(drv, "mock_cuda_register_refusals");
+    if (rs) {
+        int (*refusals)(void);
+        memcpy(&refusals, &rs, sizeof rs);
+        MT_CHECK_INT_EQ(refusals(), 0);
+    }
+    puts("no refused registration, context kept: ok");
     return 0;
 }

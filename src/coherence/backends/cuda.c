@@ -150,7 +150,7 @@ typedef struct pin {
     void *base;
     size_t len;
     CUdeviceptr dptr;
-    int owned; /* 0: registered by another device of the same context */
+    int owned; /* 0: registered by another device, or by the application */
 } pin;
 
 /* Calls from threads that are not the device's engines keep their own
@@ -413,6 +413,41 @@ static int cu_can_peer(void *dev, void *src)
     return r == CUDA_SUCCESS || r == 704 /* PEER_ACCESS_ALREADY_ENABLED */;
 }
 
+/* What this backend registered (its owners' pins), for every device of
+ * every context: a second device pinning the same pages uses the owner's
+ * registration (PORTABLE: mapped in every context) without asking the
+ * driver to register them again, which it refuses with
+ * HOST_MEMORY_ALREADY_REGISTERED, an error compute-sanitizer reports in the
+ * application's run. The owner unregisters at its unpin, as before. */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pin *regs[256];
+static size_t nregs;
+
+/* 1: [a, b) lies in one of ours; -1: it overlaps one (registering fails);
+ * 0: neither. Under reg_lock. */
+static int reg_find(uintptr_t a, uintptr_t b)
+{
+    int overlap = 0;
+    for (size_t i = 0; i < nregs; i++) {
+        uintptr_t ra = (uintptr_t)regs[i]->base, rb = ra + regs[i]->len;
+        if (ra <= a && b <= rb)
+            return 1;
+        overlap |= a < rb && ra < b;
+    }
+    return overlap ? -1 : 0;
+}
+
+static void reg_drop(pin *p)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (size_t i = 0; i < nregs; i++)
+        if (regs[i] == p) {
+            regs[i] = regs[--nregs];
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+}
+
 /* Pins [ptr, ptr+len) (whole pages) and maps it for the GPU. */
 static int do_pin(cu_dev *g, void *ptr, uint64_t len, pin **out)
 {
@@ -421,17 +456,34 @@ static int do_pin(cu_dev *g, void *ptr, uint64_t len, pin **out)
     pin *p = calloc(1, sizeof *p);
     if (!p)
         return -ENOMEM;
+    p->base = (void *)a;
+    p->len = b - a;
     CUcontext prev = enter(g);
-    CUresult r = g->cu->MemHostRegister((void *)a, b - a,
-                                        CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+    /* Under reg_lock from the look-up to the record: two devices pinning
+     * the same pages at once register them once. */
+    pthread_mutex_lock(&reg_lock);
+    int ours = reg_find(a, b);
+    /* Part of one of ours: the driver would refuse, and the mapping of its
+     * start would not cover the rest (1: fail, copies stage instead). */
+    CUresult r = ours > 0   ? 712
+                 : ours < 0 ? 1
+                            : g->cu->MemHostRegister((void *)a, b - a,
+                                                     CU_MEMHOSTREGISTER_DEVICEMAP |
+                                                         CU_MEMHOSTREGISTER_PORTABLE);
     p->owned = r == CUDA_SUCCESS;
-    /* 712, HOST_MEMORY_ALREADY_REGISTERED: another device on this GPU's
-     * context pinned it already; use its mapping (PORTABLE: every context). */
+    if (p->owned && nregs < sizeof regs / sizeof regs[0])
+        regs[nregs++] = p; /* a full table only costs the driver's refusal later */
+    pthread_mutex_unlock(&reg_lock);
+    /* 712, HOST_MEMORY_ALREADY_REGISTERED (ours, or the driver's answer
+     * for the application's registration): use that mapping. */
     if ((r == CUDA_SUCCESS || r == 712) &&
-        g->cu->MemHostGetDevicePointer(&p->dptr, (void *)a, 0) == CUDA_SUCCESS)
+        g->cu->MemHostGetDevicePointer(&p->dptr, (void *)a, 0) == CUDA_SUCCESS) {
         r = CUDA_SUCCESS;
-    else if (r == CUDA_SUCCESS) {
-        g->cu->MemHostUnregister((void *)a);
+    } else {
+        if (p->owned) {
+            reg_drop(p);
+            g->cu->MemHostUnregister((void *)a);
+        }
         r = 1;
     }
     leave(g, prev);
@@ -439,8 +491,6 @@ static int do_pin(cu_dev *g, void *ptr, uint64_t len, pin **out)
         free(p);
         return -EIO; /* e.g. already registered by someone else: copies stage instead */
     }
-    p->base = (void *)a;
-    p->len = b - a;
     *out = p;
     return 0;
 }
@@ -450,6 +500,7 @@ static void do_unpin(cu_dev *g, pin *p)
     if (!p)
         return;
     if (p->owned) {
+        reg_drop(p);
         CUcontext prev = enter(g);
         g->cu->MemHostUnregister(p->base);
         leave(g, prev);
@@ -490,7 +541,8 @@ static void cu_svm_detach(void *dev, void *token)
 static void cu_destroy(void *dev)
 {
     cu_dev *g = dev;
-    g->cu->CtxSetCurrent(g->ctx);
+    /* The application's thread (mt_coh_destroy): its context given back. */
+    CUcontext prev = enter(g);
     for (int i = 0; i < 2; i++)
         if (g->st[i]) {
             g->cu->StreamSynchronize(g->st[i]);
@@ -506,7 +558,7 @@ static void cu_destroy(void *dev)
     }
     if (g->mod)
         g->cu->ModuleUnload(g->mod);
-    g->cu->CtxSetCurrent(NULL);
+    leave(g, prev);
     g->cu->DevicePrimaryCtxRelease(g->dev);
     pthread_mutex_destroy(&g->lock);
     free(g->events);

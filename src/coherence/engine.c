@@ -166,15 +166,39 @@ static void *submitter(void *arg)
  * (upload probes, docs/coherence.md). A launch on the planner's thread
  * takes 8-20 us, the first of an upload about 50. Only the submit runs
  * here: a command that fails goes to the in-flight list with its status
- * and the completer completes it, in order, so no completion (which may
- * take locks the planner holds) runs on this thread. Commands it releases
- * on this engine (mti_coh_cmd_submitted) go to the submitter, as ready
- * commands do. */
+ * and the completer completes it, in order, and a batch in which a command
+ * waits for another on this engine goes to the submitter, so no completion
+ * (which may take locks the planner holds) runs on this thread. */
+/* Whether a command waits for cmd on the same engine: its submission would
+ * release it (mti_coh_cmd_submitted), and a release may complete it at once
+ * (a dependency failed), which must not happen on the planner's thread: a
+ * completing download takes its root's track lock, which the planner may
+ * hold. Without the command's lock: only the planner links dependents, and
+ * a command in the batch is neither submitted nor complete, so nothing
+ * else changes its list. An upload's pieces have none (each is submitted
+ * before the next one links to it, which then does not wait). */
+static int waited_on_here(const coh_cmd *cmd, const coh_engine *e)
+{
+    for (uint32_t i = 0; i < cmd->ndeps; i++) {
+        const coh_cmd *d = (const coh_cmd *)((uintptr_t)cmd->deps[i] & ~(uintptr_t)1);
+        if (d->eng == e)
+            return 1;
+    }
+    return 0;
+}
+
+#ifndef NDEBUG
+_Thread_local int mti_coh_kicking;
+#endif
+
 void mti_coh_engine_kick(coh_engine *e)
 {
     if (!e->bhead)
         return;
-    if (!e->direct) {
+    int direct = e->direct;
+    for (coh_cmd *x = e->bhead; x && direct; x = x->next)
+        direct = !waited_on_here(x, e);
+    if (!direct) {
         mti_coh_engine_doorbell(e);
         return;
     }
@@ -192,14 +216,19 @@ void mti_coh_engine_kick(coh_engine *e)
     e->in_submit = 1;
     atomic_fetch_add_explicit(&e->busy, n, memory_order_relaxed);
     pthread_mutex_unlock(&e->lock);
+#ifndef NDEBUG
+    mti_coh_kicking = 1;
+#endif
     while (h) {
         coh_cmd *cmd = h;
         h = cmd->next;
         COH_PROBE("dsub0", e->kind, cmd->bytes);
         int rc = submit(e, cmd);
         COH_PROBE("dsub1", e->kind, cmd->bytes);
+        /* In order (e->direct implies it): later links need not wait. It
+         * releases nothing (waited_on_here), so nothing completes here. */
         if (rc == 1)
-            mti_coh_cmd_submitted(cmd); /* e->direct implies in order */
+            mti_coh_cmd_submitted(cmd);
         pthread_mutex_lock(&e->lock);
         cmd->sub_rc = rc;
         cmd->next = NULL;
@@ -208,6 +237,9 @@ void mti_coh_engine_kick(coh_engine *e)
             pthread_cond_signal(&e->icond);
         pthread_mutex_unlock(&e->lock);
     }
+#ifndef NDEBUG
+    mti_coh_kicking = 0;
+#endif
     pthread_mutex_lock(&e->lock);
     e->in_submit = 0;
     if (e->sleeping && (e->head || e->stop))

@@ -331,8 +331,11 @@ int mti_coh_track_create(mt_coh *c, coh_root *r)
     long ps = (long)mti_page_size();
     tr->page = (uint64_t)ps;
     tr->chunk = c->o.track_chunk;
-    /* The ramp's smallest range is whole pages. */
-    tr->ramp = (tr->chunk >> COH_RAMP) >= tr->page && (tr->chunk >> COH_RAMP) % tr->page == 0;
+    /* Only where uploads are pipelined over several chunks (a smaller root
+     * is collected quickly anyway, and each range is one more collect per
+     * sync and one more of the tracker's ranges), and whole pages. */
+    tr->ramp = r->size >= 4 * tr->chunk && (tr->chunk >> COH_RAMP) >= tr->page &&
+               (tr->chunk >> COH_RAMP) % tr->page == 0;
     tr->nchunks = mti_coh_chunk_of(tr, r->size - 1) + 1;
     tr->ids = calloc(tr->nchunks, sizeof *tr->ids);
     tr->res = calloc(tr->nchunks, sizeof *tr->res);

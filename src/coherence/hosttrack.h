@@ -42,7 +42,8 @@ struct coh_track {
 /* Chunks. An upload's copy can start only once its first chunk is collected,
  * and the copy engine waits for that first scan (a 16 MiB chunk, 10% of it
  * written, took 130 us on the GPU machine, alone): so the first chunk of a
- * tracked root is split in ranges of 1/16, 1/16, 1/8, 1/4 and 1/2 of it,
+ * tracked root of four chunks or more (`ramp`, hosttrack.c) is split in
+ * ranges of 1/16, 1/16, 1/8, 1/4 and 1/2 of it,
  * whose scans take about as long as copying what the range before them
  * held, and every later chunk is whole. Chunk k covers
  * [mti_coh_chunk_start(k), mti_coh_chunk_start(k + 1)), cut at the root's

@@ -647,6 +647,11 @@ void mti_coh_engine_doorbell(coh_engine *e);
  * the caller submits the batch itself (planner's lock held; engine.c).
  * Used for an upload's pieces. */
 void mti_coh_engine_kick(coh_engine *e);
+#ifndef NDEBUG
+/* Set while this thread submits in mti_coh_engine_kick, where no command
+ * may complete (sched.c checks it in Debug builds). */
+extern _Thread_local int mti_coh_kicking;
+#endif
 /* Every engine's batch (planner's lock held). */
 void mti_coh_doorbell_all(mt_coh *c);
 

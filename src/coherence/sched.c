@@ -433,6 +433,10 @@ static void account(mt_coh *c, coh_cmd *cmd, int status)
 static void complete_one(coh_cmd *cmd, int status, worklist *w)
 {
     mt_coh *c = cmd->ctx;
+#ifndef NDEBUG
+    if (mti_coh_kicking)
+        abort(); /* a completion on the planner's submitting thread (engine.c) */
+#endif
     account(c, cmd, status);
     /* A failed download's pages are not host writes either (the fixup
      * clears the host's bit there): absorbed whatever the status. */

@@ -163,9 +163,10 @@ static void xown(prog *p, mroot *r, uint32_t loc, uint64_t a, uint64_t b)
  * dependencies (a command overtaking the copy it needs) show up as wrong
  * content instead of hiding behind fast engines. Asynchronous: submit
  * queues, the completer's wait does the work, in submission order per
- * engine: half of the jitter devices say so (MT_COH_CAP_IN_ORDER), and the
- * context then submits a command before the same engine's commands it
- * depends on have completed. */
+ * engine: two thirds of the jitter devices say so (MT_COH_CAP_IN_ORDER), and
+ * the context then submits a command before the same engine's commands it
+ * depends on have completed; half of those also let the planner submit for
+ * their copy engine (MT_COH_CAP_SUBMIT_ANY_THREAD). */
 typedef struct jdev {
     uint64_t size;
     void *mem;

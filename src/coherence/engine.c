@@ -208,11 +208,9 @@ void mti_coh_engine_kick(coh_engine *e)
         mti_coh_engine_doorbell(e);
         return;
     }
-    coh_cmd *h = e->bhead;
-    uint32_t n = 0;
-    for (coh_cmd *x = h; x; x = x->next)
-        n++;
-    e->bhead = e->btail = NULL;
+    coh_cmd *t;
+    uint32_t n;
+    coh_cmd *h = mti_coh_batch_take(e, &t, &n);
     e->in_submit = 1;
     atomic_fetch_add_explicit(&e->busy, n, memory_order_relaxed);
     pthread_mutex_unlock(&e->lock);

@@ -635,6 +635,19 @@ static inline void mti_coh_cmds_append(coh_cmd **head, coh_cmd **tail, coh_cmd *
     *tail = last;
 }
 
+/* Takes the engine's whole batch (planner's lock held): returns its first
+ * command (NULL: empty), sets *tail and *n. */
+static inline coh_cmd *mti_coh_batch_take(coh_engine *e, coh_cmd **tail, uint32_t *n)
+{
+    coh_cmd *h = e->bhead;
+    *tail = e->btail;
+    *n = 0;
+    for (coh_cmd *x = h; x; x = x->next)
+        (*n)++;
+    e->bhead = e->btail = NULL;
+    return h;
+}
+
 int mti_coh_engine_start(coh_engine *e, coh_device *d, int kind);
 /* Stops an engine: queued commands fail with MT_ECANCELED, in-flight ones
  * are waited for (the backend's shutdown releases stuck waits). */

@@ -581,11 +581,9 @@ void mti_coh_engine_doorbell(coh_engine *e)
 {
     if (!e->bhead)
         return;
-    coh_cmd *h = e->bhead, *t = e->btail;
-    uint32_t n = 0;
-    for (coh_cmd *x = h; x; x = x->next)
-        n++;
-    e->bhead = e->btail = NULL;
+    coh_cmd *t;
+    uint32_t n;
+    coh_cmd *h = mti_coh_batch_take(e, &t, &n);
     hand_over(e, h, t, n, 1);
 }
 

@@ -10,6 +10,7 @@
 #ifndef MT_COH_UTIL_H
 #define MT_COH_UTIL_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,6 +35,51 @@ static inline void tk_fill(uint8_t *p, size_t n, uint64_t pattern)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = (uint8_t)(pattern >> (8 * (i % 8)));
+}
+
+/* Backends the tests plug in whose device memory is host memory: one region
+ * of `size` bytes, allocated on first use... */
+typedef struct tk_hostmem {
+    uint64_t size;
+    void *mem;
+} tk_hostmem;
+
+static inline int tk_hostmem_grow(tk_hostmem *h, uint64_t min_size, uint64_t *base,
+                                  uint64_t *size)
+{
+    if (h->mem || min_size > h->size || !(h->mem = malloc(h->size)))
+        return -ENOSPC;
+    *base = (uint64_t)(uintptr_t)h->mem;
+    *size = h->size;
+    return 0;
+}
+
+static inline void tk_hostmem_release(tk_hostmem *h)
+{
+    free(h->mem);
+    h->mem = NULL;
+}
+
+/* ...and an op done there in place: a command runs with host pointers
+ * (tk_run takes them for the "host" backend), copies are memcpy. */
+static inline int tk_host_op(mt_coh_op *op)
+{
+    char *d = (char *)(uintptr_t)op->dev_addr;
+    switch (op->kind) {
+    case MT_COH_OP_RUN:
+        op->exec.backend = "host";
+        return op->fn(op->user, &op->exec);
+    case MT_COH_OP_UPLOAD:
+        for (uint32_t i = 0; i < op->nsegs; i++)
+            memcpy(d + op->segs[i].dst, (char *)op->host + op->segs[i].src, op->segs[i].len);
+        return 0;
+    case MT_COH_OP_DOWNLOAD:
+        for (uint32_t i = 0; i < op->nsegs; i++)
+            memcpy((char *)op->host + op->segs[i].dst, d + op->segs[i].src, op->segs[i].len);
+        return 0;
+    default:
+        return -EINVAL;
+    }
 }
 
 /* Optional CUDA hooks (set by the CUDA test). */

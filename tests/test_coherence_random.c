@@ -168,8 +168,7 @@ static void xown(prog *p, mroot *r, uint32_t loc, uint64_t a, uint64_t b)
  * depends on have completed; half of those also let the planner submit for
  * their copy engine (MT_COH_CAP_SUBMIT_ANY_THREAD). */
 typedef struct jdev {
-    uint64_t size;
-    void *mem;
+    tk_hostmem hm;
     _Atomic uint64_t rng;
     _Atomic int submitting[2]; /* threads in j_submit, per engine: at most one */
 } jdev;
@@ -190,21 +189,14 @@ static void jsleep(jdev *j)
 
 static int j_grow(void *dev, uint64_t min_size, uint64_t *base, uint64_t *size)
 {
-    jdev *j = dev;
-    if (j->mem || min_size > j->size || !(j->mem = malloc(j->size)))
-        return -ENOSPC;
-    *base = (uint64_t)(uintptr_t)j->mem;
-    *size = j->size;
-    return 0;
+    return tk_hostmem_grow(&((jdev *)dev)->hm, min_size, base, size);
 }
 
 static void j_release(void *dev, uint64_t base, uint64_t size)
 {
-    jdev *j = dev;
     (void)base;
     (void)size;
-    free(j->mem);
-    j->mem = NULL;
+    tk_hostmem_release(&((jdev *)dev)->hm);
 }
 
 static int j_submit(void *dev, int engine, mt_coh_op *op)
@@ -228,31 +220,15 @@ static int j_submit(void *dev, int engine, mt_coh_op *op)
 
 static int j_wait(void *dev, int engine, mt_coh_op *op)
 {
-    jdev *j = dev;
     (void)engine;
-    jsleep(j);
-    char *d = (char *)(uintptr_t)op->dev_addr;
-    switch (op->kind) {
-    case MT_COH_OP_RUN:
-        op->exec.backend = "host"; /* tk_run: host pointers */
-        return op->fn(op->user, &op->exec);
-    case MT_COH_OP_UPLOAD:
-        for (uint32_t i = 0; i < op->nsegs; i++)
-            memcpy(d + op->segs[i].dst, (char *)op->host + op->segs[i].src, op->segs[i].len);
-        return 0;
-    case MT_COH_OP_DOWNLOAD:
-        for (uint32_t i = 0; i < op->nsegs; i++)
-            memcpy((char *)op->host + op->segs[i].dst, d + op->segs[i].src, op->segs[i].len);
-        return 0;
-    default:
-        return -EINVAL;
-    }
+    jsleep(dev);
+    return tk_host_op(op);
 }
 
 static void j_destroy(void *dev)
 {
     jdev *j = dev;
-    free(j->mem);
+    tk_hostmem_release(&j->hm);
     free(j);
 }
 
@@ -769,7 +745,7 @@ static void run_program(uint64_t seed, int ops)
             MT_CHECK_OK(mt_coh_add_host_device(p->c, devmem, &id));
         else if (kind == 2) {
             jdev *j = calloc(1, sizeof *j);
-            j->size = devmem;
+            j->hm.size = devmem;
             atomic_init(&j->rng, mt_test_rand(&p->rng));
             mt_coh_device_opts dopt = {.name = "jitter"};
             uint64_t x = rnd(p, 3);

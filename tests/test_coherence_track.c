@@ -147,51 +147,34 @@ static void test_dirty_pages(mt_track_backend be)
 /* ---- a gated device: host memory seen as device memory, whose downloads
  * write their pages and then wait until the test opens the gate ---------- */
 typedef struct gdev {
-    void *mem;
-    uint64_t size;
+    tk_hostmem hm;
     _Atomic int written; /* a download wrote its pages and waits */
     _Atomic int open;
 } gdev;
 
 static int g_grow(void *dev, uint64_t min_size, uint64_t *base, uint64_t *size)
 {
-    gdev *g = dev;
-    if (g->mem || min_size > g->size || !(g->mem = malloc(g->size)))
-        return -ENOSPC;
-    *base = (uint64_t)(uintptr_t)g->mem;
-    *size = g->size;
-    return 0;
+    return tk_hostmem_grow(&((gdev *)dev)->hm, min_size, base, size);
 }
 
+/* Runs the op at once; a download then holds its engine until `open`. */
 static int g_submit(void *dev, int engine, mt_coh_op *op)
 {
     gdev *g = dev;
     (void)engine;
-    char *d = (char *)(uintptr_t)op->dev_addr;
-    switch (op->kind) {
-    case MT_COH_OP_RUN:
-        op->exec.backend = "host"; /* tk_run: host pointers */
-        return op->fn(op->user, &op->exec);
-    case MT_COH_OP_UPLOAD:
-        for (uint32_t i = 0; i < op->nsegs; i++)
-            memcpy(d + op->segs[i].dst, (char *)op->host + op->segs[i].src, op->segs[i].len);
-        return 0;
-    case MT_COH_OP_DOWNLOAD:
-        for (uint32_t i = 0; i < op->nsegs; i++)
-            memcpy((char *)op->host + op->segs[i].dst, d + op->segs[i].src, op->segs[i].len);
+    int rc = tk_host_op(op);
+    if (op->kind == MT_COH_OP_DOWNLOAD) {
         atomic_store(&g->written, 1);
         while (!atomic_load(&g->open))
             usleep(100);
-        return 0;
-    default:
-        return -EINVAL;
     }
+    return rc;
 }
 
 static void g_destroy(void *dev)
 {
     gdev *g = dev;
-    free(g->mem);
+    tk_hostmem_release(&g->hm);
     free(g);
 }
 
@@ -211,7 +194,7 @@ static void test_inflight_download(mt_track_backend be)
     env e;
     setup(&e, be, 16 * page, 0);
     gdev *g = calloc(1, sizeof *g);
-    g->size = 1u << 20;
+    g->hm.size = 1u << 20;
     uint32_t gid;
     MT_CHECK_OK(mt_coh_device_add(e.c, &gated_backend, g, NULL, &gid));
     mt_coh_queue *qg;
@@ -327,8 +310,7 @@ static void test_pipelined(mt_track_backend be)
  * in submission order (an in-order engine). A twin without the capability
  * must never see the application's threads. */
 typedef struct adev {
-    uint64_t size;
-    void *mem;
+    tk_hostmem hm;
     _Atomic int submitting[2];
     _Atomic uint64_t app_submits;
 } adev;
@@ -337,21 +319,14 @@ static _Thread_local int on_app_thread;
 
 static int a_grow(void *dev, uint64_t min_size, uint64_t *base, uint64_t *size)
 {
-    adev *a = dev;
-    if (a->mem || min_size > a->size || !(a->mem = malloc(a->size)))
-        return -ENOSPC;
-    *base = (uint64_t)(uintptr_t)a->mem;
-    *size = a->size;
-    return 0;
+    return tk_hostmem_grow(&((adev *)dev)->hm, min_size, base, size);
 }
 
 static void a_release(void *dev, uint64_t base, uint64_t size)
 {
-    adev *a = dev;
     (void)base;
     (void)size;
-    free(a->mem);
-    a->mem = NULL;
+    tk_hostmem_release(&((adev *)dev)->hm);
 }
 
 static int a_submit(void *dev, int engine, mt_coh_op *op)
@@ -373,28 +348,13 @@ static int a_wait(void *dev, int engine, mt_coh_op *op)
 {
     (void)dev;
     (void)engine;
-    char *d = (char *)(uintptr_t)op->dev_addr;
-    switch (op->kind) {
-    case MT_COH_OP_RUN:
-        op->exec.backend = "host"; /* tk_run: host pointers */
-        return op->fn(op->user, &op->exec);
-    case MT_COH_OP_UPLOAD:
-        for (uint32_t i = 0; i < op->nsegs; i++)
-            memcpy(d + op->segs[i].dst, (char *)op->host + op->segs[i].src, op->segs[i].len);
-        return 0;
-    case MT_COH_OP_DOWNLOAD:
-        for (uint32_t i = 0; i < op->nsegs; i++)
-            memcpy((char *)op->host + op->segs[i].dst, d + op->segs[i].src, op->segs[i].len);
-        return 0;
-    default:
-        return -EINVAL;
-    }
+    return tk_host_op(op);
 }
 
 static void a_destroy(void *dev)
 {
     adev *a = dev;
-    free(a->mem);
+    tk_hostmem_release(&a->hm);
     free(a);
 }
 
@@ -412,7 +372,7 @@ static const mt_coh_backend in_order_be = ADEV_BACKEND(0);
 static adev *adev_add(mt_coh *c, const mt_coh_backend *be, uint32_t *id)
 {
     adev *a = calloc(1, sizeof *a);
-    a->size = 64u << 20;
+    a->hm.size = 64u << 20;
     MT_CHECK_OK(mt_coh_device_add(c, be, a, NULL, id));
     return a;
 }

@@ -122,28 +122,36 @@ static void test_paths(void)
     puts("paths: ok");
 }
 
+/* Driver entry points the test calls itself (the application's side). */
+static void *drv_sym(const char *name)
+{
+    static void *h;
+    if (!h)
+        h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    return h ? dlsym(h, name) : NULL;
+}
+#define DRV_FN(fn, name)                                                                       \
+    do {                                                                                       \
+        void *f_ = drv_sym(name);                                                              \
+        MT_CHECK(f_ != NULL);                                                                  \
+        memcpy(&(fn), &f_, sizeof f_);                                                         \
+    } while (0)
+
 /* The application's current CUDA context on the enqueuing thread, which
  * the planner also submits from (MT_COH_CAP_SUBMIT_ANY_THREAD): it must
  * find it as it left it. */
-typedef int (*ctx_get_fn)(void **);
-typedef int (*ctx_set_fn)(void *);
-static void *app_context(ctx_get_fn get)
+static int (*ctx_get)(void **);
+static int (*ctx_set)(void *);
+static void *app_context(void)
 {
     void *cur = (void *)1;
-    MT_CHECK_INT_EQ(get(&cur), 0);
+    MT_CHECK_INT_EQ(ctx_get(&cur), 0);
     return cur;
 }
 
 static void test_tracked(void)
 {
     enum { N = 64u << 20 };
-    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    void *gs = drv ? dlsym(drv, "cuCtxGetCurrent") : NULL, *ss = drv ? dlsym(drv, "cuCtxSetCurrent") : NULL;
-    MT_CHECK(gs && ss);
-    ctx_get_fn ctx_get;
-    ctx_set_fn ctx_set;
-    memcpy(&ctx_get, &gs, sizeof gs);
-    memcpy(&ctx_set, &ss, sizeof ss);
     MT_CHECK_INT_EQ(ctx_set(NULL), 0); /* none, as a thread that never used CUDA */
     mt_coh_buffer_opts o = {.flags = MT_COH_BUF_TRACK_HOST};
     mt_coh_buf b;
@@ -166,7 +174,7 @@ static void test_tracked(void)
         }
         free(seen);
         MT_CHECK_UINT_EQ(read_all(g1, b, N, ref), dirty * 4096);
-        MT_CHECK(app_context(ctx_get) == NULL);
+        MT_CHECK(app_context() == NULL);
         dirty = 0;
     }
     MT_CHECK_OK(mt_coh_buffer_free(cl, b));
@@ -210,6 +218,8 @@ int main(void)
     }
     g1 = first;
     g2 = first + 1;
+    DRV_FN(ctx_get, "cuCtxGetCurrent");
+    DRV_FN(ctx_set, "cuCtxSetCurrent");
     for (uint32_t d = first; d < first + n; d++) {
         mt_coh_device_info di;
         MT_CHECK_OK(mt_coh_device_info_get(c, d, &di));
@@ -226,31 +236,23 @@ int main(void)
     /* Shutting down gives the thread its context back too: here the GPU's
      * primary context, which the backend also uses (it used to leave none
      * current). */
-    void *cur = NULL, *prim = NULL, *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    void *gs = dlsym(drv, "cuCtxGetCurrent"), *ss = dlsym(drv, "cuCtxSetCurrent"),
-         *dg = dlsym(drv, "cuDeviceGet"), *pr = dlsym(drv, "cuDevicePrimaryCtxRetain"),
-         *pl = dlsym(drv, "cuDevicePrimaryCtxRelease_v2");
-    MT_CHECK(gs && ss && dg && pr && pl);
-    ctx_get_fn ctx_get;
-    ctx_set_fn ctx_set;
+    void *prim = NULL;
     int (*dev_get)(int *, int), (*prim_retain)(void **, int), (*prim_release)(int);
-    memcpy(&ctx_get, &gs, sizeof gs);
-    memcpy(&ctx_set, &ss, sizeof ss);
-    memcpy(&dev_get, &dg, sizeof dg);
-    memcpy(&prim_retain, &pr, sizeof pr);
-    memcpy(&prim_release, &pl, sizeof pl);
+    DRV_FN(dev_get, "cuDeviceGet");
+    DRV_FN(prim_retain, "cuDevicePrimaryCtxRetain");
+    DRV_FN(prim_release, "cuDevicePrimaryCtxRelease_v2");
     int dev0 = -1;
     MT_CHECK_INT_EQ(dev_get(&dev0, 0), 0);
     MT_CHECK_INT_EQ(prim_retain(&prim, dev0), 0);
     MT_CHECK_INT_EQ(ctx_set(prim), 0);
     mt_coh_destroy(c);
-    MT_CHECK(ctx_get(&cur) == 0 && cur == prim);
+    MT_CHECK(app_context() == prim);
     MT_CHECK_INT_EQ(ctx_set(NULL), 0);
     MT_CHECK_INT_EQ(prim_release(dev0), 0);
     /* The mock driver counts the registrations it refused: the second
      * device on the GPU uses the first one's instead of asking again (an
      * API error compute-sanitizer would report; the GPU run checks there). */
-    void *rs = dlsym(drv, "mock_cuda_register_refusals");
+    void *rs = drv_sym("mock_cuda_register_refusals");
     if (rs) {
         int (*refusals)(void);
         memcpy(&refusals, &rs, sizeof rs);

@@ -187,10 +187,6 @@ static int waited_on_here(const coh_cmd *cmd, const coh_engine *e)
     return 0;
 }
 
-#ifndef NDEBUG
-_Thread_local int mti_coh_kicking;
-#endif
-
 void mti_coh_engine_kick(coh_engine *e)
 {
     if (!e->bhead)

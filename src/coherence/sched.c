@@ -430,6 +430,12 @@ static void account(mt_coh *c, coh_cmd *cmd, int status)
         atomic_fetch_add_explicit(&c->dev[cmd->from_loc]->bytes_out, n, memory_order_relaxed);
 }
 
+#ifndef NDEBUG
+/* Set by engine.c while the planner's thread submits; defined here, where
+ * it is checked, so that sched.c does not call back into engine.c. */
+_Thread_local int mti_coh_kicking;
+#endif
+
 static void complete_one(coh_cmd *cmd, int status, worklist *w)
 {
     mt_coh *c = cmd->ctx;

@@ -7,11 +7,13 @@
  * collect: the region is armed, 0%, 1% (scattered) or 100% of its pages are
  * written, and collect is timed until it has reported everything.
  * Cost = time / tracked pages. uffd rows carry signal as their baseline and
- * the ratio uffd/signal. The interposer's per-call cost against plain libc
+ * the ratio uffd/signal; the 1% collect is also timed with 1 and 3 other
+ * threads of the process running (baseline: that backend alone). The interposer's per-call cost against plain libc
  * calls (suite_track_preload.c) and the cost of reading memory someone
  * guards against reads (suite_track_guarded.c) close the suite. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,12 +107,28 @@ static double first_write_ns(region *r, mt_track_backend b, int threads, int ran
     return mt_bench_median(v, reps);
 }
 
-static double collect_ns(region *r, mt_track_backend b, double fraction, int reps)
+static void *spin(void *arg)
+{
+    while (!atomic_load_explicit((atomic_int *)arg, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+/* `running`: threads of this process kept running (spinning) meanwhile, as
+ * an application's threads run beside a collect: the uffd scan's TLB
+ * flushes interrupt each CPU that runs one, the signal backend's re-arming
+ * mprotect too. */
+static double collect_ns(region *r, mt_track_backend b, double fraction, int reps, int running)
 {
     mt_range_id id;
     mt_tracker *t = arm_region(r, b, &id);
     if (!t)
         return NAN;
+    atomic_int stop = 0;
+    pthread_t th[4];
+    int nth = 0;
+    while (nth < running && nth < 4 && pthread_create(&th[nth], NULL, spin, &stop) == 0)
+        nth++;
     size_t ndirty = (size_t)((double)r->npages * fraction);
     double v[8];
     for (int rep = 0; rep < reps; rep++) {
@@ -121,8 +139,11 @@ static double collect_ns(region *r, mt_track_backend b, double fraction, int rep
         uint64_t t1 = mt_bench_now_ns();
         v[rep] = (double)(t1 - t0) / (double)r->npages;
     }
+    atomic_store(&stop, 1);
+    for (int k = 0; k < nth; k++)
+        pthread_join(th[k], NULL);
     mt_tracker_destroy(t);
-    return mt_bench_median(v, reps);
+    return nth == running ? mt_bench_median(v, reps) : NAN;
 }
 
 static void emit_pair(mt_bench_ctx *ctx, const char *what, double sig, double uffd,
@@ -179,8 +200,8 @@ int mt_bench_suite_track(mt_bench_ctx *ctx)
     static const double fractions[3] = {0.0, 0.01, 1.0};
     static const char *fnames[3] = {"0%", "1%", "100%"};
     for (int f = 0; f < 3; f++) {
-        double sig = collect_ns(&r, MT_TRACK_SIGNAL, fractions[f], reps);
-        double uf = uffd ? collect_ns(&r, MT_TRACK_UFFD, fractions[f], reps) : NAN;
+        double sig = collect_ns(&r, MT_TRACK_SIGNAL, fractions[f], reps, 0);
+        double uf = uffd ? collect_ns(&r, MT_TRACK_UFFD, fractions[f], reps, 0) : NAN;
         char what[64];
         snprintf(what, sizeof what, "collect/%s-dirty", fnames[f]);
         if (f == 0) {
@@ -195,6 +216,28 @@ int mt_bench_suite_track(mt_bench_ctx *ctx)
             }
         } else {
             emit_pair(ctx, what, sig, uf, NULL, -1);
+        }
+    }
+    /* The same 1% collect with other threads of the process running: what
+     * a collect costs inside a busy application (docs/coherence.md, "Limits
+     * and open points"). Baseline: that backend's collect alone. Needs a
+     * CPU per running thread besides the collecting one. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int running = 1; running <= 3; running += 2) {
+        if (cpus < running + 1)
+            break;
+        for (int bi = 0; bi < 2; bi++) {
+            mt_track_backend b = bi ? MT_TRACK_UFFD : MT_TRACK_SIGNAL;
+            if (bi && !uffd)
+                continue;
+            double alone = collect_ns(&r, b, 0.01, reps, 0);
+            double busy = collect_ns(&r, b, 0.01, reps, running);
+            char name[96];
+            snprintf(name, sizeof name, "collect/1%%-dirty/%s+%d-running", bi ? "uffd" : "signal",
+                     running);
+            mt_bench_row row = {name, "ns_per_page", busy, "ns", "alone", alone, busy / alone,
+                                NULL, -1};
+            mt_bench_emit(ctx, &row);
         }
     }
     munmap(r.mem, bytes);

@@ -8,9 +8,10 @@
  * written, and collect is timed until it has reported everything.
  * Cost = time / tracked pages. uffd rows carry signal as their baseline and
  * the ratio uffd/signal; the 1% collect is also timed with 1 and 3 other
- * threads of the process running (baseline: that backend alone). The interposer's per-call cost against plain libc
- * calls (suite_track_preload.c) and the cost of reading memory someone
- * guards against reads (suite_track_guarded.c) close the suite. */
+ * threads of the process running (baseline: that backend alone). The
+ * interposer's per-call cost against plain libc calls
+ * (suite_track_preload.c) and the cost of reading memory someone guards
+ * against reads (suite_track_guarded.c) close the suite. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>

@@ -200,9 +200,14 @@ int mt_bench_suite_track(mt_bench_ctx *ctx)
 
     static const double fractions[3] = {0.0, 0.01, 1.0};
     static const char *fnames[3] = {"0%", "1%", "100%"};
+    double alone1[2] = {NAN, NAN}; /* the 1% collect alone: signal, uffd */
     for (int f = 0; f < 3; f++) {
         double sig = collect_ns(&r, MT_TRACK_SIGNAL, fractions[f], reps, 0);
         double uf = uffd ? collect_ns(&r, MT_TRACK_UFFD, fractions[f], reps, 0) : NAN;
+        if (f == 1) {
+            alone1[0] = sig;
+            alone1[1] = uf;
+        }
         char what[64];
         snprintf(what, sizeof what, "collect/%s-dirty", fnames[f]);
         if (f == 0) {
@@ -221,8 +226,9 @@ int mt_bench_suite_track(mt_bench_ctx *ctx)
     }
     /* The same 1% collect with other threads of the process running: what
      * a collect costs inside a busy application (docs/coherence.md, "Limits
-     * and open points"). Baseline: that backend's collect alone. Needs a
-     * CPU per running thread besides the collecting one. */
+     * and open points"). Baseline: that backend's 1% collect alone, from
+     * the rows above. Needs a CPU per running thread besides the
+     * collecting one. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     for (int running = 1; running <= 3; running += 2) {
         if (cpus < running + 1)
@@ -231,7 +237,7 @@ int mt_bench_suite_track(mt_bench_ctx *ctx)
             mt_track_backend b = bi ? MT_TRACK_UFFD : MT_TRACK_SIGNAL;
             if (bi && !uffd)
                 continue;
-            double alone = collect_ns(&r, b, 0.01, reps, 0);
+            double alone = alone1[bi];
             double busy = collect_ns(&r, b, 0.01, reps, running);
             char name[96];
             snprintf(name, sizeof name, "collect/1%%-dirty/%s+%d-running", bi ? "uffd" : "signal",

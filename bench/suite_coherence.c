@@ -27,7 +27,8 @@
  * MT_BENCH_COH_HOST_MIB sets upload-host's size (default 256);
  * MT_BENCH_COH_VARIANTS=1 adds upload variants (below).
  * The uploads collect with the collection helper process (9 threads,
- * mt_coh_opts.collect_helper); the variant upload[in-process] without. */
+ * mt_coh_opts.collect_helper); the variant upload[in-process] without,
+ * upload[collect=N] with N collecting threads instead of up to 9. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -525,23 +526,28 @@ int mt_bench_suite_coherence(mt_bench_ctx *ctx)
     bench_upload(ctx, &gpu);
     /* MT_BENCH_COH_VARIANTS=1: the GPU upload collected in-process (the
      * collecting threads scan: the TLB flushes of each scan interrupt the
-     * others), with other helper thread counts and piece sizes. */
+     * others), with other helper thread counts, fewer collecting threads
+     * (which scan at 10% and 50%, where the helper is not used) and
+     * another piece size. */
     const char *v = getenv("MT_BENCH_COH_VARIANTS");
     if (v && *v == '1') {
         static const struct {
             const char *name;
-            uint32_t helper;
+            uint32_t helper, collect;
             uint64_t pipeline;
-        } var[] = {{"upload[in-process]", 0, 0},
-                   {"upload[helper=4]", 4, 0},
-                   {"upload[helper=15]", 15, 0},
-                   {"upload[piece=8M]", MT_BENCH_HELPER, 8u << 20}};
+        } var[] = {{"upload[in-process]", 0, 0, 0},
+                   {"upload[helper=4]", 4, 0, 0},
+                   {"upload[helper=15]", 15, 0, 0},
+                   {"upload[collect=2]", MT_BENCH_HELPER, 2, 0},
+                   {"upload[collect=4]", MT_BENCH_HELPER, 4, 0},
+                   {"upload[piece=8M]", MT_BENCH_HELPER, 0, 8u << 20}};
         for (size_t i = 0; i < sizeof var / sizeof var[0]; i++) {
             upload_cfg x = gpu;
             x.prefix = var[i].name;
             x.reps = 3;
             x.targets = 0;
             x.opts.collect_helper = var[i].helper;
+            x.opts.collect_threads = var[i].collect;
             x.opts.pipeline_bytes = var[i].pipeline;
             bench_upload(ctx, &x);
         }

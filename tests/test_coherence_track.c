@@ -14,7 +14,12 @@
  *  - On a backend that lets any thread submit, the enqueuing thread submits
  *    an upload's pieces itself while the copy engine is idle, never beside
  *    the engine's own submitter, with exact uploads; from three threads at
- *    once too. */
+ *    once too.
+ *  - fork: a child writing every page of the buffer (its own copy) before
+ *    or after an upload changes nothing the parent uploads; the parent's
+ *    writes after the fork (copy-on-write faults) are all uploaded, exactly
+ *    those pages. */
+#include <sys/wait.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -475,6 +480,57 @@ static void test_direct_submit(mt_track_backend be)
            mt_track_backend_name(be), g_helper ? ", helper" : "", (unsigned long long)direct);
 }
 
+/* A child that writes every page of the buffer and exits. */
+static void child_writes(uint8_t *mem, size_t n)
+{
+    pid_t p = fork();
+    MT_CHECK(p >= 0);
+    if (p == 0) {
+        for (size_t i = 0; i < n; i += page)
+            mem[i] ^= 0x5a;
+        _exit(0);
+    }
+    int st = 0;
+    MT_CHECK_INT_EQ(waitpid(p, &st, 0), p);
+    MT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void test_fork(mt_track_backend be)
+{
+    env e;
+    setup(&e, be, 16 * page, 0);
+    size_t n = 256 * page;
+    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST};
+    mt_coh_buf b;
+    MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &bo, &b));
+    mt_coh_buffer_info bi;
+    MT_CHECK_OK(mt_coh_buffer_info_get(e.cl, b, &bi));
+    uint8_t *mem = bi.host, *seen = malloc(n / page);
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), n);
+    uint64_t rng = 4242;
+    for (int round = 0; round < 6; round++) {
+        if (round % 2)
+            child_writes(mem, n); /* before the parent writes */
+        memset(seen, 0, n / page);
+        uint64_t dirty = 0;
+        for (int i = 0; i < 12; i++) {
+            size_t pg = mt_test_below(&rng, n / page);
+            mem[pg * page + mt_test_below(&rng, page)] = (uint8_t)mt_test_rand(&rng);
+            dirty += !seen[pg];
+            seen[pg] = 1;
+        }
+        if (!(round % 2))
+            child_writes(mem, n); /* after, before the upload */
+        MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), dirty * page);
+        child_writes(mem, n); /* after the upload: nothing to upload next */
+        MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), 0);
+    }
+    MT_CHECK_OK(mt_coh_buffer_free(e.cl, b));
+    free(seen);
+    teardown(&e);
+    printf("fork (%s): ok\n", mt_track_backend_name(be));
+}
+
 int main(void)
 {
     page = (size_t)sysconf(_SC_PAGESIZE);
@@ -488,6 +544,7 @@ int main(void)
         test_inflight_download(bes[i]);
         test_pipelined(bes[i]);
         test_direct_submit(bes[i]);
+        test_fork(bes[i]);
     }
     /* uffd with the collection helper process: the same exact counts. */
     if (mt_track_backend_available(MT_TRACK_UFFD)) {

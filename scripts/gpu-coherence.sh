@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Coherence on a GPU machine in one command: the coherence benchmark with
-# its upload variants (--json), the CUDA coherence test, and the same test
-# under compute-sanitizer (memcheck) when it is installed; then a summary.
+# its upload variants (--json), the CUDA coherence test, the same test
+# under compute-sanitizer (memcheck) when it is installed, and the
+# application-threads test with two devices on the GPU; then a summary.
 # Each step has its own time limit so the whole run stays under 100 s on an
 # H100 (the bench takes about a minute there); a step that runs out is
 # reported as such and the next one still runs.
 #
 #   scripts/gpu-coherence.sh BUILD_DIR [OUT_DIR]
 # OUT_DIR (default: a temporary folder) keeps bench.json and the logs.
-# Environment: BENCH_LIMIT, TEST_LIMIT, SANITIZER_LIMIT (seconds; defaults
-# 60, 10, 25).
+# Environment: BENCH_LIMIT, TEST_LIMIT, SANITIZER_LIMIT, THREADS_LIMIT
+# (seconds; defaults 60, 10, 25, 30).
 set -uo pipefail
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [OUT_DIR]}" && pwd)
 OUT=${2:-$(mktemp -d)}
@@ -45,11 +46,15 @@ if command -v compute-sanitizer >/dev/null; then
 else
   echo "compute-sanitizer: not installed" >"$OUT/sanitizer.log"
 fi
+MT_COH_TEST_CUDA=1 step threads "${THREADS_LIMIT:-30}" "$BUILD/bin/test_coherence_threads"
+threads_rc=$?
 
 echo "== gpu-coherence: $(cat "$OUT/gpu.txt" 2>/dev/null || echo 'no nvidia-smi')"
 cat "$OUT/steps.txt"
 echo "-- test_coherence_cuda (rc $test_rc; 77 = skipped: no GPU):"
 tail -n 5 "$OUT/test.log"
+echo "-- test_coherence_threads with the GPU (rc $threads_rc):"
+tail -n 2 "$OUT/threads.log"
 if [ -f "$OUT/sanitizer.log" ]; then
   echo "-- compute-sanitizer:"
   grep -E "ERROR SUMMARY|not installed|Program hit" "$OUT/sanitizer.log" | sort | uniq -c | head -n 8

@@ -17,18 +17,25 @@
  * go on. Each worker also writes the host memory of a tracked buffer of its
  * own directly (MT_COH_BUF_TRACK_HOST) and reads it on a device, while the
  * others collect theirs: the whole run once with the signal tracker and
- * once with uffd where the kernel has it. */
+ * once with uffd where the kernel has it. With MT_COH_TEST_CUDA=1 two
+ * devices on the first GPU join (or on the mock driver: the CTest entry
+ * test_coherence_threads_mock), with as little memory as the simulated
+ * ones. */
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 
+#include "coh_cuda_hooks.h"
 #include "coh_util.h"
 #include "mt_test.h"
 
-enum { WORKERS = 4, NDEV = 4, NBUF = 6, BUFSZ = 64 << 10, SHARED = 256 << 10 };
+enum { WORKERS = 4, NSIM = 3, MAXDEV = 8, NBUF = 6, BUFSZ = 64 << 10, SHARED = 256 << 10,
+       DEVMEM = 768 << 10 };
 
 static mt_coh *c;
-static uint32_t dev[NDEV]; /* dev[0] the host device, then simulated ones */
+static uint32_t dev[MAXDEV]; /* dev[0] the host device, then simulated ones, then GPUs */
+static int ndev;
+static int use_cuda;
 static mt_coh_client *shared_client;
 static mt_coh_buf shared_buf;
 static uint8_t *shared_ref;
@@ -51,8 +58,8 @@ typedef struct worker {
     int id;
     uint64_t seed;
     mt_coh_client *cl; /* shared by workers 0 and 1 */
-    mt_coh_queue *q[NDEV];
-    mt_coh_queue *sq[NDEV]; /* of the shared buffer's client */
+    mt_coh_queue *q[MAXDEV];
+    mt_coh_queue *sq[MAXDEV]; /* of the shared buffer's client */
     mt_coh_buf buf[NBUF];
     uint8_t *ref[NBUF];
     mt_coh_buf tracked; /* written by the host directly */
@@ -120,7 +127,7 @@ static void pick(uint64_t *rng, uint64_t size, uint64_t *off, uint64_t *len)
 
 static void op_write(worker *w, uint64_t *rng)
 {
-    int i = (int)mt_test_below(rng, NBUF), d = (int)mt_test_below(rng, NDEV);
+    int i = (int)mt_test_below(rng, NBUF), d = (int)mt_test_below(rng, (uint64_t)ndev);
     uint64_t off, len, pattern = mt_test_rand(rng) | 1;
     pick(rng, BUFSZ, &off, &len);
     mt_coh_arg a = {.buf = w->buf[i], .offset = off, .size = len,
@@ -134,7 +141,7 @@ static void op_write(worker *w, uint64_t *rng)
 
 static void op_map(worker *w, uint64_t *rng)
 {
-    int i = (int)mt_test_below(rng, NBUF), d = (int)mt_test_below(rng, NDEV);
+    int i = (int)mt_test_below(rng, NBUF), d = (int)mt_test_below(rng, (uint64_t)ndev);
     uint64_t off, len;
     pick(rng, BUFSZ, &off, &len);
     int write = (int)mt_test_below(rng, 2);
@@ -169,10 +176,10 @@ static void op_sub(worker *w, uint64_t *rng)
     MT_CHECK_OK(mt_coh_subbuffer_create(w->cl, w->buf[i], off, len, 0, &sb));
     mt_coh_arg a = {.buf = sb, .size = len, .access = MT_COH_WRITE};
     uint64_t seen;
-    if (run1(w, (int)mt_test_below(rng, NDEV), a, pattern, NULL, 0, &seen))
+    if (run1(w, (int)mt_test_below(rng, (uint64_t)ndev), a, pattern, NULL, 0, &seen))
         tk_fill(w->ref[i] + off, len, pattern);
     MT_CHECK_OK(mt_coh_buffer_free(w->cl, sb));
-    check_read(w, (int)mt_test_below(rng, NDEV), w->buf[i], w->ref[i], 0, BUFSZ);
+    check_read(w, (int)mt_test_below(rng, (uint64_t)ndev), w->buf[i], w->ref[i], 0, BUFSZ);
 }
 
 /* Worker 0 writes a buffer and hands it over with the write's event,
@@ -188,7 +195,7 @@ static void op_handover(worker *w, uint64_t *rng)
         mt_coh_arg a = {.buf = b, .size = BUFSZ, .access = MT_COH_WRITE};
         mt_coh_command cmd = {.fn = tk_run, .user = k, .args = &a, .nargs = 1};
         mt_coh_event *ev;
-        if (!room(w, mt_coh_enqueue(w->q[1 + mt_test_below(rng, NDEV - 1)], &cmd, &ev))) {
+        if (!room(w, mt_coh_enqueue(w->q[1 + mt_test_below(rng, (uint64_t)ndev - 1)], &cmd, &ev))) {
             free(k);
             MT_CHECK_OK(mt_coh_buffer_free(w->cl, b));
             return;
@@ -234,7 +241,7 @@ static void op_handover(worker *w, uint64_t *rng)
     pick(rng, BUFSZ, &off, &len);
     mt_coh_arg a = {.buf = b, .offset = off, .size = len, .access = MT_COH_READ};
     uint64_t seen;
-    if (run1(w, (int)mt_test_below(rng, NDEV), a, 0, &ev, 1, &seen))
+    if (run1(w, (int)mt_test_below(rng, (uint64_t)ndev), a, 0, &ev, 1, &seen))
         MT_CHECK_UINT_EQ(seen, tk_hash(ref + off, len));
     else
         MT_CHECK_OK(mt_coh_event_wait(ev, -1)); /* the write must be done with k */
@@ -255,14 +262,14 @@ static void op_track(worker *w, uint64_t *rng)
     if (mt_test_below(rng, 4) == 0) /* now and then a whole page */
         memset(w->tmem + mt_test_below(rng, BUFSZ / page) * page, (int)mt_test_below(rng, 256),
                page);
-    check_read(w, (int)mt_test_below(rng, NDEV), w->tracked, w->tmem, 0, BUFSZ);
+    check_read(w, (int)mt_test_below(rng, (uint64_t)ndev), w->tracked, w->tmem, 0, BUFSZ);
 }
 
 static void *work(void *arg)
 {
     worker *w = arg;
     uint64_t rng = w->seed;
-    for (int d = 0; d < NDEV; d++) {
+    for (int d = 0; d < ndev; d++) {
         MT_CHECK_OK(mt_coh_queue_create(w->cl, dev[d], &w->q[d]));
         MT_CHECK_OK(mt_coh_queue_create(shared_client, dev[d], &w->sq[d]));
     }
@@ -285,7 +292,7 @@ static void *work(void *arg)
             int i = (int)mt_test_below(&rng, NBUF);
             uint64_t off, len;
             pick(&rng, BUFSZ, &off, &len);
-            check_read(w, (int)mt_test_below(&rng, NDEV), w->buf[i], w->ref[i], off, len);
+            check_read(w, (int)mt_test_below(&rng, (uint64_t)ndev), w->buf[i], w->ref[i], off, len);
         } else if (r < 70) {
             uint64_t off, len;
             pick(&rng, SHARED, &off, &len);
@@ -293,7 +300,7 @@ static void *work(void *arg)
             tk_cmd k = {.nargs = 1, .access = {MT_COH_READ}};
             mt_coh_command cmd = {.fn = tk_run, .user = &k, .args = &a, .nargs = 1};
             mt_coh_event *ev;
-            if (!room(w, mt_coh_enqueue(w->sq[mt_test_below(&rng, NDEV)], &cmd, &ev)))
+            if (!room(w, mt_coh_enqueue(w->sq[mt_test_below(&rng, (uint64_t)ndev)], &cmd, &ev)))
                 continue;
             MT_CHECK_OK(mt_coh_event_wait(ev, -1));
             mt_coh_event_release(ev);
@@ -324,7 +331,7 @@ static void *work(void *arg)
     check_read(w, 0, w->tracked, w->tmem, 0, BUFSZ);
     MT_CHECK_UINT_EQ(w->no_room, before);
     MT_CHECK_OK(mt_coh_buffer_free(w->cl, w->tracked));
-    for (int d = 0; d < NDEV; d++)
+    for (int d = 0; d < ndev; d++)
         mt_coh_queue_destroy(w->sq[d]);
     if (w->id >= 2)
         mt_coh_client_destroy(w->cl); /* its own client, while the others go on */
@@ -339,10 +346,18 @@ static void run(mt_track_backend be, uint64_t seed)
     mt_coh_opts o = {.track_backend = be, .track_chunk = 16u << 10, .collect_threads = 3};
     MT_CHECK_OK(mt_coh_create(&o, &c));
     MT_CHECK_OK(mt_coh_add_host_device(c, 8u << 20, &dev[0]));
-    for (int d = 1; d < NDEV; d++) {
+    ndev = 1;
+    for (int d = 0; d < NSIM; d++) {
         /* room for a few buffers each: instances are evicted all the time */
-        mt_sim_opts so = {.mem_size = 768u << 10};
-        MT_CHECK_OK(mt_coh_add_sim_device(c, &so, &dev[d]));
+        mt_sim_opts so = {.mem_size = DEVMEM};
+        MT_CHECK_OK(mt_coh_add_sim_device(c, &so, &dev[ndev++]));
+    }
+    if (use_cuda) {
+        mt_coh_cuda_opts co = {.repeat = 2, .max_devices = 1, .mem_limit = DEVMEM};
+        uint32_t first, n;
+        MT_CHECK_OK(mt_coh_add_cuda_devices(c, &co, &first, &n));
+        for (uint32_t i = 0; i < n && ndev < MAXDEV; i++)
+            dev[ndev++] = first + i;
     }
     MT_CHECK_OK(mt_coh_client_create(c, &shared_client));
     MT_CHECK_OK(mt_coh_buffer_create(shared_client, SHARED, NULL, &shared_buf));
@@ -392,9 +407,9 @@ static void run(mt_track_backend be, uint64_t seed)
     mt_coh_client_destroy(shared_client);
     mt_coh_destroy(c);
     free(shared_ref);
-    printf("%s, %d threads: %llu reads, %llu writes, %llu maps, %llu hand-overs checked; "
+    printf("%s, %d threads, %d devices: %llu reads, %llu writes, %llu maps, %llu hand-overs checked; "
            "%llu evictions, %llu enqueues without room: ok\n",
-           mt_track_backend_name(be), WORKERS, (unsigned long long)reads, (unsigned long long)writes,
+           mt_track_backend_name(be), WORKERS, ndev, (unsigned long long)reads, (unsigned long long)writes,
            (unsigned long long)maps, (unsigned long long)handed,
            (unsigned long long)st.evictions, (unsigned long long)no_room);
     /* The run must have exercised eviction and its refusal both. */
@@ -409,6 +424,19 @@ int main(int argc, char **argv)
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--ops") == 0)
             ops_per_worker = atoi(argv[i + 1]);
+    const char *cu = getenv("MT_COH_TEST_CUDA");
+    if (cu && !strcmp(cu, "1")) {
+        mt_coh *probe;
+        uint32_t first, n = 0;
+        MT_CHECK_OK(mt_coh_create(NULL, &probe));
+        MT_CHECK_OK(mt_coh_add_cuda_devices(probe, NULL, &first, &n));
+        mt_coh_destroy(probe);
+        if (!n || !tk_cuda_load()) {
+            puts("MT_COH_TEST_CUDA: no CUDA driver or GPU: skipped");
+            return 77;
+        }
+        use_cuda = 1;
+    }
     run(MT_TRACK_SIGNAL, seed);
     if (mt_track_backend_available(MT_TRACK_UFFD))
         run(MT_TRACK_UFFD, seed);

@@ -451,6 +451,10 @@ static void bench_upload(mt_bench_ctx *ctx, const upload_cfg *cfg)
                   (unsigned long long)st.host_dirty_bytes,
                   hs == 1 ? "running" : hs == 0 ? "none" : hs == 2 ? "starting" : "failed, in-process",
                   hs);
+    if (mt_coh_track_status(c) == 0)
+        mt_bench_note(ctx, "%s: uploaded whole: the signal tracker needs the interposer "
+                           "(LD_PRELOAD=libmemtrack_preload.so) to track pages",
+                      cfg->prefix);
     free(pages);
     mt_coh_client_destroy(cl);
     mt_coh_destroy(c);

@@ -489,6 +489,17 @@ typedef struct mt_coh_stats {
 /* Copies the counters. Returns 0. */
 MT_API int mt_coh_stats_get(mt_coh *c, mt_coh_stats *out);
 
+/* How tracked host buffers (MT_COH_BUF_TRACK_HOST) are watched: 1 when the
+ * pages the host writes are tracked everywhere (uffd, or the signal tracker
+ * with the interposer libmemtrack_preload.so preloaded: docs/track.md); 0
+ * when some of their memory is uploaded whole at every sync instead (exact,
+ * not minimal): memory the signal tracker would have to write-protect
+ * without the interposer (the application's read(2) into it would fail, its
+ * own SIGSEGV handler would take memtrack's faults), or memory the
+ * application unmapped or remapped under the buffer. -EINVAL without a
+ * context. Any thread. */
+MT_API int mt_coh_track_status(mt_coh *c);
+
 /* The collection helper of tracked host memory (mt_coh_opts.collect_helper):
  * mt_tracker_helper_status() of the context's tracker (1 running, 2
  * starting, 0 not asked or no tracked buffer yet, negative: collection is

@@ -252,6 +252,13 @@ int mt_coh_stats_get(mt_coh *c, mt_coh_stats *out)
     return 0;
 }
 
+int mt_coh_track_status(mt_coh *c)
+{
+    if (!c)
+        return -EINVAL;
+    return atomic_load_explicit(&c->track_whole_chunks, memory_order_relaxed) ? 0 : 1;
+}
+
 int mt_coh_collect_helper_status(mt_coh *c)
 {
     pthread_mutex_lock(&c->lock); /* the tracker is created under it */

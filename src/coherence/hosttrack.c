@@ -148,8 +148,21 @@ static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, mt_dirty_run *runs,
         max = 256;
     }
     int rc = 0;
+    if (tr->whole[k])
+        return push_range(v, n, cap, base, mti_coh_chunk_end(tr, k, r->size));
     for (;;) {
         long got = mt_tracker_collect(c->tracker, tr->ids[k], runs, max);
+        if (got == MT_EUNMAPPED) {
+            /* The application unmapped or remapped some of the chunk: what
+             * is there now is not tracked. From now on the chunk counts as
+             * written at every collection (what it reported so far is in v
+             * already). */
+            mt_tracker_remove(c->tracker, tr->ids[k]);
+            tr->ids[k] = 0;
+            tr->whole[k] = 1;
+            atomic_fetch_add_explicit(&c->track_whole_chunks, 1, memory_order_relaxed);
+            return push_range(v, n, cap, base, mti_coh_chunk_end(tr, k, r->size));
+        }
         if (got < 0)
             break; /* the range is gone (released): nothing to report */
         for (long i = 0; i < got; i++) {
@@ -316,6 +329,19 @@ void mti_coh_track_await(mt_coh *c, coh_root *r, coh_job *job, uint32_t k)
 
 /* ---- create, destroy ------------------------------------------------------------------ */
 
+/* Whether range `id` may track pages. The signal tracker write-protects the
+ * memory and counts on the interposer (libmemtrack_preload.so) for what the
+ * application does to it: without it, a read(2) into the memory fails with
+ * EFAULT, the application's own SIGSEGV handler takes memtrack's faults,
+ * its madvise goes unseen. The application would notice, so such memory is
+ * not protected at all and is uploaded whole at every sync instead (exact;
+ * mt_coh_track_status says so). uffd needs none of that. */
+static int page_tracking_ok(mt_coh *c, mt_range_id id)
+{
+    (void)c;
+    return mt_tracker_backend(c->tracker, id) != MT_TRACK_SIGNAL || mt_track_preload_status() == 1;
+}
+
 int mti_coh_track_create(mt_coh *c, coh_root *r)
 {
     if (!c->tracker) {
@@ -338,11 +364,12 @@ int mti_coh_track_create(mt_coh *c, coh_root *r)
                (tr->chunk >> COH_RAMP) % tr->page == 0;
     tr->nchunks = mti_coh_chunk_of(tr, r->size - 1) + 1;
     tr->ids = calloc(tr->nchunks, sizeof *tr->ids);
+    tr->whole = calloc(tr->nchunks, 1);
     tr->res = calloc(tr->nchunks, sizeof *tr->res);
     pthread_mutex_init(&tr->lock, NULL);
     pthread_mutex_init(&tr->ilock, NULL);
     r->track = tr;
-    if (!tr->ids || !tr->res)
+    if (!tr->ids || !tr->whole || !tr->res)
         return -ENOMEM; /* the caller kills r, which frees tr */
     char *base = (char *)(uintptr_t)r->inst[0]->addr;
     mt_range_opts ro = {.backend = c->o.track_backend};
@@ -352,6 +379,12 @@ int mti_coh_track_create(mt_coh *c, coh_root *r)
         int rc = mt_tracker_add(c->tracker, base + off, len, &ro, &tr->ids[k]);
         if (rc)
             return rc;
+        if (!page_tracking_ok(c, tr->ids[k])) {
+            mt_tracker_remove(c->tracker, tr->ids[k]);
+            tr->ids[k] = 0;
+            tr->whole[k] = 1;
+            atomic_fetch_add_explicit(&c->track_whole_chunks, 1, memory_order_relaxed);
+        }
     }
     return 0;
 }
@@ -375,6 +408,7 @@ void mti_coh_track_destroy(mt_coh *c, coh_root *r)
         free(tr->res[k].v);
     free(tr->res);
     free(tr->ids);
+    free(tr->whole);
     free(tr->stash);
     free(tr->scratch);
     pthread_mutex_destroy(&tr->lock);

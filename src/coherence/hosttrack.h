@@ -20,7 +20,12 @@ struct coh_track {
     /* The first `chunk` bytes are COH_RAMP + 1 smaller ranges (see
      * mti_coh_chunk_start); 0 when a chunk is too small to split. */
     int ramp;
-    mt_range_id *ids;
+    mt_range_id *ids; /* 0: chunk not page-tracked (whole) */
+    /* Per chunk, 1 when its pages are not tracked: every collection
+     * reports it whole (the signal tracker without the interposer, which
+     * would break the application's kernel writes and signal handlers there;
+     * memory the application unmapped or remapped). Exact, not minimal. */
+    uint8_t *whole;
     chunk_res *res;
     coh_range *stash;
     size_t nstash, capstash;

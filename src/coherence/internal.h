@@ -744,6 +744,7 @@ struct mt_coh {
     /* Tracked host memory. */
     mt_tracker *tracker;
     coh_workers *workers;
+    _Atomic uint64_t track_whole_chunks; /* chunks uploaded whole at every sync */
     uint64_t clock;            /* LRU clock */
     uint64_t next_uid;
     coh_pool *pool;            /* command memory */

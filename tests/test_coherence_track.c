@@ -536,6 +536,41 @@ static void test_fork(mt_track_backend be)
     printf("fork (%s): ok\n", mt_track_backend_name(be));
 }
 
+/* With the interposer: the application maps new memory over part of a
+ * tracked USE_HOST_PTR buffer (MAP_FIXED) and writes it. The chunk is not
+ * tracked any more (MT_EUNMAPPED): from then on it is uploaded whole, and
+ * the device sees the new memory. */
+static void test_remap(mt_track_backend be)
+{
+    env e;
+    setup(&e, be, 16 * page, 0);
+    size_t n = 64 * page;
+    uint8_t *mem = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MT_CHECK(mem != MAP_FAILED);
+    for (size_t i = 0; i < n; i++)
+        mem[i] = (uint8_t)(i * 13 + 1);
+    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST | MT_COH_BUF_USE_HOST_PTR,
+                             .host_ptr = mem};
+    mt_coh_buf b;
+    MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &bo, &b));
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), n);
+    MT_CHECK_INT_EQ(mt_coh_track_status(e.c), 1);
+    uint8_t *at = mem + 20 * page;
+    MT_CHECK(mmap(at, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                  -1, 0) == at);
+    at[page + 7] = 0x42;
+    mem[50 * page] ^= 1; /* and a tracked write in another chunk */
+    /* chunk 1 (16 pages) whole, chunk 3's one page */
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), 16 * page + page);
+    MT_CHECK_INT_EQ(mt_coh_track_status(e.c), 0);
+    at[2 * page] = 0x24;
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), 16 * page); /* whole from now on */
+    MT_CHECK_OK(mt_coh_buffer_free(e.cl, b));
+    teardown(&e); /* released before the memory goes */
+    munmap(mem, n);
+    printf("memory remapped under a tracked buffer (%s): ok\n", mt_track_backend_name(be));
+}
+
 /* The signal backend without the interposer: nothing protected, whole
  * uploads, nothing the application does with the memory breaks. */
 static void test_signal_fallback(void)
@@ -592,6 +627,8 @@ int main(void)
         test_pipelined(bes[i]);
         test_direct_submit(bes[i]);
         test_fork(bes[i]);
+        if (mt_track_preload_status() == 1)
+            test_remap(bes[i]);
     }
     /* uffd with the collection helper process: the same exact counts. */
     if (mt_track_backend_available(MT_TRACK_UFFD)) {

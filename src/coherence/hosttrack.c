@@ -338,7 +338,6 @@ void mti_coh_track_await(mt_coh *c, coh_root *r, coh_job *job, uint32_t k)
  * mt_coh_track_status says so). uffd needs none of that. */
 static int page_tracking_ok(mt_coh *c, mt_range_id id)
 {
-    (void)c;
     return mt_tracker_backend(c->tracker, id) != MT_TRACK_SIGNAL || mt_track_preload_status() == 1;
 }
 

@@ -30,6 +30,35 @@ static void apply(mt_coh *c, coh_root *r, const coh_range *v, size_t n, uint64_t
                     COH_BIT(MT_COH_HOST));
 }
 
+/* Applies a chunk reported whole (not page-tracked, or no memory to tell
+ * its pages apart): host writes wherever the host holds the latest content,
+ * and nowhere else. The host may only write what it holds (a map gets it),
+ * and bytes a device wrote since the host last had them must stay newer
+ * than the host's copy: marking those host-only would lose the device's
+ * writes. The runs are found again by offset after each update (it may
+ * merge them); only the chunk's ends can split one (room reserved). */
+static void apply_whole(mt_coh *c, coh_root *r, uint64_t ca, uint64_t cb)
+{
+    const uint64_t host = COH_BIT(MT_COH_HOST);
+    uint64_t bytes = 0;
+    for (uint64_t pos = ca; pos < cb;) {
+        uint32_t i = mti_coh_runs_find(&r->runs, pos);
+        uint64_t end = mti_coh_run_end(&r->runs, i), mask = r->runs.v[i].mask;
+        if (end > cb)
+            end = cb;
+        if (mask & host) {
+            bytes += end - pos;
+            if (mask != host)
+                mti_coh_runs_update(&r->runs, pos, end, 0, host);
+        }
+        pos = end;
+    }
+    if (bytes) {
+        c->st_dirty += bytes;
+        r->version++;
+    }
+}
+
 static int range_cmp(const void *x, const void *y)
 {
     const coh_range *p = x, *q = y;
@@ -113,10 +142,13 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
         /* Pages in-flight downloads write are theirs, not the host's. */
         if (!cr->all && mti_coh_track_drop_inflight(tr, &cr->v, &cr->n, &cr->cap))
             cr->all = 1;
-        if (cr->all) {
-            coh_range whole = {ca, cb};
-            apply(c, r, &whole, 1, ca, cb);
-        } else
+        if (tr->whole[k] == COH_WHOLE_ONCE) { /* an absorption lost track of its pages */
+            cr->all = 1;
+            tr->whole[k] = 0;
+        }
+        if (cr->all)
+            apply_whole(c, r, ca, cb);
+        else
             apply(c, r, cr->v, cr->n, ca, cb);
         if (!bld || rc)
             continue;

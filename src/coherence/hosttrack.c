@@ -135,8 +135,9 @@ static size_t chunk_runs(uint64_t chunk, uint64_t page)
 
 /* Collects chunk k of r into `out` (root offsets, widened to granules),
  * using the caller's run array `runs` of `max` entries (NULL: a small one
- * on the stack, more walks for a dirty chunk). Returns 0, or -ENOMEM after
- * which the whole chunk must count as dirty. */
+ * on the stack, more walks for a dirty chunk). Returns 0, or nonzero when
+ * the whole chunk must count as written where the host holds it (a chunk
+ * not page-tracked, -ENOMEM). */
 static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, mt_dirty_run *runs, size_t max,
                          coh_range **v, size_t *n, size_t *cap)
 {
@@ -148,8 +149,8 @@ static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, mt_dirty_run *runs,
         max = 256;
     }
     int rc = 0;
-    if (tr->whole[k])
-        return push_range(v, n, cap, base, mti_coh_chunk_end(tr, k, r->size));
+    if (tr->whole[k] == COH_WHOLE_ALWAYS)
+        return 1;
     for (;;) {
         long got = mt_tracker_collect(c->tracker, tr->ids[k], runs, max);
         if (got == MT_EUNMAPPED) {
@@ -159,9 +160,9 @@ static int collect_chunk(mt_coh *c, coh_root *r, uint32_t k, mt_dirty_run *runs,
              * already). */
             mt_tracker_remove(c->tracker, tr->ids[k]);
             tr->ids[k] = 0;
-            tr->whole[k] = 1;
+            tr->whole[k] = COH_WHOLE_ALWAYS;
             atomic_fetch_add_explicit(&c->track_whole_chunks, 1, memory_order_relaxed);
-            return push_range(v, n, cap, base, mti_coh_chunk_end(tr, k, r->size));
+            return 1;
         }
         if (got < 0)
             break; /* the range is gone (released): nothing to report */
@@ -381,7 +382,7 @@ int mti_coh_track_create(mt_coh *c, coh_root *r)
         if (!page_tracking_ok(c, tr->ids[k])) {
             mt_tracker_remove(c->tracker, tr->ids[k]);
             tr->ids[k] = 0;
-            tr->whole[k] = 1;
+            tr->whole[k] = COH_WHOLE_ALWAYS;
             atomic_fetch_add_explicit(&c->track_whole_chunks, 1, memory_order_relaxed);
         }
     }
@@ -423,20 +424,19 @@ void mti_coh_track_destroy(mt_coh *c, coh_root *r)
 static void absorb_chunk(mt_coh *c, coh_root *r, uint32_t k)
 {
     coh_track *tr = r->track;
+    if (tr->whole[k] == COH_WHOLE_ALWAYS)
+        return; /* every sync takes it whole anyway */
     coh_range *v = NULL;
     size_t nv = 0, cap = 0, max;
     mt_dirty_run *runs = locked_runs(r, &max);
-    if (collect_chunk(c, r, k, runs, max, &v, &nv, &cap) ||
-        mti_coh_track_drop_inflight(tr, &v, &nv, &cap)) {
-        /* No memory to tell them apart: the whole chunk counts as host
-         * writes (an upload too many, nothing lost). */
-        push_range(&tr->stash, &tr->nstash, &tr->capstash, mti_coh_chunk_start(tr, k),
-                   mti_coh_chunk_end(tr, k, r->size));
-        free(v);
-        return;
-    }
-    for (size_t q = 0; q < nv; q++)
-        push_range(&tr->stash, &tr->nstash, &tr->capstash, v[q].a, v[q].b);
+    int whole = collect_chunk(c, r, k, runs, max, &v, &nv, &cap) ||
+                mti_coh_track_drop_inflight(tr, &v, &nv, &cap);
+    for (size_t q = 0; q < nv && !whole; q++)
+        whole = push_range(&tr->stash, &tr->nstash, &tr->capstash, v[q].a, v[q].b) != 0;
+    /* No memory to tell them apart: the next sync takes the whole chunk
+     * where the host holds it (an upload too many, nothing lost). */
+    if (whole)
+        tr->whole[k] = COH_WHOLE_ONCE;
     free(v);
 }
 

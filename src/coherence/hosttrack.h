@@ -12,6 +12,8 @@ typedef struct chunk_res {
     _Atomic int done;
 } chunk_res;
 
+enum { COH_WHOLE_ALWAYS = 1, COH_WHOLE_ONCE = 2 };
+
 struct coh_track {
     pthread_mutex_t lock; /* collections and the stash */
     int dead;             /* the root was released: its ranges are gone */
@@ -20,11 +22,14 @@ struct coh_track {
     /* The first `chunk` bytes are COH_RAMP + 1 smaller ranges (see
      * mti_coh_chunk_start); 0 when a chunk is too small to split. */
     int ramp;
-    mt_range_id *ids; /* 0: chunk not page-tracked (whole) */
-    /* Per chunk, 1 when its pages are not tracked: every collection
-     * reports it whole (the signal tracker without the interposer, which
-     * would break the application's kernel writes and signal handlers there;
-     * memory the application unmapped or remapped). Exact, not minimal. */
+    mt_range_id *ids; /* 0: chunk not page-tracked (COH_WHOLE_ALWAYS) */
+    /* Per chunk (under `lock`, or by the collecting thread during a sync):
+     * COH_WHOLE_ALWAYS when its pages are not tracked, so every sync takes
+     * it whole, as written wherever the host holds it (the signal tracker
+     * without the interposer, which would break the application's kernel
+     * writes and signal handlers there; memory the application unmapped or
+     * remapped); COH_WHOLE_ONCE for the next sync only (an absorption that
+     * ran out of memory). Exact, not minimal. */
     uint8_t *whole;
     chunk_res *res;
     coh_range *stash;

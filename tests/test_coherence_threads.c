@@ -16,8 +16,9 @@
  * Workers on clients of their own destroy them at the end while the others
  * go on. Each worker also writes the host memory of a tracked buffer of its
  * own directly (MT_COH_BUF_TRACK_HOST) and reads it on a device, while the
- * others collect theirs: the whole run once with the signal tracker and
- * once with uffd where the kernel has it. With MT_COH_TEST_CUDA=1 two
+ * others collect theirs: the whole run once with the signal tracker (pages
+ * tracked with the interposer, test_coherence_threads_preload; whole
+ * uploads without it) and once with uffd where the kernel has it. With MT_COH_TEST_CUDA=1 two
  * devices on the first GPU join (or on the mock driver: the CTest entry
  * test_coherence_threads_mock), with as little memory as the simulated
  * ones. */

@@ -5,8 +5,10 @@
 #define MT_COH_CUDA_HOOKS_H
 
 #include <dlfcn.h>
+#include <stdio.h>
 
 #include "coh_util.h"
+#include "mt_test.h"
 
 typedef int (*tk_cu_sync_fn)(void *stream);
 typedef int (*tk_cu_dtoh_fn)(void *dst, unsigned long long src, size_t n);
@@ -50,6 +52,26 @@ static int tk_cuda_load(void)
     memcpy(&tk_cu_htod, &c, sizeof c);
     tk_cuda_hooks.read = tk_cu_read;
     tk_cuda_hooks.fill = tk_cu_fill;
+    return 1;
+}
+
+/* MT_COH_TEST_CUDA=1 asks a test to add GPU devices: 1 when asked and a GPU
+ * and the hooks are there, 0 when not asked, -1 (the skip line printed:
+ * the test exits 77) when asked without a GPU. */
+static inline int tk_cuda_wanted(void)
+{
+    const char *cu = getenv("MT_COH_TEST_CUDA");
+    if (!cu || *cu != '1')
+        return 0;
+    mt_coh *probe;
+    uint32_t first, n = 0;
+    MT_CHECK_OK(mt_coh_create(NULL, &probe));
+    MT_CHECK_OK(mt_coh_add_cuda_devices(probe, NULL, &first, &n));
+    mt_coh_destroy(probe);
+    if (!n || !tk_cuda_load()) {
+        puts("MT_COH_TEST_CUDA: no CUDA driver or GPU: skipped");
+        return -1;
+    }
     return 1;
 }
 

@@ -821,19 +821,9 @@ int main(int argc, char **argv)
 #ifdef MT_SANITIZER_BUILD
     programs = programs > 6 ? 6 : programs;
 #endif
-    const char *cu = getenv("MT_COH_TEST_CUDA");
-    if (cu && *cu == '1') {
-        mt_coh *probe;
-        uint32_t first, n = 0;
-        MT_CHECK_OK(mt_coh_create(NULL, &probe));
-        MT_CHECK_OK(mt_coh_add_cuda_devices(probe, NULL, &first, &n));
-        mt_coh_destroy(probe);
-        if (!n || !tk_cuda_load()) {
-            puts("MT_COH_TEST_CUDA: no CUDA driver or GPU: skipped");
-            return 77;
-        }
-        use_cuda = 1;
-    }
+    use_cuda = tk_cuda_wanted();
+    if (use_cuda < 0)
+        return 77;
     is_app_thread = 1;
     for (int i = 0; i < programs; i++) {
         uint64_t s = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;

@@ -425,19 +425,9 @@ int main(int argc, char **argv)
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--ops") == 0)
             ops_per_worker = atoi(argv[i + 1]);
-    const char *cu = getenv("MT_COH_TEST_CUDA");
-    if (cu && !strcmp(cu, "1")) {
-        mt_coh *probe;
-        uint32_t first, n = 0;
-        MT_CHECK_OK(mt_coh_create(NULL, &probe));
-        MT_CHECK_OK(mt_coh_add_cuda_devices(probe, NULL, &first, &n));
-        mt_coh_destroy(probe);
-        if (!n || !tk_cuda_load()) {
-            puts("MT_COH_TEST_CUDA: no CUDA driver or GPU: skipped");
-            return 77;
-        }
-        use_cuda = 1;
-    }
+    use_cuda = tk_cuda_wanted();
+    if (use_cuda < 0)
+        return 77;
     run(MT_TRACK_SIGNAL, seed);
     if (mt_track_backend_available(MT_TRACK_UFFD))
         run(MT_TRACK_UFFD, seed);

@@ -65,6 +65,16 @@ static void teardown(env *e)
     mt_coh_destroy(e->c);
 }
 
+/* A tracked buffer of n bytes in memory memtrack maps: its host memory. */
+static uint8_t *tracked_buffer(mt_coh_client *cl, uint64_t n, mt_coh_buf *b)
+{
+    mt_coh_buffer_opts o = {.flags = MT_COH_BUF_TRACK_HOST};
+    MT_CHECK_OK(mt_coh_buffer_create(cl, n, &o, b));
+    mt_coh_buffer_info bi;
+    MT_CHECK_OK(mt_coh_buffer_info_get(cl, *b, &bi));
+    return bi.host;
+}
+
 /* Reads [off, off+size) on q; returns bytes moved in, checks what it saw. */
 static uint64_t readq(mt_coh_queue *q, mt_coh_buf b, uint64_t off, uint64_t size,
                       const uint8_t *want, uint32_t *migrations)
@@ -270,12 +280,8 @@ static void test_pipelined(mt_track_backend be)
      * several migrations. Buffer memory allocated by memtrack. */
     setup(&e, be, 1u << 20, 1u << 20);
     size_t n = 32u << 20;
-    mt_coh_buffer_opts o = {.flags = MT_COH_BUF_TRACK_HOST};
     mt_coh_buf b;
-    MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &o, &b));
-    mt_coh_buffer_info bi;
-    MT_CHECK_OK(mt_coh_buffer_info_get(e.cl, b, &bi));
-    uint8_t *mem = bi.host;
+    uint8_t *mem = tracked_buffer(e.cl, n, &b);
     MT_CHECK(mem != NULL);
     uint8_t *ref = calloc(1, n);
     uint32_t migs;
@@ -401,12 +407,8 @@ static void *direct_rounds(void *arg)
     size_t n = 256 * page;
     mt_coh_queue *q;
     MT_CHECK_OK(mt_coh_queue_create(w->cl, w->dev, &q));
-    mt_coh_buffer_opts o = {.flags = MT_COH_BUF_TRACK_HOST};
     mt_coh_buf b;
-    MT_CHECK_OK(mt_coh_buffer_create(w->cl, n, &o, &b));
-    mt_coh_buffer_info bi;
-    MT_CHECK_OK(mt_coh_buffer_info_get(w->cl, b, &bi));
-    uint8_t *mem = bi.host, *ref = calloc(1, n), *seen = malloc(n / page);
+    uint8_t *mem = tracked_buffer(w->cl, n, &b), *ref = calloc(1, n), *seen = malloc(n / page);
     MT_CHECK_UINT_EQ(readq(q, b, 0, n, ref, NULL), n);
     uint64_t rng = w->seed;
     for (int round = 0; round < 40; round++) {
@@ -442,12 +444,8 @@ static void test_direct_submit(mt_track_backend be)
     on_app_thread = 1;
     /* One thread: every upload exact, on both devices. */
     size_t n = 1024 * page;
-    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST};
     mt_coh_buf b;
-    MT_CHECK_OK(mt_coh_buffer_create(cl, n, &bo, &b));
-    mt_coh_buffer_info bi;
-    MT_CHECK_OK(mt_coh_buffer_info_get(cl, b, &bi));
-    uint8_t *mem = bi.host, *ref = calloc(1, n), *seen = malloc(n / page);
+    uint8_t *mem = tracked_buffer(cl, n, &b), *ref = calloc(1, n), *seen = malloc(n / page);
     MT_CHECK_UINT_EQ(readq(qa, b, 0, n, ref, NULL), n);
     MT_CHECK_UINT_EQ(readq(qb, b, 0, n, ref, NULL), n);
     uint64_t rng = 777;
@@ -505,12 +503,8 @@ static void test_fork(mt_track_backend be)
     env e;
     setup(&e, be, 16 * page, 0);
     size_t n = 256 * page;
-    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST};
     mt_coh_buf b;
-    MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &bo, &b));
-    mt_coh_buffer_info bi;
-    MT_CHECK_OK(mt_coh_buffer_info_get(e.cl, b, &bi));
-    uint8_t *mem = bi.host, *seen = malloc(n / page);
+    uint8_t *mem = tracked_buffer(e.cl, n, &b), *seen = malloc(n / page);
     MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), n);
     uint64_t rng = 4242;
     for (int round = 0; round < 6; round++) {
@@ -578,13 +572,9 @@ static void test_signal_fallback(void)
     env e;
     setup(&e, MT_TRACK_SIGNAL, 16 * page, 0);
     size_t n = 64 * page;
-    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST};
     mt_coh_buf b;
-    MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &bo, &b));
+    uint8_t *mem = tracked_buffer(e.cl, n, &b);
     MT_CHECK_INT_EQ(mt_coh_track_status(e.c), 0);
-    mt_coh_buffer_info bi;
-    MT_CHECK_OK(mt_coh_buffer_info_get(e.cl, b, &bi));
-    uint8_t *mem = bi.host;
     MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), n);
     for (int round = 0; round < 4; round++) {
         int p[2];

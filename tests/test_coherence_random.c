@@ -16,6 +16,12 @@
  *    the minimum for the byte ranges plus at most one granule per end;
  *  - the validity the library reports equals the model's;
  *  - at the end, every buffer's content.
+ * Tracked buffers run with the uffd tracker or the signal one, at random per
+ * program. The signal tracker without the interposer tracks no pages: every
+ * sync takes the chunks it covers whole, as written wherever the host holds
+ * the latest content (mt_coh_track_status 0), and the model does the same
+ * (`whole`); with the interposer (test_coherence_random_preload) it tracks
+ * pages as uffd does.
  * Usage: test_coherence_random [--seed N] [--programs N] [--ops N]. */
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +31,7 @@
 #include "coh_cuda_hooks.h"
 #include "coh_util.h"
 #include "memtrack/coherence.h"
+#include "memtrack/track.h"
 #include "mt_test.h"
 
 #define MAXDEV 8
@@ -49,6 +56,7 @@ typedef struct mroot {
     uint8_t *content;
     uint8_t *valid[NLOC];  /* the library's rule: ranges widened to granules */
     uint8_t *xvalid[NLOC]; /* byte-exact ranges, no relay caching: a lower bound */
+    uint64_t *synced;      /* per chunk: the enqueue that last synced it whole */
     mview v[MAXVIEW];
     mt_coh_event *writer;
     mt_coh_event *readers[MAXREAD];
@@ -73,6 +81,12 @@ typedef struct prog {
     uint64_t G, page;
     int aligned; /* writes are granule-aligned: the exact-minimum bound applies */
     int small;   /* devices hold a few buffers: eviction under pressure */
+    mt_track_backend backend; /* of tracked buffers */
+    int whole;   /* no page tracking: syncs take whole chunks (set at the first tracked root) */
+    int status_checked;
+    uint64_t chunk; /* mt_coh_opts.track_chunk (too small for the split first chunk) */
+    uint64_t epoch; /* enqueues (commands and maps), numbered from 1 */
+    uint64_t whole_syncs;
     uint64_t refused;
     mroot r[MAXROOT];
     pend p[MAXPEND];
@@ -156,6 +170,39 @@ static void xown(prog *p, mroot *r, uint32_t loc, uint64_t a, uint64_t b)
 {
     for (uint32_t l = 0; l <= p->ndev; l++)
         memset(r->xvalid[l] + a, l == loc, b - a);
+}
+
+/* What a sync of tracked root r over [a, b) does when its pages are not
+ * tracked: each chunk it covers counts as written wherever the host holds
+ * the latest content, so those bytes become valid at the host alone (bytes
+ * a device wrote since stay the device's). The library syncs every argument
+ * on a tracked root before fetching it, but a chunk once per enqueue
+ * (`epoch`: a later argument must not take back what the fetch for an
+ * earlier one made valid), and the whole root on a buffer-info query
+ * (epoch 0: always). The exact model loses the same bytes at the devices:
+ * a byte-exact manager that knows no more of the host's writes can do no
+ * better. */
+static void sync_whole(prog *p, mroot *r, uint64_t a, uint64_t b, uint64_t epoch)
+{
+    if (!r->tracked || !p->whole || a >= b)
+        return;
+    for (uint64_t k = a / p->chunk; k * p->chunk < b; k++) {
+        if (epoch && r->synced[k] == epoch)
+            continue;
+        r->synced[k] = epoch;
+        uint64_t cb = (k + 1) * p->chunk < r->size ? (k + 1) * p->chunk : r->size;
+        for (uint64_t i = k * p->chunk; i < cb; i++)
+            for (uint32_t l = 1; l <= p->ndev && r->valid[0][i]; l++)
+                r->valid[l][i] = r->xvalid[l][i] = 0;
+        p->whole_syncs++;
+    }
+}
+
+/* The buffer-info query syncs the whole root first. */
+static void info_get(prog *p, mroot *r, mt_coh_buf h, mt_coh_buffer_info *bi)
+{
+    MT_CHECK_OK(mt_coh_buffer_info_get(p->cl, h, bi));
+    sync_whole(p, r, 0, r->size, 0);
 }
 
 /* ---- a plugged-in backend: host memory with random delays --------------------
@@ -342,6 +389,7 @@ static void create_root(prog *p)
     uint64_t size = 1 + rnd(p, 6) * 4096 + rnd(p, 3) * 64 + rnd(p, 2) * rnd(p, 4096);
     r->size = size;
     r->content = calloc(1, size);
+    r->synced = calloc(size / p->chunk + 1, sizeof *r->synced);
     for (uint32_t l = 0; l <= p->ndev; l++) {
         r->valid[l] = calloc(1, size);
         r->xvalid[l] = calloc(1, size);
@@ -374,6 +422,15 @@ static void create_root(prog *p)
         goto made;
     }
     MT_CHECK_OK(mt_coh_buffer_create(p->cl, size, &bo, &r->v[0].h));
+    if (r->tracked && !p->status_checked) {
+        /* The tracker exists now (the interposer attaches then): pages are
+         * tracked with uffd, and with the signal tracker only where the
+         * interposer serves the application's calls. */
+        int want = p->backend == MT_TRACK_UFFD || mt_track_preload_status() == 1;
+        MT_CHECK_INT_EQ(mt_coh_track_status(p->c), want);
+        p->whole = !want;
+        p->status_checked = 1;
+    }
 made:
     r->v[0].size = size;
     r->v[0].live = 1;
@@ -395,6 +452,7 @@ static void free_root(prog *p, mroot *r)
         munmap(r->hostptr, r->hostlen);
     }
     free(r->content);
+    free(r->synced);
     for (uint32_t l = 0; l <= p->ndev; l++) {
         free(r->valid[l]);
         free(r->xvalid[l]);
@@ -431,7 +489,7 @@ static void evicted(prog *p, uint32_t d)
         if (!r->live)
             continue;
         mt_coh_buffer_info bi;
-        MT_CHECK_OK(mt_coh_buffer_info_get(p->cl, r->v[0].h, &bi));
+        info_get(p, r, r->v[0].h, &bi);
         if (bi.any_mask & (1ull << d))
             continue;
         for (uint64_t b = 0; b < r->size; b++) {
@@ -528,11 +586,13 @@ static void command(prog *p)
     if (st1.evictions != st0.evictions)
         evicted(p, d);
     uint64_t want_in = 0, want_relay = 0, minimum = 0;
+    p->epoch++;
     /* Fetch, argument by argument, then the writes (the library's order). */
     for (uint32_t i = 0; i < n; i++) {
         mroot *r = roots[i];
         uint64_t a, b, o = abs_off[i], e = abs_off[i] + args[i].size;
         widen(p, r, o, args[i].size, &a, &b);
+        sync_whole(p, r, a, b, p->epoch); /* host writes first, argument by argument */
         if (args[i].access & MT_COH_READ) {
             minimum += xfetch(r, d, o, args[i].size);
             want_in += fetch(p, r, d, a, b, &want_relay);
@@ -592,6 +652,7 @@ static void map_op(prog *p)
     add_deps(r, acc & MT_COH_WRITE, deps, &nd);
     uint64_t o = v->off + off, a, b, relay = 0, want = 0;
     widen(p, r, o, size, &a, &b);
+    sync_whole(p, r, a, b, ++p->epoch);
     if (acc & MT_COH_READ) {
         want = fetch(p, r, 0, a, b, &relay);
         xfetch(r, 0, o, size);
@@ -651,6 +712,7 @@ static void host_write(prog *p)
     mt_coh_arg t = {.buf = r->v[0].h, .offset = pa, .size = pb - pa, .access = MT_COH_READ};
     void *ptr;
     mt_coh_event *ev;
+    sync_whole(p, r, pa, pb, ++p->epoch);
     uint64_t relay = 0, want = fetch(p, r, 0, pa, pb, &relay);
     xfetch(r, 0, pa, pb - pa);
     MT_CHECK_OK(mt_coh_map(p->q[1], &t, NULL, 0, &ptr, &ev));
@@ -675,7 +737,7 @@ static void check_validity(prog *p)
     if (!pick_view(p, &r, &v))
         return;
     mt_coh_buffer_info bi;
-    MT_CHECK_OK(mt_coh_buffer_info_get(p->cl, v->h, &bi));
+    info_get(p, r, v->h, &bi);
     uint64_t all = ~0ull, any = 0;
     for (uint64_t i = v->off; i < v->off + v->size; i++) {
         uint64_t m = mask_at(p, r, i);
@@ -717,11 +779,14 @@ static void run_program(uint64_t seed, int ops)
     p->page = (uint64_t)sysconf(_SC_PAGESIZE);
     p->aligned = (int)rnd(p, 2);
     p->small = rnd(p, 3) == 0;
+    p->backend = mt_track_backend_available(MT_TRACK_UFFD) && rnd(p, 2) ? MT_TRACK_UFFD
+                                                                      : MT_TRACK_SIGNAL;
+    p->chunk = 2 * p->page;
     uint64_t devmem = p->small ? 48u << 10 : 1u << 20;
     /* Small pieces half the time: a tracked upload is then issued in many
      * pieces, the first ones early (and by the planner itself on a
      * jitter device that lets it submit). */
-    mt_coh_opts o = {.granularity = p->G, .track_chunk = 2 * p->page,
+    mt_coh_opts o = {.granularity = p->G, .track_chunk = p->chunk, .track_backend = p->backend,
                      .pipeline_bytes = rnd(p, 2) ? 0 : 2 * p->page};
     MT_CHECK_OK(mt_coh_create(&o, &p->c));
     p->is_host[0] = 1;
@@ -792,14 +857,17 @@ static void run_program(uint64_t seed, int ops)
     mt_coh_stats st;
     MT_CHECK_OK(mt_coh_stats_get(p->c, &st));
     printf("  devices %u%s (granule %llu%s): %llu commands, %llu maps, %llu host writes, %llu bytes in "
-           "(exact minimum %llu), %llu relayed, %llu evictions, %llu refused\n",
+           "(exact minimum %llu), %llu relayed, %llu evictions, %llu refused; %s tracker%s\n",
            p->ndev, p->small ? " with little memory" : "", (unsigned long long)p->G,
            p->aligned ? ", aligned writes" : "",
            (unsigned long long)p->commands,
            (unsigned long long)p->maps, (unsigned long long)p->hostwrites,
            (unsigned long long)p->moved, (unsigned long long)p->minimum,
            (unsigned long long)p->relayed,
-           (unsigned long long)st.evictions, (unsigned long long)p->refused);
+           (unsigned long long)st.evictions, (unsigned long long)p->refused,
+           mt_track_backend_name(p->backend), p->whole ? " (no page tracking)" : "");
+    if (p->whole)
+        printf("  %llu chunks synced whole\n", (unsigned long long)p->whole_syncs);
     for (int i = 0; i < MAXROOT; i++)
         if (p->r[i].live)
             free_root(p, &p->r[i]);

@@ -165,11 +165,15 @@ static void test_dirty_pages(mt_track_backend be)
 }
 
 /* ---- a gated device: host memory seen as device memory, whose downloads
- * write their pages and then wait until the test opens the gate ---------- */
+ * write their pages and then wait until the test opens the gate (and its
+ * commands too, with hold_runs) ---------------------------------------------- */
 typedef struct gdev {
     tk_hostmem hm;
     _Atomic int written; /* a download wrote its pages and waits */
     _Atomic int open;
+    int hold_runs;
+    _Atomic int running;  /* a command is held */
+    _Atomic int uploads;  /* uploads done */
 } gdev;
 
 static int g_grow(void *dev, uint64_t min_size, uint64_t *base, uint64_t *size)
@@ -183,8 +187,10 @@ static int g_submit(void *dev, int engine, mt_coh_op *op)
     gdev *g = dev;
     (void)engine;
     int rc = tk_host_op(op);
-    if (op->kind == MT_COH_OP_DOWNLOAD) {
-        atomic_store(&g->written, 1);
+    if (op->kind == MT_COH_OP_UPLOAD)
+        atomic_fetch_add(&g->uploads, 1);
+    if (op->kind == MT_COH_OP_DOWNLOAD || (op->kind == MT_COH_OP_RUN && g->hold_runs)) {
+        atomic_store(op->kind == MT_COH_OP_RUN ? &g->running : &g->written, 1);
         while (!atomic_load(&g->open))
             usleep(100);
     }
@@ -600,10 +606,78 @@ static void test_signal_fallback(void)
     tk_fill(ref + 3 * page, 20 * page, 0x1122334455667788ull);
     MT_CHECK_UINT_EQ(readq(e.qh, b, 0, n, ref, NULL), n); /* host part and device part */
     MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, ref, NULL), n - 20 * page);
+    /* Two arguments on the memory, in one command: its chunks count as
+     * written once. A second take at the second argument would undo what
+     * the first one's fetch made valid and copy the same bytes again. */
+    tk_cmd two = {.nargs = 2, .access = {MT_COH_READ, MT_COH_READ}};
+    mt_coh_arg ta[2] = {{.buf = b, .offset = 0, .size = 40 * page, .access = MT_COH_READ},
+                        {.buf = b, .offset = 30 * page, .size = 34 * page, .access = MT_COH_READ}};
+    mt_coh_command tc = {.fn = tk_run, .user = &two, .args = ta, .nargs = 2};
+    mt_coh_event *ev;
+    MT_CHECK_OK(mt_coh_enqueue(e.qs, &tc, &ev));
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_info info;
+    MT_CHECK_OK(mt_coh_event_info_get(ev, &info));
+    mt_coh_event_release(ev);
+    MT_CHECK_UINT_EQ(two.seen[0], tk_hash(ref, 40 * page));
+    MT_CHECK_UINT_EQ(two.seen[1], tk_hash(ref + 30 * page, 34 * page));
+    MT_CHECK_UINT_EQ(info.bytes_in, n - 20 * page); /* what the host holds, once */
     free(ref);
     MT_CHECK_OK(mt_coh_buffer_free(e.cl, b));
     teardown(&e);
     puts("signal backend without the interposer: whole uploads, kernel writes work: ok");
+}
+
+/* Without page tracking a sync counts the memory as written wherever the
+ * host holds it: also bytes a device holds and a command there still reads,
+ * which the next upload then rewrites (the same bytes). That upload must wait
+ * for the command: a command held on the gated device reads the buffer, a
+ * second one on another queue of that device reads it too, and no upload
+ * may happen until the first one is let go. */
+static void test_whole_users(void)
+{
+    env e;
+    setup(&e, MT_TRACK_SIGNAL, 16 * page, 0);
+    gdev *g = calloc(1, sizeof *g);
+    g->hm.size = 1u << 20;
+    g->hold_runs = 1;
+    uint32_t gid;
+    MT_CHECK_OK(mt_coh_device_add(e.c, &gated_backend, g, NULL, &gid));
+    mt_coh_queue *q1, *q2;
+    MT_CHECK_OK(mt_coh_queue_create(e.cl, gid, &q1));
+    MT_CHECK_OK(mt_coh_queue_create(e.cl, gid, &q2));
+    size_t n = 32 * page;
+    mt_coh_buf b;
+    uint8_t *mem = tracked_buffer(e.cl, n, &b);
+    MT_CHECK_INT_EQ(mt_coh_track_status(e.c), 0);
+    for (size_t i = 0; i < n; i++)
+        mem[i] = (uint8_t)(i * 7);
+    tk_cmd r1 = {.nargs = 1, .access = {MT_COH_READ}}, r2 = r1;
+    mt_coh_arg ra = {.buf = b, .size = n, .access = MT_COH_READ};
+    mt_coh_command c1 = {.fn = tk_run, .user = &r1, .args = &ra, .nargs = 1};
+    mt_coh_command c2 = {.fn = tk_run, .user = &r2, .args = &ra, .nargs = 1};
+    mt_coh_event *ev1, *ev2;
+    MT_CHECK_OK(mt_coh_enqueue(q1, &c1, &ev1));
+    MT_CHECK_OK(mt_coh_flush(q1));
+    while (!atomic_load(&g->running))
+        usleep(100);
+    int up = atomic_load(&g->uploads);
+    MT_CHECK(up > 0);
+    MT_CHECK_OK(mt_coh_enqueue(q2, &c2, &ev2));
+    MT_CHECK_OK(mt_coh_flush(q2));
+    usleep(100 * 1000); /* time for an upload that would not wait */
+    MT_CHECK_INT_EQ(atomic_load(&g->uploads), up);
+    atomic_store(&g->open, 1);
+    MT_CHECK_OK(mt_coh_event_wait(ev1, -1));
+    MT_CHECK_OK(mt_coh_event_wait(ev2, -1));
+    MT_CHECK(atomic_load(&g->uploads) > up);
+    MT_CHECK_UINT_EQ(r1.seen[0], tk_hash(mem, n));
+    MT_CHECK_UINT_EQ(r2.seen[0], tk_hash(mem, n));
+    mt_coh_event_release(ev1);
+    mt_coh_event_release(ev2);
+    MT_CHECK_OK(mt_coh_buffer_free(e.cl, b));
+    teardown(&e);
+    puts("signal backend without the interposer: an upload waits for the commands reading: ok");
 }
 
 int main(void)
@@ -623,6 +697,7 @@ int main(void)
             mt_tracker_destroy(t);
             if (!pre) {
                 test_signal_fallback();
+                test_whole_users();
                 continue;
             }
         }

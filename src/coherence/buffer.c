@@ -536,7 +536,7 @@ int mt_coh_buffer_info_get(mt_coh_client *cl, mt_coh_buf buf, mt_coh_buffer_info
     } else {
         coh_root *r = v->root;
         if (r->track) /* host writes not collected yet are part of the state */
-            mti_coh_track_sync(c, r, 0, r->size, COH_NO_FETCH, NULL, NULL, 0);
+            mti_coh_track_sync(c, r, 0, r->size, COH_NO_FETCH, NULL, NULL, 0, 0);
         out->version = r->version;
         mti_coh_runs_masks(&r->runs, v->offset, v->offset + v->size, &out->valid_mask, &out->any_mask);
         out->lost_bytes = mti_coh_runs_lost(&r->runs, v->offset, v->offset + v->size);

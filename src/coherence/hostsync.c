@@ -41,6 +41,10 @@ static void apply_whole(mt_coh *c, coh_root *r, uint64_t ca, uint64_t cb)
 {
     const uint64_t host = COH_BIT(MT_COH_HOST);
     uint64_t bytes = 0;
+    /* From now on the uploads this causes wait for the devices' users
+     * (set at creation where every chunk is whole; here for memory that
+     * became whole later: users pending before this are not ordered). */
+    r->flags |= COH_ROOT_USE_CHAIN;
     for (uint64_t pos = ca; pos < cb;) {
         uint32_t i = mti_coh_runs_find(&r->runs, pos);
         uint64_t end = mti_coh_run_end(&r->runs, i), mask = r->runs.v[i].mask;
@@ -66,7 +70,7 @@ static int range_cmp(const void *x, const void *y)
 }
 
 int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
-                   const coh_range *need, int nneed)
+                   const coh_range *need, int nneed, uint64_t epoch)
 {
     coh_track *tr = r->track;
     if (a >= b)
@@ -146,7 +150,13 @@ int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t 
             cr->all = 1;
             tr->whole[k] = 0;
         }
-        if (cr->all)
+        if (tr->whole[k] == COH_WHOLE_ALWAYS) {
+            /* Once per enqueue: between its arguments the host writes
+             * nothing (it may not while the command is pending). */
+            if (!epoch || tr->whole_epoch[k] != epoch)
+                apply_whole(c, r, ca, cb);
+            tr->whole_epoch[k] = epoch;
+        } else if (cr->all)
             apply_whole(c, r, ca, cb);
         else
             apply(c, r, cr->v, cr->n, ca, cb);

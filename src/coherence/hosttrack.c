@@ -365,11 +365,12 @@ int mti_coh_track_create(mt_coh *c, coh_root *r)
     tr->nchunks = mti_coh_chunk_of(tr, r->size - 1) + 1;
     tr->ids = calloc(tr->nchunks, sizeof *tr->ids);
     tr->whole = calloc(tr->nchunks, 1);
+    tr->whole_epoch = calloc(tr->nchunks, sizeof *tr->whole_epoch);
     tr->res = calloc(tr->nchunks, sizeof *tr->res);
     pthread_mutex_init(&tr->lock, NULL);
     pthread_mutex_init(&tr->ilock, NULL);
     r->track = tr;
-    if (!tr->ids || !tr->whole || !tr->res)
+    if (!tr->ids || !tr->whole || !tr->whole_epoch || !tr->res)
         return -ENOMEM; /* the caller kills r, which frees tr */
     char *base = (char *)(uintptr_t)r->inst[0]->addr;
     mt_range_opts ro = {.backend = c->o.track_backend};
@@ -383,6 +384,7 @@ int mti_coh_track_create(mt_coh *c, coh_root *r)
             mt_tracker_remove(c->tracker, tr->ids[k]);
             tr->ids[k] = 0;
             tr->whole[k] = COH_WHOLE_ALWAYS;
+            r->flags |= COH_ROOT_USE_CHAIN; /* from its first use (internal.h) */
             atomic_fetch_add_explicit(&c->track_whole_chunks, 1, memory_order_relaxed);
         }
     }
@@ -409,6 +411,7 @@ void mti_coh_track_destroy(mt_coh *c, coh_root *r)
     free(tr->res);
     free(tr->ids);
     free(tr->whole);
+    free(tr->whole_epoch);
     free(tr->stash);
     free(tr->scratch);
     pthread_mutex_destroy(&tr->lock);

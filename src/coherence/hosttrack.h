@@ -31,6 +31,11 @@ struct coh_track {
      * remapped); COH_WHOLE_ONCE for the next sync only (an absorption that
      * ran out of memory). Exact, not minimal. */
     uint8_t *whole;
+    /* Per COH_WHOLE_ALWAYS chunk: the enqueue (c->sync_epoch) that last
+     * applied it. Its later arguments must not apply it again: that would
+     * take back the validity the fetch for an earlier argument just gave
+     * the target, and copy the same bytes twice. */
+    uint64_t *whole_epoch;
     chunk_res *res;
     coh_range *stash;
     size_t nstash, capstash;

@@ -232,6 +232,10 @@ struct coh_inst {
     mt_alloc_block block;/* device memory (devices) */
     int owned;           /* location 0: memory memtrack mapped */
     uint64_t len;        /* bytes reserved (>= root size) */
+    /* The last command or copy that used it, and its number here (no
+     * reference, as last_write): kept for roots with COH_ROOT_USE_CHAIN. */
+    coh_cmd *last_use;
+    uint64_t lu_seq;
 };
 
 /* Zeroed memory on its own cache lines: an instance's or a root's hot
@@ -291,6 +295,15 @@ struct coh_root {
 _Static_assert(offsetof(struct coh_root, version) + sizeof(uint64_t) <= 64 &&
                    offsetof(struct coh_root, inst[1]) % 64 == 0,
                "coh_root: hot fields on line 0, devices 1-8 on one line");
+
+/* coh_root.flags, besides MT_COH_BUF_*: every use of the root's device
+ * instances (commands, copies from and into them) runs after the one
+ * before (mti_coh_use_chain). Set for tracked memory whose chunks are taken
+ * whole (hostsync.c): such a sync may mark bytes a device holds as written
+ * by the host, although the host did not write them, and the upload that
+ * follows rewrites them (same content) while commands there may still be
+ * reading them. Ordering the uses makes that upload wait for them. */
+#define COH_ROOT_USE_CHAIN (1u << 31)
 
 enum { COH_VIEW_ROOT = 0, COH_VIEW_SUB = 1, COH_VIEW_FINE = 2 };
 
@@ -524,6 +537,10 @@ static inline int mti_coh_cmd_depend_fresh(coh_cmd *cmd, coh_cmd *dep)
 }
 /* cmd waits for the last write into `in` (mti_coh_depend_write). */
 int mti_coh_depend_write_slow(mt_coh *c, coh_cmd *cmd, coh_cmd *w, uint32_t loc, uint64_t seq);
+/* cmd, numbered `seq` at in's location, uses the instance of a root with
+ * COH_ROOT_USE_CHAIN: it runs after the instance's last use (order only:
+ * that one's failure is not cmd's) and becomes the last. 0 or -ENOMEM. */
+int mti_coh_use_chain(mt_coh *c, coh_cmd *cmd, coh_inst *in, uint64_t seq);
 /* Records cmd, which took `seq` at in's location, as the last write into in. */
 static inline void mti_coh_set_write(coh_inst *in, coh_cmd *cmd, uint64_t seq)
 {
@@ -745,6 +762,9 @@ struct mt_coh {
     mt_tracker *tracker;
     coh_workers *workers;
     _Atomic uint64_t track_whole_chunks; /* chunks uploaded whole at every sync */
+    /* The enqueue being planned (under the lock): a chunk taken whole is
+     * applied once per enqueue, not once per argument (hostsync.c). */
+    uint64_t sync_epoch;
     uint64_t clock;            /* LRU clock */
     uint64_t next_uid;
     coh_pool *pool;            /* command memory */
@@ -943,9 +963,11 @@ void mti_coh_track_destroy(mt_coh *c, coh_root *r);
 /* Collects host writes in [a, b) (whole chunks) and applies them; unless
  * `to` is COH_NO_FETCH, also plans the fetch of the `need` ranges to `to`
  * chunk by chunk (pipelined: copies start while later chunks are being
- * collected). 0 or -ENOMEM. */
+ * collected). `epoch`: the enqueue's c->sync_epoch (a chunk taken whole
+ * that this enqueue applied already is not applied again), 0 outside an
+ * enqueue. 0 or -ENOMEM. */
 int mti_coh_track_sync(mt_coh *c, coh_root *r, uint64_t a, uint64_t b, uint32_t to, coh_cmd *main,
-                   const coh_range *need, int nneed);
+                   const coh_range *need, int nneed, uint64_t epoch);
 /* A download into tracked host memory is issued (planner): until it
  * completes, collections drop the pages it writes. */
 void mti_coh_track_inflight(coh_root *r, coh_cmd *cmd);

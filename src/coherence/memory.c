@@ -80,7 +80,7 @@ void mti_coh_inst_drop(mt_coh *c, coh_inst *in)
     mti_coh_runs_update(&r->runs, 0, r->size, ~COH_BIT(in->loc), 0);
     if (in->loc != MT_COH_HOST)
         remove_from_device(c->dev[in->loc], in);
-    in->last_write = NULL; /* no reference to drop */
+    in->last_write = in->last_use = NULL; /* no references to drop */
     coh_loc *l = mti_coh_loc_of(c, in->loc);
     atomic_fetch_add_explicit(&r->releases, 1, memory_order_relaxed);
     mti_coh_root_ref(r);

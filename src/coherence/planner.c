@@ -340,7 +340,7 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
     if (r->track) {
         /* Host writes first: they are older than this command. */
         rc = mti_coh_track_sync(c, r, x->a, x->b, to == MT_COH_HOST ? COH_NO_FETCH : to, main, x->need,
-                            x->nneed);
+                            x->nneed, c->sync_epoch);
         if (rc)
             return rc;
     }
@@ -403,6 +403,8 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
             rc = mti_coh_cmd_use_loc(c, main, to, tseq);
         if (!rc)
             in->last_seq = *tseq;
+        if (!rc && __builtin_expect(r->flags & COH_ROOT_USE_CHAIN, 0) && to != MT_COH_HOST)
+            rc = mti_coh_use_chain(c, main, in, *tseq);
         /* Its write becomes the instance's last (another argument on the
          * same instance finds main itself there: no dependency). */
         if (!rc && (x->access & MT_COH_WRITE))
@@ -508,6 +510,7 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
      * consistent state (issued migrations are prefetches) and is reported.
      * Numbers the target hands out from here on are this enqueue's. */
     uint64_t seq0 = atomic_load_explicit(&mti_coh_loc_of(c, target)->next, memory_order_relaxed);
+    c->sync_epoch++;
     for (uint32_t i = 0; !rc && i < nargs; i++) {
         rc = fetch_arg(c, main, target, &res[i], res[i].on_root == 1);
     }

@@ -355,6 +355,27 @@ int mti_coh_depend_write_slow(mt_coh *c, coh_cmd *cmd, coh_cmd *w, uint32_t loc,
     return mti_coh_cmd_link(c, cmd, w, COH_DEP_DATA);
 }
 
+int mti_coh_use_chain(mt_coh *c, coh_cmd *cmd, coh_inst *in, uint64_t seq)
+{
+    coh_cmd *u = in->last_use;
+    int rc = 0;
+    /* As a last write (mti_coh_depend_write_slow): no reference, so the
+     * numbers tell whether u is still that use, and pending. */
+    if (u && u != cmd &&
+        in->lu_seq > atomic_load_explicit(&c->loc[in->loc]->wm, memory_order_acquire)) {
+        uint32_t i = 0;
+        while (i < u->nloc && !(u->loc[i] == in->loc && u->seq[i] == in->lu_seq))
+            i++;
+        if (i < u->nloc && atomic_load_explicit(&u->status, memory_order_acquire) == COH_PENDING)
+            rc = mti_coh_cmd_link(c, cmd, u, COH_DEP_ORDER);
+    }
+    if (seq) {
+        in->last_use = cmd;
+        in->lu_seq = seq;
+    }
+    return rc;
+}
+
 int mti_coh_cmd_depend_fresh_slow(coh_cmd *cmd, coh_cmd *dep)
 {
     return link_locked(cmd, dep, COH_DEP_DATA);

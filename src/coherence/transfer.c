@@ -162,6 +162,12 @@ static inline __attribute__((always_inline)) int issue(mt_coh *c, coh_root *r, c
      * runs (it can only lack a dependency whose append failed, and then the
      * enqueue fails too). */
     mti_coh_set_write(dst, cmd, s2);
+    if (__builtin_expect(r->flags & COH_ROOT_USE_CHAIN, 0)) { /* before it is armed */
+        if (!rc && from != MT_COH_HOST)
+            rc = mti_coh_use_chain(c, cmd, src, s1);
+        if (!rc && to != MT_COH_HOST)
+            rc = mti_coh_use_chain(c, cmd, dst, s2);
+    }
     mti_coh_inst_touch(c, src);
     /* Segments final: collections drop its pages from now on. absorb is
      * off the lines a migration writes: read only for downloads to host. */

@@ -325,18 +325,24 @@ int mti_coh_cmd_link(mt_coh *c, coh_cmd *cmd, coh_cmd *dep, int kind)
     return rc;
 }
 
+/* Whether w is still the command that took `seq` at `loc`. Last writes and
+ * last uses hold no reference: w may have completed, been freed and come
+ * back from the pool as another command. Its sequence numbers tell (they
+ * are never reused, and only the planner writes them); pool memory stays a
+ * command while the context lives. */
+static int numbered(const coh_cmd *w, uint32_t loc, uint64_t seq)
+{
+    for (uint32_t i = 0; i < w->nloc; i++)
+        if (w->loc[i] == loc && w->seq[i] == seq)
+            return 1;
+    return 0;
+}
+
 int mti_coh_depend_write_slow(mt_coh *c, coh_cmd *cmd, coh_cmd *w, uint32_t loc, uint64_t seq)
 {
-    /* Last writes hold no reference: w may have completed, been freed and
-     * come back from the pool as another command. Its sequence numbers tell
-     * (they are never reused, and only the planner writes them); pool memory
-     * stays a command while the context lives. Not the same command: the
-     * write completed (and a failed one is kept, not reused, until its fixup
-     * is applied). */
-    uint32_t i = 0;
-    while (i < w->nloc && !(w->loc[i] == loc && w->seq[i] == seq))
-        i++;
-    if (i == w->nloc)
+    /* Not the same command: the write completed (and a failed one is kept,
+     * not reused, until its fixup is applied). */
+    if (!numbered(w, loc, seq))
         return 0;
     int st = atomic_load_explicit(&w->status, memory_order_acquire);
     if (st == 0)
@@ -359,16 +365,13 @@ int mti_coh_use_chain(mt_coh *c, coh_cmd *cmd, coh_inst *in, uint64_t seq)
 {
     coh_cmd *u = in->last_use;
     int rc = 0;
-    /* As a last write (mti_coh_depend_write_slow): no reference, so the
-     * numbers tell whether u is still that use, and pending. */
+    /* As a last write, but order only: a use that completed, failed or was
+     * reused needs nothing. */
     if (u && u != cmd &&
-        in->lu_seq > atomic_load_explicit(&c->loc[in->loc]->wm, memory_order_acquire)) {
-        uint32_t i = 0;
-        while (i < u->nloc && !(u->loc[i] == in->loc && u->seq[i] == in->lu_seq))
-            i++;
-        if (i < u->nloc && atomic_load_explicit(&u->status, memory_order_acquire) == COH_PENDING)
-            rc = mti_coh_cmd_link(c, cmd, u, COH_DEP_ORDER);
-    }
+        in->lu_seq > atomic_load_explicit(&c->loc[in->loc]->wm, memory_order_acquire) &&
+        numbered(u, in->loc, in->lu_seq) &&
+        atomic_load_explicit(&u->status, memory_order_acquire) == COH_PENDING)
+        rc = mti_coh_cmd_link(c, cmd, u, COH_DEP_ORDER);
     if (seq) {
         in->last_use = cmd;
         in->lu_seq = seq;

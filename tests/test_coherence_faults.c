@@ -104,6 +104,32 @@ static void test_validation(void)
     mt_coh_event *nul = NULL;
     cmd = (mt_coh_command){.fn = tk_run, .user = &k, .args = many, .nargs = 1, .wait = &nul, .nwait = 1};
     MT_CHECK_ERR(mt_coh_enqueue(q, &cmd, NULL), -EINVAL);
+    /* An event of another context: nothing here would hand its command
+     * over, so the dependent would wait forever. Refused. */
+    mt_coh *c2;
+    mt_coh_client *cl2;
+    mt_coh_queue *q2;
+    uint32_t s2;
+    MT_CHECK_OK(mt_coh_create(NULL, &c2));
+    MT_CHECK_OK(mt_coh_add_sim_device(c2, NULL, &s2));
+    MT_CHECK_OK(mt_coh_client_create(c2, &cl2));
+    MT_CHECK_OK(mt_coh_queue_create(cl2, s2, &q2));
+    mt_coh_buf b2;
+    MT_CHECK_OK(mt_coh_buffer_create(cl2, 4096, NULL, &b2));
+    mt_coh_arg a2 = {.buf = b2, .size = 16, .access = MT_COH_WRITE};
+    tk_cmd k2 = {0};
+    mt_coh_event *foreign;
+    MT_CHECK_OK(run(q2, &k2, &a2, 1, &foreign));
+    cmd = (mt_coh_command){.fn = tk_run, .user = &k, .args = many, .nargs = 1, .wait = &foreign, .nwait = 1};
+    MT_CHECK_ERR(mt_coh_enqueue(q, &cmd, NULL), -EINVAL);
+    void *fp;
+    mt_coh_event *fev = NULL;
+    MT_CHECK_ERR(mt_coh_map(q, many, &foreign, 1, &fp, &fev), -EINVAL);
+    MT_CHECK(fev == NULL);
+    MT_CHECK_OK(mt_coh_event_wait(foreign, -1));
+    mt_coh_event_release(foreign);
+    mt_coh_client_destroy(cl2);
+    mt_coh_destroy(c2);
     /* Fine-grained SVM on a device that cannot use host memory in place. */
     void *fine;
     MT_CHECK_OK(mt_coh_svm_alloc(cl, 4096, MT_COH_SVM_FINE, &fine));
@@ -132,7 +158,7 @@ static void test_validation(void)
     mt_coh_event_release(ev);
 
     MT_CHECK_OK(mt_coh_stats_get(c, &st1));
-    MT_CHECK_UINT_EQ(st1.rejected - st0.rejected, sizeof cases / sizeof cases[0] + 4);
+    MT_CHECK_UINT_EQ(st1.rejected - st0.rejected, sizeof cases / sizeof cases[0] + 6);
     /* The rejected enqueues allocated nothing that stayed: only b is on sim. */
     mt_coh_device_info di;
     MT_CHECK_OK(mt_coh_device_info_get(c, s, &di));

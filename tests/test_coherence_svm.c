@@ -129,6 +129,13 @@ static void test_coarse(void)
     mt_coh_buf b;
     mt_coh_buffer_opts o = {.flags = MT_COH_BUF_USE_HOST_PTR, .host_ptr = p + 4096};
     MT_CHECK_OK(mt_coh_buffer_create(cl, 32768, &o, &b));
+    /* One reaching past the allocation's end is neither a view of it nor
+     * plain host memory (its first bytes would have two contents). */
+    mt_coh_buf past;
+    o.host_ptr = p + N - 4096;
+    MT_CHECK_ERR(mt_coh_buffer_create(cl, 8192, &o, &past), -EINVAL);
+    o.host_ptr = p - 4096;
+    MT_CHECK_ERR(mt_coh_buffer_create(cl, 8192, &o, &past), -EINVAL);
     mt_coh_buffer_info bi;
     MT_CHECK_OK(mt_coh_buffer_info_get(cl, b, &bi));
     MT_CHECK_UINT_EQ(bi.offset, 4096);

@@ -344,7 +344,8 @@ typedef struct mt_coh_buffer_opts {
 /* Creates a buffer of `size` bytes owned by `cl` (no device memory yet). The
  * content is zero unless a host pointer gives it. A host_ptr inside an SVM
  * allocation of `cl` makes a buffer that shares the allocation's content
- * (coarse-grained: its versions and instances; fine-grained: the memory).
+ * (coarse-grained: its versions and instances; fine-grained: the memory);
+ * one that reaches past the allocation's end is refused (-EINVAL).
  * Returns 0 and sets *out, -EINVAL, or -ENOMEM. */
 MT_API int mt_coh_buffer_create(mt_coh_client *cl, uint64_t size, const mt_coh_buffer_opts *opts,
                                 mt_coh_buf *out);
@@ -416,14 +417,15 @@ typedef struct mt_coh_command {
     void *user;
     const mt_coh_arg *args;
     uint32_t nargs;       /* at most MT_COH_MAX_ARGS */
-    mt_coh_event *const *wait; /* events to wait for (any client's) */
+    mt_coh_event *const *wait; /* events to wait for (any client's of this context) */
     uint32_t nwait;
 } mt_coh_command;
 
 /* Enqueues a command on `q`. Validates first: the queue's device is alive,
  * every argument names a live buffer (or SVM allocation) of the queue's
  * client, its range lies inside it, its access is allowed (buffer flags,
- * maps), its content is not lost, the wait events are not NULL; an invalid
+ * maps), its content is not lost, the wait events are not NULL and belong
+ * to the queue's context (-EINVAL otherwise); an invalid
  * command returns an error and reaches no device. Then makes sure the
  * arguments have instances on the device (evicting if needed), plans the
  * migrations and queues everything. Returns 0 and sets *ev (NULL = not

@@ -86,6 +86,20 @@ coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size)
     return NULL;
 }
 
+/* 1 when [p, p+size) shares a byte with an SVM allocation of `cl` (one not
+ * freed: mt_coh_svm_free unlinks it). */
+static int svm_overlaps(mt_coh_client *cl, const void *p, uint64_t size)
+{
+    uintptr_t a = (uintptr_t)p;
+    uintptr_t e = size > UINTPTR_MAX - a ? UINTPTR_MAX : a + size;
+    for (coh_svm *s = cl->svms; s; s = s->next) {
+        uintptr_t b = (uintptr_t)s->ptr;
+        if (a < b + s->size && b < e)
+            return 1;
+    }
+    return 0;
+}
+
 /* ---- roots ------------------------------------------------------------------- */
 
 static coh_root *root_new(mt_coh *c, mt_coh_client *cl, uint64_t size, uint32_t flags, int kind)
@@ -428,6 +442,14 @@ int mt_coh_buffer_create(mt_coh_client *cl, uint64_t size, const mt_coh_buffer_o
     mt_coh *c = cl->ctx;
     pthread_mutex_lock(&c->lock);
     coh_svm *s = o.host_ptr ? mti_coh_svm_find(cl, o.host_ptr, size) : NULL;
+    /* Host memory that is partly an SVM allocation's: as a plain host
+     * pointer its bytes would have two contents (the allocation's versions
+     * and the buffer's), and past the allocation's end it is not memory
+     * the application gave. */
+    if (!s && o.host_ptr && svm_overlaps(cl, o.host_ptr, size)) {
+        pthread_mutex_unlock(&c->lock);
+        return -EINVAL;
+    }
     if (s) {
         rc = svm_view(c, cl, s, size, &o, out);
         pthread_mutex_unlock(&c->lock);

@@ -428,8 +428,12 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
     mt_coh *c = cl->ctx;
     coh_res res[MT_COH_MAX_ARGS];
     int bad = nargs > MT_COH_MAX_ARGS || (nargs && !args) || (nwait && !wait);
+    /* An event of another context: its command may sit in that context's
+     * batch, which nothing here hands over, so the dependent would wait
+     * forever (OpenCL refuses it too: CL_INVALID_CONTEXT). Only the pointer
+     * is compared: the event outlives its context. */
     for (uint32_t i = 0; !bad && i < nwait; i++)
-        bad = !wait[i];
+        bad = !wait[i] || ((const coh_cmd *)wait[i])->ctx != c;
     if (bad) {
         pthread_mutex_lock(&c->lock);
         c->st_rejected++;

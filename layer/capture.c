@@ -556,6 +556,9 @@ const char *lt_capture_untrackable(const lt_memory *m)
 {
     if (m->external & (LT_EXT_EXPORTED | LT_EXT_IMPORTED))
         return "it is shared with other processes or APIs, whose writes raise no fault here";
+    if (m->external & LT_EXT_HOST_SHARED)
+        return "its host memory is mapped shared or from a file, and writes through other mappings "
+               "raise no fault here";
     return NULL;
 }
 

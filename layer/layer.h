@@ -120,6 +120,10 @@ enum {
     LT_EXT_EXPORTED = 1u << 0,  /* allocated exportable: another API or process may map it */
     LT_EXT_IMPORTED = 1u << 1,  /* imported from an fd/handle: others may write it */
     LT_EXT_HOST_PTR = 1u << 2,  /* imported host allocation: the app writes it directly */
+    /* ... and that host memory is written elsewhere too: it is mapped shared
+     * or from a file (mt_track_aliasable), or it is foreign memory mapped
+     * into the process (HOST_MAPPED_FOREIGN_MEMORY). */
+    LT_EXT_HOST_SHARED = 1u << 3,
 };
 
 struct lt_memory {

@@ -28,6 +28,8 @@ static uint32_t external_kind(const VkMemoryAllocateInfo *ai, void **host_ptr)
             if (h->handleType && h->pHostPointer) {
                 ext |= LT_EXT_HOST_PTR;
                 *host_ptr = h->pHostPointer;
+                if (h->handleType == VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_MAPPED_FOREIGN_MEMORY_BIT_EXT)
+                    ext |= LT_EXT_HOST_SHARED;
             }
             break;
         }
@@ -86,6 +88,11 @@ LT_HOOK(VkResult, AllocateMemory, VkDevice device, const VkMemoryAllocateInfo *a
                    ? dev->memprops.memoryTypes[ai->memoryTypeIndex].propertyFlags
                    : 0;
     m->external = external_kind(ai, &host_ptr);
+    /* Host memory whose other mappings (a second view, another process, a
+     * forked child, write(2) to its file) write it: no fault is raised here
+     * for those, so it cannot be tracked in place. Unknown counts as yes. */
+    if ((m->external & LT_EXT_HOST_PTR) && mt_track_aliasable(host_ptr, (size_t)m->size) != 0)
+        m->external |= LT_EXT_HOST_SHARED;
     m->dev = dev;
     m->auto_pref = LT_AUTO;
     pthread_mutex_lock(&dev->lock);

@@ -23,6 +23,7 @@
  * test_coherence_track_preload variant); without it the memory is not
  * protected and uploads are whole (mt_coh_track_status 0): the application's
  * read(2) into the buffer works, every upload is exact. */
+#define _GNU_SOURCE
 #include <sys/wait.h>
 #include <errno.h>
 #include <pthread.h>
@@ -571,6 +572,59 @@ static void test_remap(mt_track_backend be)
     printf("memory remapped under a tracked buffer (%s): ok\n", mt_track_backend_name(be));
 }
 
+/* A tracked USE_HOST_PTR buffer on shared memory (a memfd mapped twice)
+ * with a private part beside it in another chunk: the shared chunks also
+ * change through the other mapping, through write(2) to the memfd and from
+ * a forked child, none of which a tracker sees. They are uploaded whole at
+ * every sync; the private chunk keeps its page tracking. */
+static void test_shared_memory(mt_track_backend be)
+{
+    env e;
+    setup(&e, be, 16 * page, 0);
+    size_t n = 64 * page;
+    uint8_t *mem = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MT_CHECK(mem != MAP_FAILED);
+    int fd = memfd_create("coh-shared", MFD_CLOEXEC);
+    MT_CHECK(fd >= 0);
+    MT_CHECK_INT_EQ(ftruncate(fd, (off_t)(32 * page)), 0);
+    /* Chunks 2 and 3 shared; 0 and 1 private. */
+    uint8_t *sh = mmap(mem + 32 * page, 32 * page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    uint8_t *alias = mmap(NULL, 32 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    MT_CHECK(sh == mem + 32 * page && alias != MAP_FAILED);
+    for (size_t i = 0; i < n; i++)
+        mem[i] = (uint8_t)(i * 13 + 1);
+    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST | MT_COH_BUF_USE_HOST_PTR, .host_ptr = mem};
+    mt_coh_buf b;
+    MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &bo, &b));
+    MT_CHECK_INT_EQ(mt_coh_track_status(e.c), 0);
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), n);
+    /* Nothing written: the shared chunks still go whole, the private ones
+     * (page-tracked where the backend can) not at all. */
+    int paged = be == MT_TRACK_UFFD || mt_track_preload_status() == 1;
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), paged ? 32 * page : n);
+    alias[5 * page + 3] ^= 0x5a;               /* through the other mapping */
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), paged ? 32 * page : n);
+    uint8_t x = 0x77;
+    MT_CHECK_INT_EQ(pwrite(fd, &x, 1, (off_t)(20 * page + 9)), 1); /* write(2) to the memfd */
+    mem[3 * page] ^= 1;                        /* and a tracked page */
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), paged ? 33 * page : n);
+    pid_t pid = fork();
+    if (pid == 0) {
+        mem[40 * page + 1] ^= 0xff; /* a forked child: the same memory */
+        _exit(0);
+    }
+    int st;
+    MT_CHECK_INT_EQ(waitpid(pid, &st, 0), pid);
+    MT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), paged ? 32 * page : n);
+    MT_CHECK_OK(mt_coh_buffer_free(e.cl, b));
+    teardown(&e);
+    munmap(alias, 32 * page);
+    munmap(mem, n);
+    close(fd);
+    printf("shared memory under a tracked buffer (%s): ok\n", mt_track_backend_name(be));
+}
+
 /* The signal backend without the interposer: nothing protected, whole
  * uploads, nothing the application does with the memory breaks. */
 static void test_signal_fallback(void)
@@ -698,6 +752,7 @@ int main(void)
             if (!pre) {
                 test_signal_fallback();
                 test_whole_users();
+                test_shared_memory(bes[i]);
                 continue;
             }
         }
@@ -706,6 +761,7 @@ int main(void)
         test_pipelined(bes[i]);
         test_direct_submit(bes[i]);
         test_fork(bes[i]);
+        test_shared_memory(bes[i]);
         if (mt_track_preload_status() == 1)
             test_remap(bes[i]);
     }

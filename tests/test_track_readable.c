@@ -9,11 +9,21 @@
  *    rest of dst alone, with no fault reaching the process's handler and
  *    the protection unchanged; in a forked child it reads the child's
  *    memory; unmapped memory and bad arguments return errors.
- * Runs with and without the interposer (the _preload variant). */
+ *  - aliasable: 0 for private anonymous memory (and unmapped gaps), 1 where
+ *    any part is mapped shared (anonymous, memfd, System V) or backed by a
+ *    file (also privately: the file's writes show through), for a range
+ *    that only touches such a mapping at one end too.
+ * Runs with and without the interposer (the _preload variant), and as on
+ * kernels before 6.11 (the _old_kernel variant: /proc/self/maps' text
+ * instead of PROCMAP_QUERY). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,12 +155,67 @@ static void test_read_guarded(void)
     munmap(p, NP * PS);
 }
 
+static void test_aliasable(void)
+{
+    unsigned char *p = fresh();
+    MT_CHECK_INT_EQ(mt_track_aliasable(p, NP * PS), 0);
+    MT_CHECK_INT_EQ(mt_track_aliasable(p, 0), 0);
+    MT_CHECK_ERR(mt_track_aliasable(NULL, PS), -EINVAL);
+    /* A shared page in the middle (MAP_FIXED over one page): only ranges
+     * that reach it say so. */
+    MT_CHECK(mmap(p + 3 * PS, PS, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+             p + 3 * PS);
+    MT_CHECK_INT_EQ(mt_track_aliasable(p, NP * PS), 1);
+    MT_CHECK_INT_EQ(mt_track_aliasable(p, 3 * PS), 0);
+    MT_CHECK_INT_EQ(mt_track_aliasable(p + 3 * PS + PS - 1, 1), 1);
+    MT_CHECK_INT_EQ(mt_track_aliasable(p + 4 * PS, 4 * PS), 0);
+    /* An unmapped gap is nothing that could change. */
+    MT_CHECK_INT_EQ(munmap(p + 5 * PS, PS), 0);
+    MT_CHECK_INT_EQ(mt_track_aliasable(p + 4 * PS, 4 * PS), 0);
+    munmap(p, NP * PS);
+    /* A memfd, shared and private; a file mapped privately (its write(2)s
+     * show in pages not yet copied); System V shared memory. */
+    int fd = memfd_create("aliasable", MFD_CLOEXEC);
+    MT_CHECK(fd >= 0);
+    MT_CHECK_INT_EQ(ftruncate(fd, 2 * PS), 0);
+    void *ms = mmap(NULL, 2 * PS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *mp = mmap(NULL, 2 * PS, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    MT_CHECK(ms != MAP_FAILED && mp != MAP_FAILED);
+    MT_CHECK_INT_EQ(mt_track_aliasable(ms, 2 * PS), 1);
+    MT_CHECK_INT_EQ(mt_track_aliasable(mp, 2 * PS), 1);
+    munmap(ms, 2 * PS);
+    munmap(mp, 2 * PS);
+    close(fd);
+    char path[] = "/tmp/mt_aliasable_XXXXXX";
+    fd = mkstemp(path);
+    MT_CHECK(fd >= 0);
+    unlink(path);
+    MT_CHECK_INT_EQ(ftruncate(fd, PS), 0);
+    mp = mmap(NULL, PS, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    MT_CHECK(mp != MAP_FAILED);
+    MT_CHECK_INT_EQ(mt_track_aliasable(mp, PS), 1);
+    munmap(mp, PS);
+    close(fd);
+    int id = shmget(IPC_PRIVATE, PS, IPC_CREAT | 0600);
+    if (id >= 0) {
+        void *sv = shmat(id, NULL, 0);
+        shmctl(id, IPC_RMID, NULL);
+        MT_CHECK(sv != (void *)-1);
+        MT_CHECK_INT_EQ(mt_track_aliasable(sv, PS), 1);
+        shmdt(sv);
+    } else {
+        printf("aliasable: no System V shared memory here (%d), not checked\n", errno);
+    }
+    printf("aliasable: ok\n");
+}
+
 int main(void)
 {
     int hooked = mt_track_preload_status() == 1;
     printf("interposer %s\n", hooked ? "attached" : "absent");
     test_readable(hooked);
     test_read_guarded();
+    test_aliasable();
     printf("ok\n");
     return 0;
 }

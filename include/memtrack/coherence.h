@@ -497,9 +497,10 @@ MT_API int mt_coh_stats_get(mt_coh *c, mt_coh_stats *out);
  * when some of their memory is uploaded whole at every sync instead (exact,
  * not minimal): memory the signal tracker would have to write-protect
  * without the interposer (the application's read(2) into it would fail, its
- * own SIGSEGV handler would take memtrack's faults), or memory the
- * application unmapped or remapped under the buffer. -EINVAL without a
- * context. Any thread. */
+ * own SIGSEGV handler would take memtrack's faults), memory mapped shared or
+ * from a file (its other mappings, other processes and write(2) to the file
+ * change it unseen: mt_track_aliasable), or memory the application unmapped
+ * or remapped under the buffer. -EINVAL without a context. Any thread. */
 MT_API int mt_coh_track_status(mt_coh *c);
 
 /* The collection helper of tracked host memory (mt_coh_opts.collect_helper):

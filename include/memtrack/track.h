@@ -287,6 +287,16 @@ MT_API unsigned mt_track_unbracketed_writers(void);
  * answer stands. Any thread. */
 MT_API int mt_track_readable(const void *addr, size_t len, uint64_t *seen);
 
+/* Whether [addr, addr + len) can change without a write through these
+ * addresses, which track would not see (docs/track.md, "Limits"): 1 when part
+ * of it is mapped shared (MAP_SHARED, System V shared memory, a memfd) or
+ * backed by a file (write(2) to the file changes it, also under a private
+ * mapping until a page is copied), 0 when it is private anonymous memory
+ * throughout (unmapped parts count as that), or a negative errno when the
+ * kernel's list of mappings cannot be read (MT_EUNSUPPORTED off Linux).
+ * Costs a look at that list. Any thread. */
+MT_API int mt_track_aliasable(const void *addr, size_t len);
+
 /* Part of a range: bytes [offset, offset + length). */
 typedef struct mt_track_span {
     size_t offset;

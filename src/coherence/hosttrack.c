@@ -342,6 +342,14 @@ static int page_tracking_ok(mt_coh *c, mt_range_id id)
     return mt_tracker_backend(c->tracker, id) != MT_TRACK_SIGNAL || mt_track_preload_status() == 1;
 }
 
+/* Chunk k's pages are not tracked: every sync takes it whole. */
+static void take_whole_always(mt_coh *c, coh_root *r, uint32_t k)
+{
+    r->track->whole[k] = COH_WHOLE_ALWAYS;
+    r->flags |= COH_ROOT_USE_CHAIN; /* from its first use (internal.h) */
+    atomic_fetch_add_explicit(&c->track_whole_chunks, 1, memory_order_relaxed);
+}
+
 int mti_coh_track_create(mt_coh *c, coh_root *r)
 {
     if (!c->tracker) {
@@ -374,18 +382,25 @@ int mti_coh_track_create(mt_coh *c, coh_root *r)
         return -ENOMEM; /* the caller kills r, which frees tr */
     char *base = (char *)(uintptr_t)r->inst[0]->addr;
     mt_range_opts ro = {.backend = c->o.track_backend};
+    /* Shared or file-backed memory (the application's host pointer) also
+     * changes through its other mappings, which no tracker sees: such
+     * chunks are taken whole. Asked per chunk only when the whole asks yes;
+     * where the kernel's list cannot be read, whole too (exact first). */
+    int alias = mt_track_aliasable(base, r->size) != 0;
     for (uint32_t k = 0; k < tr->nchunks; k++) {
         uint64_t off = mti_coh_chunk_start(tr, k);
         uint64_t len = mti_coh_chunk_end(tr, k, r->size) - off;
+        if (alias && mt_track_aliasable(base + off, len) != 0) {
+            take_whole_always(c, r, k);
+            continue;
+        }
         int rc = mt_tracker_add(c->tracker, base + off, len, &ro, &tr->ids[k]);
         if (rc)
             return rc;
         if (!page_tracking_ok(c, tr->ids[k])) {
             mt_tracker_remove(c->tracker, tr->ids[k]);
             tr->ids[k] = 0;
-            tr->whole[k] = COH_WHOLE_ALWAYS;
-            r->flags |= COH_ROOT_USE_CHAIN; /* from its first use (internal.h) */
-            atomic_fetch_add_explicit(&c->track_whole_chunks, 1, memory_order_relaxed);
+            take_whole_always(c, r, k);
         }
     }
     return 0;

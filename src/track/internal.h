@@ -54,11 +54,13 @@ int mti_sys_attached(void);
 void mti_sys_set_attached(int on);
 
 /* Calls fn for each mapped part [lo, hi) of [start, end) with its
- * protection now (PROT_* bits), from the kernel's list of mappings
- * (vmaprot.c). 0, or a negative errno when the list could not be read
+ * protection now (PROT_* bits, and the two below), from the kernel's list of
+ * mappings (vmaprot.c). 0, or a negative errno when the list could not be read
  * (fn was then called for none or some of the parts). Not async-signal-safe
  * in intent: called where ranges are added. */
 typedef void (*mti_vma_fn)(void *ctx, uintptr_t lo, uintptr_t hi, unsigned prot);
+#define MTI_VMA_SHARED 0x100u /* mapped shared (MAP_SHARED, System V memory) */
+#define MTI_VMA_FILE 0x200u   /* backed by a file (memfd and hugetlb memory too) */
 int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx);
 /* The hooks' note of a protection just set by the application (mprotect,
  * mmap(MAP_FIXED); mremap passes 0): one that forbids reads moves the count

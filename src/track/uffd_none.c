@@ -52,3 +52,10 @@ int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
     (void)start; (void)end; (void)fn; (void)ctx;
     return MT_EUNSUPPORTED;
 }
+
+/* No list of mappings: nothing can be said about the memory. */
+int mt_track_aliasable(const void *addr, size_t len)
+{
+    (void)addr; (void)len;
+    return MT_EUNSUPPORTED;
+}

@@ -52,17 +52,22 @@ struct procmap_query {
 #define PROCMAP_QUERY_VMA_EXECUTABLE 0x04
 #define PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
 #endif
+#ifndef PROCMAP_QUERY_VMA_SHARED
+#define PROCMAP_QUERY_VMA_SHARED 0x08
+#endif
 
 static int sys_open_maps(void)
 {
     return (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
 }
 
-static unsigned query_prot(uint64_t flags)
+static unsigned query_prot(const struct procmap_query *q)
 {
+    uint64_t flags = q->vma_flags;
     return (flags & PROCMAP_QUERY_VMA_READABLE ? PROT_READ : 0u) |
            (flags & PROCMAP_QUERY_VMA_WRITABLE ? PROT_WRITE : 0u) |
-           (flags & PROCMAP_QUERY_VMA_EXECUTABLE ? PROT_EXEC : 0u);
+           (flags & PROCMAP_QUERY_VMA_EXECUTABLE ? PROT_EXEC : 0u) |
+           (flags & PROCMAP_QUERY_VMA_SHARED ? MTI_VMA_SHARED : 0u) | (q->inode ? MTI_VMA_FILE : 0u);
 }
 
 /* 1 done, 0 the ioctl is unknown here (older kernel), -errno. */
@@ -84,7 +89,7 @@ static int by_query(int fd, uintptr_t start, uintptr_t end, mti_vma_fn fn, void 
             return 1;
         uintptr_t lo = q.vma_start > at ? (uintptr_t)q.vma_start : at;
         uintptr_t hi = q.vma_end < end ? (uintptr_t)q.vma_end : end;
-        fn(ctx, lo, hi, query_prot(q.vma_flags));
+        fn(ctx, lo, hi, query_prot(&q));
         at = hi;
     }
     return 1;
@@ -106,7 +111,17 @@ static uintptr_t hex(const char **p, const char *e)
     return v;
 }
 
-/* One line "start-end rwxp ...": 1 past the range (stop), 0 go on. */
+/* Skips the spaces, then the field after them, at *p. */
+static void skip_field(const char **p, const char *e)
+{
+    while (*p < e && **p == ' ')
+        (*p)++;
+    while (*p < e && **p != ' ')
+        (*p)++;
+}
+
+/* One line "start-end rwxp offset dev inode ...": 1 past the range (stop),
+ * 0 go on. */
 static int line(const char *p, const char *e, uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
 {
     uintptr_t lo = hex(&p, e);
@@ -120,7 +135,14 @@ static int line(const char *p, const char *e, uintptr_t start, uintptr_t end, mt
     if (hi <= start)
         return 0;
     unsigned prot = (p[0] == 'r' ? PROT_READ : 0u) | (p[1] == 'w' ? PROT_WRITE : 0u) |
-                    (p[2] == 'x' ? PROT_EXEC : 0u);
+                    (p[2] == 'x' ? PROT_EXEC : 0u) | (p[3] == 's' ? MTI_VMA_SHARED : 0u);
+    p += 4;
+    skip_field(&p, e); /* offset */
+    skip_field(&p, e); /* device */
+    while (p < e && *p == ' ')
+        p++;
+    if (p < e && *p != '0') /* the inode: decimal, 0 for anonymous memory */
+        prot |= MTI_VMA_FILE;
     fn(ctx, lo > start ? lo : start, hi < end ? hi : end, prot);
     return 0;
 }

@@ -531,6 +531,68 @@ static int host_pointer_reimport(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* Host memory that is a memfd mapped shared, imported from its pointer and
+ * written through a second mapping of the memfd, by write(2) to it and by a
+ * forked child: none of these writes touches the imported addresses, so
+ * none raises a fault or a tracked write there. The capture must still see
+ * them (memtrack scans such memory whole). */
+static int host_pointer_shared(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    size_t size = 1u << 20;
+    unsigned char *host;
+    int rc = host_setup(h, size, &host);
+    if (rc)
+        return rc;
+    munmap(host, size);
+    int fd = memfd_create("hostile-shared", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
+        hv_die("memfd failed");
+    host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    unsigned char *alias = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (host == MAP_FAILED || alias == MAP_FAILED)
+        hv_die("mmap of the memfd failed");
+    hv_mem src = {0};
+    src.model = calloc(1, size);
+    import_host(h, &src, host, size);
+    hv_mem rb;
+    hv_alloc(h, &rb, size, HV_DST);
+    int bad = 0;
+    unsigned char tmp[20000];
+    for (int f = 0; f < h->frames && !bad; f++) {
+        /* Its own pointer, then the second mapping. */
+        hv_write(&src, (VkDeviceSize)f * 3 + 100, 2000, (uint64_t)f);
+        hv_pattern(tmp, sizeof tmp, 300 + (uint64_t)f);
+        memcpy(alias + 100000 + (size_t)f * 4096, tmp, sizeof tmp);
+        memcpy(src.model + 100000 + (size_t)f * 4096, tmp, sizeof tmp);
+        bad |= hv_gpu_check(h, &src, &rb, "host-pointer-shared: after a write through another mapping");
+        hv_pattern(tmp, sizeof tmp, 500 + (uint64_t)f);
+        if (pwrite(fd, tmp, sizeof tmp, 400000 + (off_t)f * 4096) != (ssize_t)sizeof tmp)
+            hv_die("pwrite to the memfd failed");
+        memcpy(src.model + 400000 + (size_t)f * 4096, tmp, sizeof tmp);
+        bad |= hv_gpu_check(h, &src, &rb, "host-pointer-shared: after write(2) to the memfd");
+        pid_t pid = fork();
+        if (pid == 0) {
+            hv_pattern(tmp, sizeof tmp, 700 + (uint64_t)f);
+            memcpy(host + 700000 + (size_t)f * 4096, tmp, sizeof tmp);
+            _exit(0);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        hv_pattern(tmp, sizeof tmp, 700 + (uint64_t)f);
+        memcpy(src.model + 700000 + (size_t)f * 4096, tmp, sizeof tmp);
+        bad |= hv_gpu_check(h, &src, &rb, "host-pointer-shared: after a forked child wrote it");
+    }
+    unimport_host(h, &src);
+    free(src.model);
+    munmap(alias, size);
+    munmap(host, size);
+    close(fd);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 /* ---- exported memory, written through another mapping and another process -- */
 
 static int export_memory(hv *h, int argc, char **argv)
@@ -603,6 +665,8 @@ const hv_behaviour hv_memory_behaviours[] = {
     {"host-pointer", "memory imported from a host pointer, written through it", host_pointer},
     {"host-pointer-hugetlb", "the same with MAP_HUGETLB memory (where huge pages are reserved)",
      host_pointer_hugetlb},
+    {"host-pointer-shared", "imported host memory (a memfd) written through another mapping, write(2) and "
+     "a forked child", host_pointer_shared},
     {"host-pointer-reimport", "the same host memory imported anew each frame, the last import freed first",
      host_pointer_reimport},
     {"export-memory", "exported memory written through an importer and by another process",

@@ -1,7 +1,8 @@
 /* coherence, scripted: migrations between host, simulated and host-memory
  * devices with exact byte counts, range granularity (4 KiB written of 1 MiB
  * moves 4 KiB), sub-buffers, relays through host memory, maps, the
- * released callback after deferred release, queue order. */
+ * released callback after deferred release, a buffer freed while mapped,
+ * queue order. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -232,6 +233,74 @@ static void test_deferred_release(void)
     puts("deferred release: ok");
 }
 
+/* A buffer freed while the host has it mapped: the handle is invalid at
+ * once, the map stays usable until its unmap, which succeeds, and only then
+ * is the memory released (before, the free dropped the map: the host's
+ * writes through its pointer hit freed memory and the unmap said -ENOENT).
+ * The same for a fine-grained SVM allocation and a client closed while
+ * mapped (its maps end with it). */
+static void test_free_mapped(void)
+{
+    env e;
+    env_init(&e, 4096);
+    atomic_store(&released, 0);
+    enum { N = 1 << 20 };
+    uint8_t *host = calloc(1, N);
+    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_USE_HOST_PTR, .host_ptr = host, .released = on_released};
+    mt_coh_buf b, own;
+    MT_CHECK_OK(mt_coh_buffer_create(e.cl, N, &bo, &b));
+    MT_CHECK_OK(mt_coh_buffer_create(e.cl, N, NULL, &own));
+    mt_coh_queue *q = e.q[e.host1];
+    void *p, *po;
+    mt_coh_event *ev;
+    MT_CHECK_OK(mt_coh_map(q, &(mt_coh_arg){.buf = b, .offset = 4096, .size = 8192, .access = MT_COH_RW},
+                           NULL, 0, &p, &ev));
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    MT_CHECK_OK(mt_coh_map(q, &(mt_coh_arg){.buf = own, .size = N, .access = MT_COH_WRITE}, NULL, 0, &po,
+                           &ev));
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    MT_CHECK_OK(mt_coh_buffer_free(e.cl, b));
+    MT_CHECK_OK(mt_coh_buffer_free(e.cl, own));
+    MT_CHECK_ERR(mt_coh_buffer_info_get(e.cl, b, &(mt_coh_buffer_info){0}), MT_ENOBUF);
+    memset(p, 0x5a, 8192);   /* still the buffer's memory: host + 4096 */
+    memset(po, 0xa5, N);     /* memtrack's own host memory: not unmapped yet */
+    usleep(20000);
+    MT_CHECK_INT_EQ(atomic_load(&released), 0); /* the map still uses host_ptr */
+    MT_CHECK_OK(mt_coh_unmap(q, p, NULL));
+    MT_CHECK_OK(mt_coh_unmap(q, po, NULL));
+    MT_CHECK_ERR(mt_coh_unmap(q, p, NULL), -ENOENT);
+    for (int i = 0; i < 1000 && !atomic_load(&released); i++)
+        usleep(1000);
+    MT_CHECK_INT_EQ(atomic_load(&released), 1);
+    /* Fine-grained SVM freed while mapped. */
+    void *fine, *pf;
+    MT_CHECK_OK(mt_coh_svm_alloc(e.cl, N, MT_COH_SVM_FINE, &fine));
+    MT_CHECK_OK(mt_coh_map(q, &(mt_coh_arg){.svm = fine, .size = N, .access = MT_COH_RW}, NULL, 0, &pf,
+                           &ev));
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    MT_CHECK_OK(mt_coh_svm_free(e.cl, fine));
+    memset(pf, 1, N);
+    MT_CHECK_OK(mt_coh_unmap(q, pf, NULL));
+    /* A client closed with a map open: released with it. */
+    mt_coh_buf last;
+    void *pl;
+    MT_CHECK_OK(mt_coh_buffer_create(e.cl, N, NULL, &last));
+    MT_CHECK_OK(mt_coh_map(q, &(mt_coh_arg){.buf = last, .size = N, .access = MT_COH_READ}, NULL, 0, &pl,
+                           &ev));
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    mt_coh_client_destroy(e.cl);
+    mt_coh_device_info di;
+    MT_CHECK_OK(mt_coh_device_info_get(e.c, e.host1, &di));
+    MT_CHECK_UINT_EQ(di.instances, 0);
+    mt_coh_destroy(e.c);
+    free(host);
+    puts("free while mapped: ok");
+}
+
 static void test_queue_order(void)
 {
     env e;
@@ -338,6 +407,7 @@ int main(void)
     test_migrations();
     test_subbuffers();
     test_deferred_release();
+    test_free_mapped();
     test_queue_order();
     test_many_sources();
     return 0;

@@ -359,8 +359,8 @@ MT_API int mt_coh_subbuffer_create(mt_coh_client *cl, mt_coh_buf parent, uint64_
                                    uint64_t size, uint32_t flags, mt_coh_buf *out);
 
 /* Frees a buffer handle: it is invalid at once; memory is released when the
- * commands using it completed (and its sub-buffers are freed). Returns 0 or
- * MT_ENOBUF. */
+ * commands using it completed, its sub-buffers are freed and its maps are
+ * unmapped (a map stays usable until then). Returns 0 or MT_ENOBUF. */
 MT_API int mt_coh_buffer_free(mt_coh_client *cl, mt_coh_buf buf);
 
 typedef struct mt_coh_buffer_info {
@@ -389,7 +389,8 @@ enum {
  * and sets *ptr, -EINVAL or -ENOMEM. */
 MT_API int mt_coh_svm_alloc(mt_coh_client *cl, uint64_t size, uint32_t kind, void **ptr);
 
-/* Frees an SVM allocation (deferred like a buffer). Returns 0 or MT_ENOBUF. */
+/* Frees an SVM allocation (deferred like a buffer, maps included). Returns 0
+ * or MT_ENOBUF. */
 MT_API int mt_coh_svm_free(mt_coh_client *cl, void *ptr);
 
 /* ---- commands -------------------------------------------------------------------------- */

@@ -129,25 +129,11 @@ static coh_root *root_new(mt_coh *c, mt_coh_client *cl, uint64_t size, uint32_t 
     return r;
 }
 
-static void map_unlink_client(mt_coh_client *cl, coh_map *m)
-{
-    for (coh_map **p = &cl->maps; *p; p = &(*p)->cnext)
-        if (*p == m) {
-            *p = m->cnext;
-            return;
-        }
-}
-
-/* The last view of a root went away: release everything it holds. */
+/* The last view (or map) of a root went away: release everything it holds.
+ * No map is left: each holds a view count. */
 static void root_kill(mt_coh *c, coh_root *r)
 {
     r->dead = 1;
-    while (r->maps) {
-        coh_map *m = r->maps;
-        r->maps = m->next;
-        map_unlink_client(r->client, m);
-        free(m);
-    }
     mti_coh_track_destroy(c, r);
     for (uint32_t l = 0; l < COH_NLOC; l++)
         if (r->inst[l])
@@ -164,6 +150,33 @@ static void root_put_view(mt_coh *c, coh_root *r)
 {
     if (--r->views == 0)
         root_kill(c, r);
+}
+
+void mti_coh_hold(coh_root *r, coh_svm *s)
+{
+    if (r)
+        r->views++;
+    else if (s)
+        s->views++;
+}
+
+void mti_coh_unhold(mt_coh *c, coh_root *r, coh_svm *s)
+{
+    if (r)
+        root_put_view(c, r);
+    else if (s && --s->views == 0 && s->freed)
+        mti_coh_svm_release(c, s);
+}
+
+void mti_coh_map_end(mt_coh *c, coh_map *m)
+{
+    if (m->root)
+        for (coh_map **rp = &m->root->maps; *rp; rp = &(*rp)->next)
+            if (*rp == m) {
+                *rp = m->next;
+                break;
+            }
+    mti_coh_unhold(c, m->root, m->svm);
 }
 
 /* ---- SVM --------------------------------------------------------------------------- */
@@ -339,12 +352,10 @@ void mti_coh_view_free(mt_coh *c, coh_view *v)
 {
     view_unlink(v);
     slot_free(c, v);
-    if (v->kind == COH_VIEW_FINE) {
-        coh_svm *s = v->svm;
-        if (--s->views == 0 && s->freed)
-            mti_coh_svm_release(c, s);
-    } else
-        root_put_view(c, v->root);
+    if (v->kind == COH_VIEW_FINE)
+        mti_coh_unhold(c, NULL, v->svm);
+    else
+        mti_coh_unhold(c, v->root, NULL);
     free(v);
 }
 
@@ -361,9 +372,9 @@ static int new_view(mt_coh *c, mt_coh_client *cl, coh_view *tmpl, mt_coh_buf *ou
     }
     view_link(cl, v);
     if (v->kind == COH_VIEW_FINE)
-        v->svm->views++;
+        mti_coh_hold(NULL, v->svm);
     else
-        v->root->views++;
+        mti_coh_hold(v->root, NULL);
     *out = handle_of(v);
     return 0;
 }

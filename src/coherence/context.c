@@ -59,12 +59,7 @@ static void client_release(mt_coh *c, mt_coh_client *cl)
     while (cl->maps) {
         coh_map *m = cl->maps;
         cl->maps = m->cnext;
-        if (m->root)
-            for (coh_map **rp = &m->root->maps; *rp; rp = &(*rp)->next)
-                if (*rp == m) {
-                    *rp = m->next;
-                    break;
-                }
+        mti_coh_map_end(c, m);
         free(m);
     }
     while (cl->queues) {

@@ -335,9 +335,13 @@ struct coh_svm {
     coh_svm *next;
 };
 
+/* A host map. It holds what it maps like a view does (a view count on its
+ * root, or on its fine-grained SVM allocation): a buffer freed while mapped
+ * keeps its memory until the unmap. */
 struct coh_map {
     void *ptr;
     coh_root *root;
+    coh_svm *svm;       /* fine-grained SVM (root NULL) */
     uint64_t a, b;      /* in the root */
     int write;
     coh_map *next;      /* in the root's list */
@@ -881,6 +885,13 @@ static inline coh_view *mti_coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh
 coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size);
 void mti_coh_view_free(mt_coh *c, coh_view *v);
 void mti_coh_svm_release(mt_coh *c, coh_svm *s);
+/* Takes / drops the hold a view or a map has on what it shows (the last
+ * drop releases a root, or a freed fine-grained SVM allocation). Lock held. */
+void mti_coh_hold(coh_root *r, coh_svm *s);
+void mti_coh_unhold(mt_coh *c, coh_root *r, coh_svm *s);
+/* Unlinks a map from its root's list and drops its hold; the caller has
+ * taken it off the client's list and frees it. Lock held. */
+void mti_coh_map_end(mt_coh *c, coh_map *m);
 static inline void mti_coh_root_ref(coh_root *r)
 {
     atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);

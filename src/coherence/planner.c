@@ -308,9 +308,10 @@ static void rollback(mt_coh *c, created *cr)
     }
 }
 
-static int add_map(mt_coh_client *cl, coh_res *x, void *ptr)
+static int add_map(mt_coh_client *cl, coh_res *x, void *ptr, coh_map **out)
 {
     coh_map *m = calloc(1, sizeof *m);
+    *out = m;
     if (!m)
         return -ENOMEM;
     m->ptr = ptr;
@@ -318,6 +319,8 @@ static int add_map(mt_coh_client *cl, coh_res *x, void *ptr)
     m->a = x->off;
     m->b = x->off + x->size;
     m->write = !!(x->access & MT_COH_WRITE);
+    m->svm = x->root ? NULL : x->svm;
+    mti_coh_hold(x->root, m->svm); /* until the unmap, even if freed before */
     if (x->root) {
         m->next = x->root->maps;
         x->root->maps = m;
@@ -521,12 +524,18 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
     uint64_t tseq = 0;
     for (uint32_t i = 0; !rc && i < nargs; i++)
         rc = commit_arg(c, main, target, &res[i], i, map, map_ptr, seq0, &tseq);
+    coh_map *added = NULL;
     if (!rc && map)
-        rc = add_map(cl, &res[0], *map_ptr);
+        rc = add_map(cl, &res[0], *map_ptr, &added);
     if (!rc) /* queue order: after it, even if it failed (as OpenCL queues) */
         rc = mti_coh_cmd_after(c, main, q->last);
     for (uint32_t i = 0; !rc && i < nwait; i++)
         rc = mti_coh_cmd_depend_ex(c, main, (coh_cmd *)wait[i], COH_DEP_WAIT);
+    if (rc && added) { /* the caller gets no pointer to unmap */
+        cl->maps = added->cnext; /* pushed first just now */
+        mti_coh_map_end(c, added);
+        free(added);
+    }
     if (rc) /* it must not run half planned: it fails instead */
         atomic_store_explicit(&main->dep_error, rc, memory_order_relaxed);
     mti_coh_cmd_ref(main);
@@ -598,12 +607,7 @@ int mt_coh_unmap(mt_coh_queue *q, void *ptr, mt_coh_event **ev)
         pthread_mutex_unlock(&c->lock);
         return -ENOENT;
     }
-    if (m->root)
-        for (coh_map **rp = &m->root->maps; *rp; rp = &(*rp)->next)
-            if (*rp == m) {
-                *rp = m->next;
-                break;
-            }
+    mti_coh_map_end(c, m);
     free(m);
     /* The unmap is a point in the queue: later commands of the queue follow
      * it. Content needs nothing: a writing map made the host copy the only

@@ -11,9 +11,16 @@
  *  - A failing command: its event and its dependents fail, what it was to
  *    write is lost.
  *  - Closing a client with work in flight; destroying a context with a
- *    stalled device (pending events fail with MT_ECANCELED). */
+ *    stalled device (pending events fail with MT_ECANCELED).
+ *  - A forked child (fork, and _Fork, which runs no atfork handler): every
+ *    call on the parent's context returns MT_EFORKED, a wait on a command
+ *    pending at the fork too, instead of hanging, and the destroy calls do
+ *    nothing (they crashed joining threads that exist only in the parent);
+ *    the parent goes on unaffected. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "coh_util.h"
@@ -453,15 +460,99 @@ static void test_destroy_stalled(void)
     puts("destroy with a stalled device: ok");
 }
 
+static _Atomic int gate_open;
+static int gated(void *user, const struct mt_coh_exec *ex)
+{
+    (void)user, (void)ex;
+    while (!atomic_load(&gate_open))
+        usleep(1000);
+    return 0;
+}
+
+/* In the child: everything refuses, nothing hangs or crashes. */
+static void child_calls(mt_coh *c, mt_coh_client *cl, mt_coh_queue *q, mt_coh_buf b, mt_coh_event *pending)
+{
+    MT_CHECK_ERR(mt_coh_event_wait(pending, -1), MT_EFORKED);
+    mt_coh_arg a = {.buf = b, .size = 4096, .access = MT_COH_RW};
+    mt_coh_command cmd = {.fn = gated, .args = &a, .nargs = 1};
+    MT_CHECK_ERR(mt_coh_enqueue(q, &cmd, NULL), MT_EFORKED);
+    void *p;
+    MT_CHECK_ERR(mt_coh_map(q, &a, NULL, 0, &p, NULL), MT_EFORKED);
+    MT_CHECK_ERR(mt_coh_unmap(q, &a, NULL), MT_EFORKED);
+    MT_CHECK_ERR(mt_coh_finish(q), MT_EFORKED);
+    MT_CHECK_ERR(mt_coh_flush(q), MT_EFORKED);
+    mt_coh_buf nb;
+    MT_CHECK_ERR(mt_coh_buffer_create(cl, 4096, NULL, &nb), MT_EFORKED);
+    MT_CHECK_ERR(mt_coh_buffer_free(cl, b), MT_EFORKED);
+    mt_coh_buffer_info bi;
+    MT_CHECK_ERR(mt_coh_buffer_info_get(cl, b, &bi), MT_EFORKED);
+    mt_coh_stats st;
+    MT_CHECK_ERR(mt_coh_stats_get(c, &st), MT_EFORKED);
+    uint32_t id;
+    MT_CHECK_ERR(mt_coh_add_host_device(c, 1u << 20, &id), MT_EFORKED);
+    MT_CHECK(mt_coh_event_status(pending) == 1); /* still pending here */
+    mt_coh_queue_destroy(q);
+    mt_coh_client_destroy(cl);
+    mt_coh_destroy(c);
+}
+
+static void test_forked_child(void)
+{
+    mt_coh *c;
+    MT_CHECK_OK(mt_coh_create(NULL, &c));
+    uint32_t h, s;
+    MT_CHECK_OK(mt_coh_add_host_device(c, 1u << 20, &h));
+    MT_CHECK_OK(mt_coh_add_sim_device(c, NULL, &s));
+    mt_coh_client *cl;
+    MT_CHECK_OK(mt_coh_client_create(c, &cl));
+    mt_coh_queue *q;
+    MT_CHECK_OK(mt_coh_queue_create(cl, h, &q));
+    mt_coh_buf b;
+    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST};
+    MT_CHECK_OK(mt_coh_buffer_create(cl, 1u << 20, &bo, &b));
+    atomic_store(&gate_open, 0);
+    mt_coh_arg a = {.buf = b, .size = 4096, .access = MT_COH_RW};
+    mt_coh_command cmd = {.fn = gated, .args = &a, .nargs = 1};
+    mt_coh_event *ev;
+    MT_CHECK_OK(mt_coh_enqueue(q, &cmd, &ev));
+    MT_CHECK_OK(mt_coh_flush(q));
+    for (int how = 0; how < 2; how++) {
+        /* exit(), not _exit: a runtime's destructors run in such a child. */
+        pid_t pid = how == 0 ? fork() : _Fork();
+        MT_CHECK(pid >= 0);
+        if (pid == 0) {
+            alarm(20);
+            child_calls(c, cl, q, b, ev);
+            exit(0);
+        }
+        int st;
+        MT_CHECK_INT_EQ(waitpid(pid, &st, 0), pid);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            printf("child (%s): status %#x\n", how ? "_Fork" : "fork", st);
+        MT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    atomic_store(&gate_open, 1);
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    MT_CHECK_OK(mt_coh_enqueue(q, &(mt_coh_command){.fn = gated, .args = &a, .nargs = 1}, &ev));
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    mt_coh_client_destroy(cl);
+    mt_coh_destroy(c);
+    puts("forked child: ok");
+}
+
 int main(void)
 {
     for (int code = MT_ENOBUF; code >= MT_EMAPPED; code--)
         MT_CHECK(strcmp(mt_strerror(code), "unknown error") != 0);
+    MT_CHECK(strcmp(mt_strerror(MT_EFORKED), "unknown error") != 0);
     test_validation();
     test_stall();
     test_loss();
     test_failing_command();
     test_close();
     test_destroy_stalled();
+    test_forked_child();
     return 0;
 }

@@ -52,7 +52,9 @@ enum mt_error {
     MT_ECHECK_NOACCESS = -4110, /* a byte of the range is not addressable */
     MT_ECHECK_UNINIT = -4111,   /* addressable, but a byte was never initialised */
     MT_ECHECK_PTX = -4112,      /* PTX text the instrumenter cannot parse */
-    MT_ERROR_LAST = -4112  /* the most negative code: own codes are dense, -4096 down to here */
+    /* coherence */
+    MT_EFORKED = -4113, /* the object belongs to the process this one was forked from */
+    MT_ERROR_LAST = -4113  /* the most negative code: own codes are dense, -4096 down to here */
 };
 
 /* Returns the library's run-time version as MAJOR*10000 + MINOR*100 + PATCH.

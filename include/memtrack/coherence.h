@@ -105,7 +105,12 @@ typedef struct mt_coh_opts {
 } mt_coh_opts;
 
 /* Creates a context with no devices. `opts` may be NULL. Returns 0 and sets
- * *out, -EINVAL for bad options, or -ENOMEM. */
+ * *out, -EINVAL for bad options, or -ENOMEM.
+ * A context works in the process that created it. In a forked child (its
+ * engine threads exist only in the parent) every call on it, its clients,
+ * queues and buffers returns MT_EFORKED, a wait on an event still pending
+ * at the fork too, and the destroy calls do nothing: a child that exits
+ * through a runtime's destructors neither crashes nor hangs. */
 MT_API int mt_coh_create(const mt_coh_opts *opts, mt_coh **out);
 
 /* Shuts the context down: commands that have not started fail with

@@ -24,6 +24,7 @@ static const char *mt_own_error(int code)
     case MT_ECHECK_NOACCESS: return "address not addressable";
     case MT_ECHECK_UNINIT: return "read of uninitialised memory";
     case MT_ECHECK_PTX: return "PTX text not understood";
+    case MT_EFORKED: return "object of the parent process: not usable in a forked child";
     case MT_EUNMAPPED: return "memory was unmapped or moved by the application";
     default: return NULL;
     }

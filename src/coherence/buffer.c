@@ -251,6 +251,8 @@ int mt_coh_svm_alloc(mt_coh_client *cl, uint64_t size, uint32_t kind, void **ptr
     if (!cl || !ptr || !size || (kind != MT_COH_SVM_FINE && kind != MT_COH_SVM_COARSE))
         return -EINVAL;
     mt_coh *c = cl->ctx;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     size_t len = (size + 4095) & ~(uint64_t)4095;
     if (len < size)
         return -EINVAL;
@@ -312,6 +314,8 @@ int mt_coh_svm_free(mt_coh_client *cl, void *ptr)
     if (!cl)
         return -EINVAL;
     mt_coh *c = cl->ctx;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
     coh_svm *s = mti_coh_svm_find(cl, ptr, 1);
     if (!s || s->ptr != ptr) {
@@ -447,6 +451,8 @@ int mt_coh_buffer_create(mt_coh_client *cl, uint64_t size, const mt_coh_buffer_o
         o = *opts;
     if (!cl || !out)
         return -EINVAL;
+    if (mti_coh_forked(cl->ctx))
+        return MT_EFORKED;
     int rc = check_opts(size, &o);
     if (rc)
         return rc;
@@ -513,6 +519,8 @@ int mt_coh_subbuffer_create(mt_coh_client *cl, mt_coh_buf parent, uint64_t offse
     if (!cl || !out || !size || (flags & ~ACCESS_FLAGS) || (flags & ACCESS_FLAGS) == ACCESS_FLAGS)
         return -EINVAL;
     mt_coh *c = cl->ctx;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
     int rc = 0;
     coh_view *p = mti_coh_view_lookup(c, cl, parent);
@@ -539,6 +547,8 @@ int mt_coh_buffer_free(mt_coh_client *cl, mt_coh_buf buf)
     if (!cl)
         return -EINVAL;
     mt_coh *c = cl->ctx;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
     mti_coh_fixups_run(c);
     coh_view *v = mti_coh_view_lookup(c, cl, buf);
@@ -553,6 +563,8 @@ int mt_coh_buffer_info_get(mt_coh_client *cl, mt_coh_buf buf, mt_coh_buffer_info
     if (!cl || !out)
         return -EINVAL;
     mt_coh *c = cl->ctx;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
     mti_coh_fixups_run(c);
     coh_view *v = mti_coh_view_lookup(c, cl, buf);

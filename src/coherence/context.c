@@ -3,9 +3,52 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+/* This process's token (internal.h, mti_coh_forked): 0 until a context is
+ * created, 0 again in a forked child. */
+static _Atomic uint64_t g_token_word;
+_Atomic uint64_t *mti_coh_token = &g_token_word;
+static pthread_once_t g_token_once = PTHREAD_ONCE_INIT;
+
+static void clear_token(void)
+{
+    atomic_store_explicit(mti_coh_token, 0, memory_order_relaxed);
+}
+
+static void token_init(void)
+{
+    long ps = (long)mti_page_size();
+    void *p = mmap(NULL, (size_t)ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED && madvise(p, (size_t)ps, MADV_WIPEONFORK) == 0)
+        mti_coh_token = p; /* never unmapped: contexts of any thread read it */
+    else if (p != MAP_FAILED)
+        munmap(p, (size_t)ps);
+    pthread_atfork(NULL, NULL, clear_token);
+}
+
+/* The token, made on first use in this process (also in a forked child,
+ * where it differs from the parent's: the pid is part of it). */
+static uint64_t process_token(void)
+{
+    pthread_once(&g_token_once, token_init);
+    uint64_t t = atomic_load_explicit(mti_coh_token, memory_order_relaxed);
+    if (t)
+        return t;
+    static _Atomic uint32_t made;
+    uint64_t fresh = (uint64_t)(uint32_t)getpid() << 32 | (atomic_fetch_add(&made, 1) + 1);
+    if (atomic_compare_exchange_strong(mti_coh_token, &t, fresh))
+        return fresh;
+    return t; /* another thread made it first */
+}
+
+int mti_coh_forked_slow(const mt_coh *c)
+{
+    return mti_coh_forked(c) || getpid() != c->pid;
+}
 
 int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
 {
@@ -31,6 +74,8 @@ int mt_coh_create(const mt_coh_opts *opts, mt_coh **out)
     if (!c)
         return -ENOMEM;
     c->o = o;
+    c->token = process_token();
+    c->pid = getpid();
     c->gran = o.granularity;
     c->page = (uint64_t)ps;
     c->hostmem_mask = COH_BIT(MT_COH_HOST);
@@ -87,7 +132,7 @@ static void client_release(mt_coh *c, mt_coh_client *cl)
 
 void mt_coh_destroy(mt_coh *c)
 {
-    if (!c)
+    if (!c || mti_coh_forked_slow(c))
         return;
     pthread_mutex_lock(&c->lock);
     c->closing = 1;
@@ -125,6 +170,8 @@ int mt_coh_client_create(mt_coh *c, mt_coh_client **out)
 {
     if (!c || !out)
         return -EINVAL;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     mt_coh_client *cl = calloc(1, sizeof *cl);
     if (!cl)
         return -ENOMEM;
@@ -146,7 +193,7 @@ int mt_coh_client_create(mt_coh *c, mt_coh_client **out)
 
 void mt_coh_client_destroy(mt_coh_client *cl)
 {
-    if (!cl)
+    if (!cl || mti_coh_forked_slow(cl->ctx))
         return;
     mt_coh *c = cl->ctx;
     pthread_mutex_lock(&c->lock);
@@ -161,6 +208,8 @@ int mt_coh_queue_create(mt_coh_client *cl, uint32_t device, mt_coh_queue **out)
     if (!cl || !out)
         return -EINVAL;
     mt_coh *c = cl->ctx;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     mt_coh_queue *q = calloc(1, sizeof *q);
     if (!q)
         return -ENOMEM;
@@ -184,7 +233,7 @@ int mt_coh_queue_create(mt_coh_client *cl, uint32_t device, mt_coh_queue **out)
 
 void mt_coh_queue_destroy(mt_coh_queue *q)
 {
-    if (!q)
+    if (!q || mti_coh_forked_slow(q->client->ctx))
         return;
     mt_coh_client *cl = q->client;
     mt_coh *c = cl->ctx;
@@ -204,6 +253,8 @@ int mt_coh_flush(mt_coh_queue *q)
     if (!q)
         return -EINVAL;
     mt_coh *c = q->client->ctx;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
     mti_coh_doorbell_all(c);
     pthread_mutex_unlock(&c->lock);
@@ -215,6 +266,8 @@ int mt_coh_finish(mt_coh_queue *q)
     if (!q)
         return -EINVAL;
     mt_coh *c = q->client->ctx;
+    if (mti_coh_forked_slow(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
     coh_cmd *last = q->last;
     if (last)
@@ -232,6 +285,8 @@ int mt_coh_stats_get(mt_coh *c, mt_coh_stats *out)
 {
     if (!c || !out)
         return -EINVAL;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
     out->enqueues = c->st_enqueues;
     out->rejected = c->st_rejected;
@@ -256,6 +311,10 @@ int mt_coh_track_status(mt_coh *c)
 
 int mt_coh_collect_helper_status(mt_coh *c)
 {
+    if (!c)
+        return -EINVAL;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock); /* the tracker is created under it */
     mt_tracker *t = c->tracker;
     pthread_mutex_unlock(&c->lock);

@@ -76,11 +76,12 @@ static void dev_free(coh_device *d)
 int mt_coh_device_add(mt_coh *c, const mt_coh_backend *be, void *h, const mt_coh_device_opts *opts,
                       uint32_t *id)
 {
+    int bad = c && mti_coh_forked(c) ? MT_EFORKED : -EINVAL;
     if (!c || !be || !be->submit || !be->mem_grow || !id ||
-        ((be->caps & MT_COH_CAP_ASYNC) && !be->wait)) {
+        ((be->caps & MT_COH_CAP_ASYNC) && !be->wait) || bad == MT_EFORKED) {
         if (be && be->destroy && h)
             be->destroy(h);
-        return -EINVAL;
+        return bad;
     }
     coh_device *d = calloc(1, sizeof *d);
     if (!d) {
@@ -166,7 +167,7 @@ void mti_coh_device_free(coh_device *d)
 
 uint32_t mt_coh_device_count(mt_coh *c)
 {
-    if (!c)
+    if (!c || mti_coh_forked(c))
         return 0;
     pthread_mutex_lock(&c->lock);
     uint32_t n = c->ndev;
@@ -178,6 +179,8 @@ int mt_coh_device_info_get(mt_coh *c, uint32_t id, mt_coh_device_info *out)
 {
     if (!c || !out)
         return -EINVAL;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
     if (id == 0 || id > c->ndev) {
         pthread_mutex_unlock(&c->lock);

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/types.h>
 
 #include "memtrack/alloc.h"
 #include "memtrack/coherence.h"
@@ -740,6 +741,9 @@ typedef struct coh_slot {
 struct mt_coh {
     pthread_mutex_t lock;
     mt_coh_opts o;
+    /* The process that created it (mti_coh_forked). */
+    uint64_t token;
+    pid_t pid;
     uint64_t gran;             /* granularity */
     uint64_t page;             /* host page size */
     int closing;
@@ -882,6 +886,23 @@ static inline coh_view *mti_coh_view_lookup(mt_coh *c, mt_coh_client *cl, mt_coh
     const coh_slot *s = mti_coh_slot_lookup(c, cl, h);
     return s ? s->view : NULL;
 }
+/* Fork. A context works in the process that created it: its engine and
+ * collecting threads run there, and a lock another thread held at the fork
+ * stays held in the child. In a forked child every call on it returns
+ * MT_EFORKED before touching a lock, and the destroy calls do nothing (a
+ * runtime's destructor in a child that exits must not crash or hang; the
+ * child's copy of the memory goes with it). How a child knows: the
+ * process's token, which contexts copy when created, lives in a page with
+ * MADV_WIPEONFORK, which reads zero after every kind of fork (_Fork and a
+ * raw clone included): one load on the enqueue path. Where the kernel
+ * lacks it (before 4.14) an atfork handler clears the token instead, and
+ * the calls that can block or tear down also compare the pid. */
+extern _Atomic uint64_t *mti_coh_token;
+static inline int mti_coh_forked(const mt_coh *c)
+{
+    return atomic_load_explicit(mti_coh_token, memory_order_relaxed) != c->token;
+}
+int mti_coh_forked_slow(const mt_coh *c);
 coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size);
 void mti_coh_view_free(mt_coh *c, coh_view *v);
 void mti_coh_svm_release(mt_coh *c, coh_svm *s);

@@ -429,6 +429,8 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
 {
     mt_coh_client *cl = q->client;
     mt_coh *c = cl->ctx;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     coh_res res[MT_COH_MAX_ARGS];
     int bad = nargs > MT_COH_MAX_ARGS || (nargs && !args) || (nwait && !wait);
     /* An event of another context: its command may sit in that context's
@@ -595,6 +597,8 @@ int mt_coh_unmap(mt_coh_queue *q, void *ptr, mt_coh_event **ev)
         return -EINVAL;
     mt_coh_client *cl = q->client;
     mt_coh *c = cl->ctx;
+    if (mti_coh_forked(c))
+        return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
     coh_map **pp = &cl->maps, *m = NULL;
     for (; *pp; pp = &(*pp)->cnext)

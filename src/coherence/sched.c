@@ -665,8 +665,13 @@ int mt_coh_event_wait(mt_coh_event *ev, int64_t timeout_ns)
     int st = mti_coh_cmd_status(cmd);
     if (st != COH_PENDING)
         return st;
-    /* The command may still sit in a batch: hand everything over first. */
+    /* Pending in a forked child: its engines are in the parent, it would
+     * never complete here (the context is alive: destroy completes every
+     * command). */
     mt_coh *c = cmd->ctx;
+    if (mti_coh_forked_slow(c))
+        return MT_EFORKED;
+    /* The command may still sit in a batch: hand everything over first. */
     pthread_mutex_lock(&c->lock);
     if (c->batch_count)
         mti_coh_doorbell_all(c);

@@ -657,6 +657,8 @@ int mt_coh_add_cuda_devices(mt_coh *c, const mt_coh_cuda_opts *opts, uint32_t *f
 {
     if (!c || !first || !count)
         return -EINVAL;
+    if (mti_coh_forked(c))
+        return MT_EFORKED; /* and a forked child must not touch CUDA */
     mt_coh_cuda_opts o = {0};
     if (opts)
         o = *opts;

@@ -163,7 +163,7 @@ int mt_coh_add_sim_device(mt_coh *c, const mt_sim_opts *opts, uint32_t *id)
 
 mt_sim *mt_coh_device_sim(mt_coh *c, uint32_t id)
 {
-    if (!c || id == 0 || id > c->ndev || c->dev[id]->be != &sim_backend)
+    if (!c || mti_coh_forked(c) || id == 0 || id > c->ndev || c->dev[id]->be != &sim_backend)
         return NULL;
     return sim_dev_sim(c->dev[id]->h);
 }

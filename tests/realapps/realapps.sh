@@ -166,6 +166,14 @@ for app in $apps; do
     "$MEMTRACK" verify "$trace" >"$out.verify" 2>&1
     v=$?
     set -e
+    # Chromium's browser ends its GPU process with SIGTERM at shutdown now
+    # and then (seen once in the CI): the emergency flush leaves an exact
+    # trace that ended without a normal close, verify's 3 (docs/layer.md,
+    # "A trace that survives any exit"), said. Every hash must still match.
+    if [ $v -eq 3 ] && [ $app = chromium-webgl ] && grep -q "^hashes .* 0 mismatched" "$out.verify"; then
+      echo "note: $app ($tag): its GPU process was ended before a normal close (verify 3: exact, incomplete)" >&2
+      v=0
+    fi
     if [ $v -ne 0 ]; then bad "$app ($tag): verify exited $v"; grep -E "MISMATCH|LOST|result" "$out.verify" | head -5 >&2; fi
     grep -q "^hashes *[1-9][0-9]* checked" "$out.verify" || bad "$app ($tag): the trace holds no checked submit"
     # The signal pass must have run on the signal backend alone.

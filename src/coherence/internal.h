@@ -903,6 +903,8 @@ static inline int mti_coh_forked(const mt_coh *c)
     return atomic_load_explicit(mti_coh_token, memory_order_relaxed) != c->token;
 }
 int mti_coh_forked_slow(const mt_coh *c);
+/* This process's token, made on first use (fork.c). */
+uint64_t mti_coh_process_token(void);
 coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size);
 void mti_coh_view_free(mt_coh *c, coh_view *v);
 void mti_coh_svm_release(mt_coh *c, coh_svm *s);

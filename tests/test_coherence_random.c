@@ -22,6 +22,10 @@
  * the latest content (mt_coh_track_status 0), and the model does the same
  * (`whole`); with the interposer (test_coherence_random_preload) it tracks
  * pages as uffd does.
+ * One program in six runs under PoCL's rule (MT_COH_WHOLE_BUFFER: every
+ * range widened to its buffer, a partial write-only access fetching the
+ * whole buffer); the model widens the same way, and the exact-minimum bound
+ * is not checked there (moving whole buffers is the rule's point).
  * Usage: test_coherence_random [--seed N] [--programs N] [--ops N]. */
 #include <errno.h>
 #include <stdio.h>
@@ -81,6 +85,7 @@ typedef struct prog {
     uint64_t G, page;
     int aligned; /* writes are granule-aligned: the exact-minimum bound applies */
     int small;   /* devices hold a few buffers: eviction under pressure */
+    int pocl;    /* MT_COH_WHOLE_BUFFER (PoCL's rule): every range widened to its buffer */
     mt_track_backend backend; /* of tracked buffers */
     int whole;   /* no page tracking: syncs take whole chunks (set at the first tracked root) */
     int status_checked;
@@ -106,6 +111,11 @@ static uint64_t gran(prog *p, const mroot *r)
 
 static void widen(prog *p, const mroot *r, uint64_t off, uint64_t size, uint64_t *a, uint64_t *b)
 {
+    if (p->pocl) {
+        *a = 0;
+        *b = r->size;
+        return;
+    }
     uint64_t g = gran(p, r);
     *a = off / g * g;
     *b = (off + size + g - 1) / g * g;
@@ -596,6 +606,8 @@ static void command(prog *p)
         if (args[i].access & MT_COH_READ) {
             minimum += xfetch(r, d, o, args[i].size);
             want_in += fetch(p, r, d, a, b, &want_relay);
+        } else if (p->pocl && (o > 0 || e < r->size)) { /* PoCL: a partial write fetches all */
+            want_in += fetch(p, r, d, a, b, &want_relay);
         } else {
             if (a < o)
                 want_in += fetch(p, r, d, a, o, &want_relay);
@@ -623,7 +635,7 @@ static void command(prog *p)
     uint64_t slack = 0;
     for (uint32_t i = 0; i < n; i++)
         slack += 2 * (gran(p, roots[i]) - 1);
-    if (p->aligned)
+    if (p->aligned && !p->pocl) /* PoCL's rule moves whole buffers by design */
         MT_CHECK(info.bytes_in <= minimum + slack);
     p->minimum += minimum;
     p->moved += info.bytes_in;
@@ -656,6 +668,8 @@ static void map_op(prog *p)
     if (acc & MT_COH_READ) {
         want = fetch(p, r, 0, a, b, &relay);
         xfetch(r, 0, o, size);
+    } else if (p->pocl && (o > 0 || o + size < r->size)) {
+        want = fetch(p, r, 0, a, b, &relay);
     } else {
         if (a < o)
             want += fetch(p, r, 0, a, o, &relay);
@@ -712,8 +726,10 @@ static void host_write(prog *p)
     mt_coh_arg t = {.buf = r->v[0].h, .offset = pa, .size = pb - pa, .access = MT_COH_READ};
     void *ptr;
     mt_coh_event *ev;
-    sync_whole(p, r, pa, pb, ++p->epoch);
-    uint64_t relay = 0, want = fetch(p, r, 0, pa, pb, &relay);
+    uint64_t wa, wb; /* [pa, pb), or the whole buffer under PoCL's rule */
+    widen(p, r, pa, pb - pa, &wa, &wb);
+    sync_whole(p, r, wa, wb, ++p->epoch);
+    uint64_t relay = 0, want = fetch(p, r, 0, wa, wb, &relay);
     xfetch(r, 0, pa, pb - pa);
     MT_CHECK_OK(mt_coh_map(p->q[1], &t, NULL, 0, &ptr, &ev));
     mt_coh_event_info info;
@@ -779,6 +795,7 @@ static void run_program(uint64_t seed, int ops)
     p->page = (uint64_t)sysconf(_SC_PAGESIZE);
     p->aligned = (int)rnd(p, 2);
     p->small = rnd(p, 3) == 0;
+    p->pocl = rnd(p, 6) == 0; /* the public MT_COH_WHOLE_BUFFER flag, now and then */
     p->backend = mt_track_backend_available(MT_TRACK_UFFD) && rnd(p, 2) ? MT_TRACK_UFFD
                                                                       : MT_TRACK_SIGNAL;
     p->chunk = 2 * p->page;
@@ -786,7 +803,7 @@ static void run_program(uint64_t seed, int ops)
     /* Small pieces half the time: a tracked upload is then issued in many
      * pieces, the first ones early (and by the planner itself on a
      * jitter device that lets it submit). */
-    mt_coh_opts o = {.granularity = p->G, .track_chunk = p->chunk, .track_backend = p->backend,
+    mt_coh_opts o = {.flags = p->pocl ? MT_COH_WHOLE_BUFFER : 0u, .granularity = p->G, .track_chunk = p->chunk, .track_backend = p->backend,
                      .pipeline_bytes = rnd(p, 2) ? 0 : 2 * p->page};
     MT_CHECK_OK(mt_coh_create(&o, &p->c));
     p->is_host[0] = 1;
@@ -856,10 +873,10 @@ static void run_program(uint64_t seed, int ops)
     final_check(p);
     mt_coh_stats st;
     MT_CHECK_OK(mt_coh_stats_get(p->c, &st));
-    printf("  devices %u%s (granule %llu%s): %llu commands, %llu maps, %llu host writes, %llu bytes in "
+    printf("  devices %u%s (granule %llu%s%s): %llu commands, %llu maps, %llu host writes, %llu bytes in "
            "(exact minimum %llu), %llu relayed, %llu evictions, %llu refused; %s tracker%s\n",
            p->ndev, p->small ? " with little memory" : "", (unsigned long long)p->G,
-           p->aligned ? ", aligned writes" : "",
+           p->aligned ? ", aligned writes" : "", p->pocl ? ", PoCL's whole-buffer rule" : "",
            (unsigned long long)p->commands,
            (unsigned long long)p->maps, (unsigned long long)p->hostwrites,
            (unsigned long long)p->moved, (unsigned long long)p->minimum,

@@ -76,6 +76,16 @@ static uint8_t *tracked_buffer(mt_coh_client *cl, uint64_t n, mt_coh_buf *b)
     return bi.host;
 }
 
+/* A tracked buffer over the application's memory `mem` (n bytes), filled
+ * with a pattern first. */
+static void tracked_host_ptr(mt_coh_client *cl, uint8_t *mem, uint64_t n, mt_coh_buf *b)
+{
+    for (uint64_t i = 0; i < n; i++)
+        mem[i] = (uint8_t)(i * 13 + 1);
+    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST | MT_COH_BUF_USE_HOST_PTR, .host_ptr = mem};
+    MT_CHECK_OK(mt_coh_buffer_create(cl, n, &bo, b));
+}
+
 /* Reads [off, off+size) on q; returns bytes moved in, checks what it saw. */
 static uint64_t readq(mt_coh_queue *q, mt_coh_buf b, uint64_t off, uint64_t size,
                       const uint8_t *want, uint32_t *migrations)
@@ -548,12 +558,8 @@ static void test_remap(mt_track_backend be)
     size_t n = 64 * page;
     uint8_t *mem = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     MT_CHECK(mem != MAP_FAILED);
-    for (size_t i = 0; i < n; i++)
-        mem[i] = (uint8_t)(i * 13 + 1);
-    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST | MT_COH_BUF_USE_HOST_PTR,
-                             .host_ptr = mem};
     mt_coh_buf b;
-    MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &bo, &b));
+    tracked_host_ptr(e.cl, mem, n, &b);
     MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), n);
     MT_CHECK_INT_EQ(mt_coh_track_status(e.c), 1);
     uint8_t *at = mem + 20 * page;
@@ -591,11 +597,8 @@ static void test_shared_memory(mt_track_backend be)
     uint8_t *sh = mmap(mem + 32 * page, 32 * page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
     uint8_t *alias = mmap(NULL, 32 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     MT_CHECK(sh == mem + 32 * page && alias != MAP_FAILED);
-    for (size_t i = 0; i < n; i++)
-        mem[i] = (uint8_t)(i * 13 + 1);
-    mt_coh_buffer_opts bo = {.flags = MT_COH_BUF_TRACK_HOST | MT_COH_BUF_USE_HOST_PTR, .host_ptr = mem};
     mt_coh_buf b;
-    MT_CHECK_OK(mt_coh_buffer_create(e.cl, n, &bo, &b));
+    tracked_host_ptr(e.cl, mem, n, &b);
     MT_CHECK_INT_EQ(mt_coh_track_status(e.c), 0);
     MT_CHECK_UINT_EQ(readq(e.qs, b, 0, n, mem, NULL), n);
     /* Nothing written: the shared chunks still go whole, the private ones

@@ -75,29 +75,22 @@ static void slot_free(mt_coh *c, coh_view *v)
     c->free_slot = v->slot + 1;
 }
 
-coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size)
-{
-    uintptr_t a = (uintptr_t)p;
-    for (coh_svm *s = cl->svms; s; s = s->next) {
-        uintptr_t b = (uintptr_t)s->ptr;
-        if (!s->freed && a >= b && a - b < s->size && size <= s->size - (a - b))
-            return s;
-    }
-    return NULL;
-}
-
-/* 1 when [p, p+size) shares a byte with an SVM allocation of `cl` (one not
- * freed: mt_coh_svm_free unlinks it). */
-static int svm_overlaps(mt_coh_client *cl, const void *p, uint64_t size)
+coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size, int *partial)
 {
     uintptr_t a = (uintptr_t)p;
     uintptr_t e = size > UINTPTR_MAX - a ? UINTPTR_MAX : a + size;
+    if (partial)
+        *partial = 0;
     for (coh_svm *s = cl->svms; s; s = s->next) {
         uintptr_t b = (uintptr_t)s->ptr;
-        if (a < b + s->size && b < e)
-            return 1;
+        if (s->freed || a >= b + s->size || b >= e)
+            continue; /* no byte in common */
+        if (a >= b && size <= s->size - (a - b))
+            return s;
+        if (partial)
+            *partial = 1;
     }
-    return 0;
+    return NULL;
 }
 
 /* ---- roots ------------------------------------------------------------------- */
@@ -317,7 +310,7 @@ int mt_coh_svm_free(mt_coh_client *cl, void *ptr)
     if (mti_coh_forked(c))
         return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
-    coh_svm *s = mti_coh_svm_find(cl, ptr, 1);
+    coh_svm *s = mti_coh_svm_find(cl, ptr, 1, NULL);
     if (!s || s->ptr != ptr) {
         pthread_mutex_unlock(&c->lock);
         return MT_ENOBUF;
@@ -458,12 +451,13 @@ int mt_coh_buffer_create(mt_coh_client *cl, uint64_t size, const mt_coh_buffer_o
         return rc;
     mt_coh *c = cl->ctx;
     pthread_mutex_lock(&c->lock);
-    coh_svm *s = o.host_ptr ? mti_coh_svm_find(cl, o.host_ptr, size) : NULL;
+    int partial = 0;
+    coh_svm *s = o.host_ptr ? mti_coh_svm_find(cl, o.host_ptr, size, &partial) : NULL;
     /* Host memory that is partly an SVM allocation's: as a plain host
      * pointer its bytes would have two contents (the allocation's versions
      * and the buffer's), and past the allocation's end it is not memory
      * the application gave. */
-    if (!s && o.host_ptr && svm_overlaps(cl, o.host_ptr, size)) {
+    if (partial) {
         pthread_mutex_unlock(&c->lock);
         return -EINVAL;
     }

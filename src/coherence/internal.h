@@ -905,7 +905,10 @@ static inline int mti_coh_forked(const mt_coh *c)
 int mti_coh_forked_slow(const mt_coh *c);
 /* This process's token, made on first use (fork.c). */
 uint64_t mti_coh_process_token(void);
-coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size);
+/* The SVM allocation of `cl` holding all of [p, p+size), or NULL; with
+ * `partial`, also whether the range shares bytes with one it does not lie
+ * inside (a host pointer reaching past an allocation's end). */
+coh_svm *mti_coh_svm_find(mt_coh_client *cl, const void *p, uint64_t size, int *partial);
 void mti_coh_view_free(mt_coh *c, coh_view *v);
 void mti_coh_svm_release(mt_coh *c, coh_svm *s);
 /* Takes / drops the hold a view or a map has on what it shows (the last

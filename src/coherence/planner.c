@@ -161,7 +161,7 @@ static int resolve(mt_coh *c, mt_coh_client *cl, uint32_t target, uint64_t peers
         limit = v->size;
         flags = v->flags;
     } else if (arg->svm) {
-        coh_svm *s = mti_coh_svm_find(cl, arg->svm, 1);
+        coh_svm *s = mti_coh_svm_find(cl, arg->svm, 1, NULL);
         if (!s)
             return MT_ENOBUF;
         base = (uint64_t)((uintptr_t)arg->svm - (uintptr_t)s->ptr);

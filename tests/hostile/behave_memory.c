@@ -436,11 +436,16 @@ static void import_host(hv *h, hv_mem *src, unsigned char *host, size_t size)
 /* A device with host-pointer imports, and `size` bytes of host memory. */
 static int g_host_hugetlb; /* host_pointer's memory from MAP_HUGETLB */
 
-static int host_setup(hv *h, size_t size, unsigned char **host)
+static int host_init(hv *h)
 {
     static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
     hv_opts o = {exts, 2, 0};
-    int rc = hv_init(h, &o);
+    return hv_init(h, &o);
+}
+
+static int host_setup(hv *h, size_t size, unsigned char **host)
+{
+    int rc = host_init(h);
     if (rc)
         return rc;
     *host = MAP_FAILED;
@@ -540,15 +545,13 @@ static int host_pointer_shared(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
     size_t size = 1u << 20;
-    unsigned char *host;
-    int rc = host_setup(h, size, &host);
+    int rc = host_init(h);
     if (rc)
         return rc;
-    munmap(host, size);
     int fd = memfd_create("hostile-shared", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
         hv_die("memfd failed");
-    host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    unsigned char *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     unsigned char *alias = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (host == MAP_FAILED || alias == MAP_FAILED)
         hv_die("mmap of the memfd failed");

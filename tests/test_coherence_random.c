@@ -22,6 +22,11 @@
  * the latest content (mt_coh_track_status 0), and the model does the same
  * (`whole`); with the interposer (test_coherence_random_preload) it tracks
  * pages as uffd does.
+ * One program in three injects faults: commands whose function fails (what
+ * they were to write is lost: refused to readers with MT_ELOSTDATA until
+ * overwritten) and simulated devices lost while nothing is pending (what
+ * only they held is lost; enqueues on them are refused with MT_EDEVLOST);
+ * the model follows both and the final check reads what is not lost.
  * One program in six runs under PoCL's rule (MT_COH_WHOLE_BUFFER: every
  * range widened to its buffer, a partial write-only access fetching the
  * whole buffer); the model widens the same way, and the exact-minimum bound
@@ -86,6 +91,9 @@ typedef struct prog {
     int aligned; /* writes are granule-aligned: the exact-minimum bound applies */
     int small;   /* devices hold a few buffers: eviction under pressure */
     int pocl;    /* MT_COH_WHOLE_BUFFER (PoCL's rule): every range widened to its buffer */
+    int faults;  /* commands that fail and simulated devices that are lost */
+    int is_sim[NLOC];
+    int alive[NLOC]; /* not lost */
     mt_track_backend backend; /* of tracked buffers */
     int whole;   /* no page tracking: syncs take whole chunks (set at the first tracked root) */
     int status_checked;
@@ -97,6 +105,7 @@ typedef struct prog {
     pend p[MAXPEND];
     int np;
     uint64_t moved, minimum, relayed, commands, maps, hostwrites;
+    uint64_t failed, losses, lost_refused;
 } prog;
 
 static uint64_t rnd(prog *p, uint64_t n)
@@ -130,6 +139,48 @@ static uint64_t mask_at(prog *p, const mroot *r, uint64_t i)
         if (r->valid[l][i])
             m |= 1ull << l;
     return m;
+}
+
+/* Does [a, b) hold a byte no location holds (its only holder was lost or
+ * the command writing it failed)? Fetching it is refused (MT_ELOSTDATA). */
+static int has_lost(prog *p, const mroot *r, uint64_t a, uint64_t b)
+{
+    for (uint64_t i = a; i < b; i++)
+        if (!mask_at(p, r, i))
+            return 1;
+    return 0;
+}
+
+static uint64_t count_lost(prog *p, const mroot *r, uint64_t a, uint64_t b)
+{
+    uint64_t n = 0;
+    for (uint64_t i = a; i < b; i++)
+        n += !mask_at(p, r, i);
+    return n;
+}
+
+/* A device that is not lost, at random; with `any` a lost one now and then
+ * (its enqueues must be refused). */
+static uint32_t pick_dev(prog *p, int any)
+{
+    if (any && rnd(p, 16) == 0)
+        return 1 + (uint32_t)rnd(p, p->ndev);
+    for (;;) {
+        uint32_t d = 1 + (uint32_t)rnd(p, p->ndev);
+        if (p->alive[d])
+            return d;
+    }
+}
+
+/* The bytes an access to [o, e) of r (widened to [a, b)) fetches first:
+ * all of it for reads (and partial writes under PoCL's rule), else the
+ * write-only edges. Are any of them lost? */
+static int access_lost(prog *p, const mroot *r, uint32_t acc, uint64_t o, uint64_t e, uint64_t a,
+                       uint64_t b)
+{
+    if ((acc & MT_COH_READ) || (p->pocl && (o > 0 || e < r->size)))
+        return has_lost(p, r, a, b);
+    return has_lost(p, r, a, o) || has_lost(p, r, e, b);
 }
 
 /* Makes [a, b) valid at `to` as the library would; returns the bytes it
@@ -537,7 +588,7 @@ static void command(prog *p)
     /* Half the time the device of the previous command: back-to-back
      * readers of one device race with the copies the first one caused. */
     static uint32_t last = 1;
-    uint32_t d = rnd(p, 2) && last <= p->ndev ? last : 1 + (uint32_t)rnd(p, p->ndev);
+    uint32_t d = rnd(p, 2) && last <= p->ndev && p->alive[last] ? last : pick_dev(p, 1);
     last = d;
     /* Mostly 1-3 arguments; sometimes up to 8, several on one buffer. */
     uint32_t n = rnd(p, 8) ? 1 + (uint32_t)rnd(p, 3) : 4 + (uint32_t)rnd(p, TK_MAX - 3);
@@ -575,11 +626,30 @@ static void command(prog *p)
         if (args[i].access & MT_COH_READ)
             x.want[i] = tk_hash(r->content + abs_off[i], args[i].size);
     }
+    /* Refused, changing nothing: on a lost device, or where an argument
+     * would fetch bytes no location holds any more. */
+    int expect = p->alive[d] ? 0 : MT_EDEVLOST;
+    for (uint32_t i = 0; i < n && !expect; i++) {
+        uint64_t a, b, o = abs_off[i], e = o + args[i].size;
+        widen(p, roots[i], o, args[i].size, &a, &b);
+        if (access_lost(p, roots[i], args[i].access, o, e, a, b))
+            expect = MT_ELOSTDATA;
+    }
+    /* Now and then the command itself fails (its function returns an
+     * error): what it was to write is then lost. */
+    if (p->faults && rnd(p, 12) == 0)
+        k->fail = -EPROTO;
     mt_coh_stats st0, st1;
     MT_CHECK_OK(mt_coh_stats_get(p->c, &st0));
     mt_coh_command cmd = {.fn = tk_run, .user = k, .args = args, .nargs = n,
                           .wait = deps, .nwait = nd};
     int rc = mt_coh_enqueue(rnd(p, 2) ? p->q2[d] : p->q[d], &cmd, &x.ev);
+    if (expect) {
+        MT_CHECK_ERR(rc, expect);
+        p->lost_refused++;
+        free(k);
+        return;
+    }
     if (rc == MT_EDEVMEM && p->small) {
         /* No room: refused. Content and validity are as before (the checks
          * that follow see any change); copies evicted while looking for
@@ -641,6 +711,28 @@ static void command(prog *p)
     p->moved += info.bytes_in;
     p->relayed += info.bytes_relay;
     p->commands++;
+    if (k->fail) {
+        /* Its migrations ran (the fetched bytes stay valid at d); its
+         * writes never happened: once the failure is seen, the library
+         * clears d over the (widened) ranges it was to write, which no
+         * other location held any more. Waited for here, so the next
+         * enqueue finds the failure's fixup and the model stays exact. */
+        MT_CHECK_ERR(mt_coh_event_wait(x.ev, -1), -EPROTO);
+        MT_CHECK(!atomic_load(&k->ran));
+        for (uint32_t i = 0; i < n; i++) {
+            if (!(args[i].access & MT_COH_WRITE))
+                continue;
+            mroot *r = roots[i];
+            uint64_t a, b;
+            widen(p, r, abs_off[i], args[i].size, &a, &b);
+            memset(r->valid[d] + a, 0, b - a);
+            memset(r->xvalid[d] + abs_off[i], 0, args[i].size);
+        }
+        mt_coh_event_release(x.ev);
+        free(k);
+        p->failed++;
+        return;
+    }
     for (uint32_t i = 0; i < n; i++)
         note_access(roots[i], args[i].access & MT_COH_WRITE, x.ev);
     if (p->np == MAXPEND)
@@ -664,6 +756,14 @@ static void map_op(prog *p)
     add_deps(r, acc & MT_COH_WRITE, deps, &nd);
     uint64_t o = v->off + off, a, b, relay = 0, want = 0;
     widen(p, r, o, size, &a, &b);
+    mt_coh_arg t = {.buf = v->h, .offset = off, .size = size, .access = acc};
+    void *ptr;
+    mt_coh_event *ev;
+    if (access_lost(p, r, acc, o, o + size, a, b)) {
+        MT_CHECK_ERR(mt_coh_map(p->q[pick_dev(p, 0)], &t, deps, nd, &ptr, &ev), MT_ELOSTDATA);
+        p->lost_refused++;
+        return;
+    }
     sync_whole(p, r, a, b, ++p->epoch);
     if (acc & MT_COH_READ) {
         want = fetch(p, r, 0, a, b, &relay);
@@ -676,10 +776,7 @@ static void map_op(prog *p)
         if (o + size < b)
             want += fetch(p, r, 0, o + size, b, &relay);
     }
-    mt_coh_arg t = {.buf = v->h, .offset = off, .size = size, .access = acc};
-    void *ptr;
-    mt_coh_event *ev;
-    MT_CHECK_OK(mt_coh_map(p->q[1 + rnd(p, p->ndev)], &t, deps, nd, &ptr, &ev));
+    MT_CHECK_OK(mt_coh_map(p->q[pick_dev(p, 0)], &t, deps, nd, &ptr, &ev));
     mt_coh_event_info info;
     MT_CHECK_OK(mt_coh_event_info_get(ev, &info));
     MT_CHECK_UINT_EQ(info.bytes_in, want);
@@ -689,7 +786,7 @@ static void map_op(prog *p)
     /* A second writing map of the range is refused while this one lives. */
     mt_coh_arg t2 = {.buf = v->h, .offset = off, .size = 1, .access = MT_COH_WRITE};
     void *ptr2;
-    MT_CHECK_ERR(mt_coh_map(p->q[1], &t2, NULL, 0, &ptr2, NULL), -EBUSY);
+    MT_CHECK_ERR(mt_coh_map(p->q[pick_dev(p, 0)], &t2, NULL, 0, &ptr2, NULL), -EBUSY);
     if (acc & MT_COH_WRITE) {
         for (uint64_t i = 0; i < size; i++)
             ((uint8_t *)ptr)[i] = r->content[o + i] = (uint8_t)rnd(p, 256);
@@ -699,8 +796,9 @@ static void map_op(prog *p)
     note_access(r, acc & MT_COH_WRITE, ev);
     mt_coh_event_release(ev);
     mt_coh_event *uev;
-    MT_CHECK_OK(mt_coh_unmap(p->q[1], ptr, &uev));
-    MT_CHECK_ERR(mt_coh_unmap(p->q[1], ptr, NULL), -ENOENT);
+    uint32_t ud = pick_dev(p, 0);
+    MT_CHECK_OK(mt_coh_unmap(p->q[ud], ptr, &uev));
+    MT_CHECK_ERR(mt_coh_unmap(p->q[ud], ptr, NULL), -ENOENT);
     MT_CHECK_OK(mt_coh_event_wait(uev, -1));
     mt_coh_event_release(uev);
     p->maps++;
@@ -728,16 +826,22 @@ static void host_write(prog *p)
     mt_coh_event *ev;
     uint64_t wa, wb; /* [pa, pb), or the whole buffer under PoCL's rule */
     widen(p, r, pa, pb - pa, &wa, &wb);
+    uint32_t qd = pick_dev(p, 0);
+    if (has_lost(p, r, wa, wb)) { /* nothing to read first: refused */
+        MT_CHECK_ERR(mt_coh_map(p->q[qd], &t, NULL, 0, &ptr, &ev), MT_ELOSTDATA);
+        p->lost_refused++;
+        return;
+    }
     sync_whole(p, r, wa, wb, ++p->epoch);
     uint64_t relay = 0, want = fetch(p, r, 0, wa, wb, &relay);
     xfetch(r, 0, pa, pb - pa);
-    MT_CHECK_OK(mt_coh_map(p->q[1], &t, NULL, 0, &ptr, &ev));
+    MT_CHECK_OK(mt_coh_map(p->q[qd], &t, NULL, 0, &ptr, &ev));
     mt_coh_event_info info;
     MT_CHECK_OK(mt_coh_event_info_get(ev, &info));
     MT_CHECK_UINT_EQ(info.bytes_in, want);
     MT_CHECK_OK(mt_coh_event_wait(ev, -1));
     mt_coh_event_release(ev);
-    MT_CHECK_OK(mt_coh_unmap(p->q[1], ptr, NULL));
+    MT_CHECK_OK(mt_coh_unmap(p->q[qd], ptr, NULL));
     MT_CHECK_MEM_EQ(r->hostptr + pa, r->content + pa, pb - pa);
     for (uint64_t i = off; i < off + size; i++)
         r->hostptr[i] = r->content[i] = (uint8_t)rnd(p, 256);
@@ -762,7 +866,7 @@ static void check_validity(prog *p)
     }
     MT_CHECK_UINT_EQ(bi.valid_mask, all);
     MT_CHECK_UINT_EQ(bi.any_mask, any);
-    MT_CHECK_UINT_EQ(bi.lost_bytes, 0);
+    MT_CHECK_UINT_EQ(bi.lost_bytes, count_lost(p, r, v->off, v->off + v->size));
 }
 
 static void final_check(prog *p)
@@ -773,15 +877,68 @@ static void final_check(prog *p)
         if (!r->live)
             continue;
         quiesce(r);
-        mt_coh_arg t = {.buf = r->v[0].h, .size = r->size, .access = MT_COH_READ};
-        void *ptr;
-        mt_coh_event *ev;
-        MT_CHECK_OK(mt_coh_map(p->q[1], &t, NULL, 0, &ptr, &ev));
-        MT_CHECK_OK(mt_coh_event_wait(ev, -1));
-        MT_CHECK_MEM_EQ(ptr, r->content, r->size);
-        mt_coh_event_release(ev);
-        MT_CHECK_OK(mt_coh_unmap(p->q[1], ptr, NULL));
+        /* Every stretch that is not lost (lost ones cannot be read). */
+        for (uint64_t s = 0, e; s < r->size; s = e) {
+            int lost = !mask_at(p, r, s);
+            for (e = s + 1; e < r->size && (mask_at(p, r, e) == 0) == lost; e++)
+                ;
+            if (lost)
+                continue;
+            mt_coh_arg t = {.buf = r->v[0].h, .offset = s, .size = e - s, .access = MT_COH_READ};
+            void *ptr;
+            mt_coh_event *ev;
+            uint32_t qd = pick_dev(p, 0);
+            MT_CHECK_OK(mt_coh_map(p->q[qd], &t, NULL, 0, &ptr, &ev));
+            MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+            MT_CHECK_MEM_EQ(ptr, r->content + s, e - s);
+            mt_coh_event_release(ev);
+            MT_CHECK_OK(mt_coh_unmap(p->q[qd], ptr, NULL));
+        }
     }
+}
+
+/* A simulated device is lost while nothing is pending (so the model knows
+ * which commands saw it). The first enqueue on it finds it lost (or is
+ * refused); from then on its copies count nowhere: what only it held is
+ * lost until overwritten, and enqueues on it are refused. */
+static void lose_device(prog *p)
+{
+    uint32_t cand[NLOC], nc = 0, nalive = 0;
+    for (uint32_t d = 1; d <= p->ndev; d++) {
+        nalive += (uint32_t)p->alive[d];
+        if (p->alive[d] && p->is_sim[d])
+            cand[nc++] = d;
+    }
+    if (!nc || nalive < 3)
+        return;
+    uint32_t d = cand[rnd(p, nc)];
+    check_pending(p, 1);
+    for (int i = 0; i < MAXROOT; i++)
+        if (p->r[i].live)
+            quiesce(&p->r[i]);
+    mt_sim_lose(mt_coh_device_sim(p->c, d));
+    tk_cmd k = {0};
+    mt_coh_command cmd = {.fn = tk_run, .user = &k};
+    mt_coh_event *ev = NULL;
+    int rc = mt_coh_enqueue(p->q[d], &cmd, &ev);
+    if (rc == 0) {
+        MT_CHECK_ERR(mt_coh_event_wait(ev, -1), MT_EDEVLOST);
+        mt_coh_event_release(ev);
+    } else
+        MT_CHECK_ERR(rc, MT_EDEVLOST);
+    MT_CHECK(!atomic_load(&k.ran));
+    mt_coh_device_info di;
+    MT_CHECK_OK(mt_coh_device_info_get(p->c, d, &di));
+    MT_CHECK_INT_EQ(di.lost, MT_EDEVLOST);
+    p->alive[d] = 0;
+    for (int i = 0; i < MAXROOT; i++) {
+        mroot *r = &p->r[i];
+        if (!r->live)
+            continue;
+        memset(r->valid[d], 0, r->size);
+        memset(r->xvalid[d], 0, r->size);
+    }
+    p->losses++;
 }
 
 static int use_cuda; /* MT_COH_TEST_CUDA=1: GPUs join every program (device runs) */
@@ -796,6 +953,7 @@ static void run_program(uint64_t seed, int ops)
     p->aligned = (int)rnd(p, 2);
     p->small = rnd(p, 3) == 0;
     p->pocl = rnd(p, 6) == 0; /* the public MT_COH_WHOLE_BUFFER flag, now and then */
+    p->faults = rnd(p, 3) == 0;
     p->backend = mt_track_backend_available(MT_TRACK_UFFD) && rnd(p, 2) ? MT_TRACK_UFFD
                                                                       : MT_TRACK_SIGNAL;
     p->chunk = 2 * p->page;
@@ -842,8 +1000,11 @@ static void run_program(uint64_t seed, int ops)
         }
         MT_CHECK_UINT_EQ(id, d);
         p->is_host[d] = host;
+        p->is_sim[d] = kind == 0;
     }
     MT_CHECK_OK(mt_coh_client_create(p->c, &p->cl));
+    for (uint32_t d = 1; d <= p->ndev; d++)
+        p->alive[d] = 1;
     for (uint32_t d = 1; d <= p->ndev; d++) {
         MT_CHECK_OK(mt_coh_queue_create(p->cl, d, &p->q[d]));
         MT_CHECK_OK(mt_coh_queue_create(p->cl, d, &p->q2[d]));
@@ -867,6 +1028,8 @@ static void run_program(uint64_t seed, int ops)
             create_root(p);
         } else if (x < 96)
             check_validity(p);
+        else if (p->faults && x == 99 && rnd(p, 3) == 0)
+            lose_device(p);
         else
             check_pending(p, 0);
     }
@@ -885,6 +1048,11 @@ static void run_program(uint64_t seed, int ops)
            mt_track_backend_name(p->backend), p->whole ? " (no page tracking)" : "");
     if (p->whole)
         printf("  %llu chunks synced whole\n", (unsigned long long)p->whole_syncs);
+    if (p->faults)
+        printf("  faults: %llu commands failed, %llu devices lost, %llu accesses refused on "
+               "lost content or devices\n",
+               (unsigned long long)p->failed, (unsigned long long)p->losses,
+               (unsigned long long)p->lost_refused);
     for (int i = 0; i < MAXROOT; i++)
         if (p->r[i].live)
             free_root(p, &p->r[i]);

@@ -186,6 +186,10 @@ int mt_coh_device_info_get(mt_coh *c, uint32_t id, mt_coh_device_info *out)
         pthread_mutex_unlock(&c->lock);
         return -ENOENT;
     }
+    /* A loss or failure a completion reported is applied first, as every
+     * other call that reads the state does: a device reported lost holds
+     * no instance and no memory. */
+    mti_coh_fixups_run(c);
     coh_device *d = c->dev[id];
     memset(out, 0, sizeof *out);
     out->backend = d->be->name;

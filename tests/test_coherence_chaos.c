@@ -102,7 +102,7 @@ static void slot_add(int i, mt_coh_event *ev)
 static _Atomic int n_ok, n_failed, n_refused;
 static _Atomic int refused_by[4]; /* MT_ENOBUF, MT_ELOSTDATA, MT_EDEVLOST, other */
 static uint64_t seed;
-static int ops = 300;
+static int ops = 1000;
 
 typedef struct worker {
     int id;

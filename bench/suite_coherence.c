@@ -544,7 +544,8 @@ int mt_bench_suite_coherence(mt_bench_ctx *ctx)
                    {"upload[helper=15]", 15, 0, 0},
                    {"upload[collect=2]", MT_BENCH_HELPER, 2, 0},
                    {"upload[collect=4]", MT_BENCH_HELPER, 4, 0},
-                   {"upload[piece=8M]", MT_BENCH_HELPER, 0, 8u << 20}};
+                   {"upload[piece=8M]", MT_BENCH_HELPER, 0, 8u << 20},
+                   {"upload[piece=1G]", MT_BENCH_HELPER, 0, 1ull << 30}};
         for (size_t i = 0; i < sizeof var / sizeof var[0]; i++) {
             upload_cfg x = gpu;
             x.prefix = var[i].name;

@@ -1,7 +1,8 @@
-/* Devices: adding one behind a backend, its memory (regions from the backend
- * suballocated by memtrack `alloc`) and what mt_coh_device_info_get reports.
- * Each backend's mt_coh_add_*_device(s) is in its own file (backends/), and
- * an engine records a device's loss (engine.c). */
+/* Devices: adding one behind a backend and its memory (regions from the
+ * backend suballocated by memtrack `alloc`). Each backend's
+ * mt_coh_add_*_device(s) is in its own file (backends/), an engine records
+ * a device's loss (engine.c), and what the application reads about a
+ * device is in device_info.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,47 +164,4 @@ void mti_coh_device_free(coh_device *d)
     dev_free(d);
     if (be->destroy)
         be->destroy(h);
-}
-
-uint32_t mt_coh_device_count(mt_coh *c)
-{
-    if (!c || mti_coh_forked(c))
-        return 0;
-    pthread_mutex_lock(&c->lock);
-    uint32_t n = c->ndev;
-    pthread_mutex_unlock(&c->lock);
-    return n;
-}
-
-int mt_coh_device_info_get(mt_coh *c, uint32_t id, mt_coh_device_info *out)
-{
-    if (!c || !out)
-        return -EINVAL;
-    if (mti_coh_forked(c))
-        return MT_EFORKED;
-    pthread_mutex_lock(&c->lock);
-    if (id == 0 || id > c->ndev) {
-        pthread_mutex_unlock(&c->lock);
-        return -ENOENT;
-    }
-    /* A loss or failure a completion reported is applied first, as every
-     * other call that reads the state does: a device reported lost holds
-     * no instance and no memory. */
-    mti_coh_fixups_run(c);
-    coh_device *d = c->dev[id];
-    memset(out, 0, sizeof *out);
-    out->backend = d->be->name;
-    out->name = d->name;
-    out->caps = d->be->caps;
-    out->lost = atomic_load_explicit(&d->lost, memory_order_acquire);
-    out->instances = d->ninsts;
-    out->evictions = atomic_load_explicit(&d->evictions, memory_order_relaxed);
-    out->bytes_in = atomic_load_explicit(&d->bytes_in, memory_order_relaxed);
-    out->bytes_out = atomic_load_explicit(&d->bytes_out, memory_order_relaxed);
-    pthread_mutex_lock(&d->mem_lock);
-    out->mem_reserved = d->mem_reserved;
-    out->mem_used = d->mem_used;
-    pthread_mutex_unlock(&d->mem_lock);
-    pthread_mutex_unlock(&c->lock);
-    return 0;
 }

@@ -8,7 +8,10 @@
  *    on the parent's memory and are closed); removing and destroying in the
  *    child leave the parent's tracking intact. The parent tracks exactly
  *    before and after.
- * 2. Forks while other threads write tracked memory (faulting), collect,
+ * 2. Shared memory (MAP_SHARED): the child writes the parent's own pages,
+ *    unseen by the parent's page tables; the parent reports the range whole
+ *    from then on. A child that only execs leaves signal ranges exact.
+ * 3. Forks while other threads write tracked memory (faulting), collect,
  *    and remove/add ranges: every child writes, collects (or is told
  *    -ENOTRECOVERABLE when another thread was inside the tracker at the
  *    fork), unmaps tracked memory, destroys the tracker and exits through
@@ -100,6 +103,153 @@ static void run(mt_track_backend b)
     mt_tracker_destroy(t);
     munmap(m, np * ps);
     printf("  %s: parent exact across fork; child wrote, collected, removed, destroyed\n",
+           mt_track_backend_name(b));
+}
+
+/* ---- shared memory: a child writes the parent's pages ---- */
+
+static unsigned char *map_shared(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    MT_CHECK(p != MAP_FAILED);
+    return p;
+}
+
+static void wait_child(pid_t pid)
+{
+    int st;
+    MT_CHECK(waitpid(pid, &st, 0) == pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "child status 0x%x\n", st);
+        MT_CHECK(0);
+    }
+}
+
+/* Memory mapped shared is the same pages in a forked child, which writes
+ * them through page tables of its own: nothing is raised in the parent.
+ * The parent must report such a range whole from then on (and say so),
+ * while memory the child cannot write (private, MADV_DONTFORK) stays exact.
+ * A child that only execs: signal ranges stay exact (the child is told at
+ * its first write, and it made none); uffd ranges are taken whole at the
+ * fork (there is no first write to see). */
+static void shared_memory(mt_track_backend b)
+{
+    size_t ps = tu_page(), np = 8;
+    unsigned char *first = map_shared(np * ps), *kept = map_shared(np * ps), *mine = tu_map(np * ps);
+    MT_CHECK_OK(madvise(kept, np * ps, MADV_DONTFORK));
+    mt_tracker_opts o = {.backend = b};
+    mt_tracker *t;
+    MT_CHECK_OK(mt_tracker_create(&o, &t));
+    mt_range_id a, k, c;
+    MT_CHECK_OK(mt_tracker_add(t, first, np * ps, NULL, &a));
+    MT_CHECK_OK(mt_tracker_add(t, kept, np * ps, NULL, &k));
+    MT_CHECK_OK(mt_tracker_add(t, mine, np * ps, NULL, &c));
+    mt_dirty_run runs[16];
+    mt_range_stats st;
+
+    /* A child that execs at once, writing nothing. */
+    fflush(stdout);
+    pid_t pid = fork();
+    MT_CHECK(pid >= 0);
+    if (pid == 0) {
+        execl("/bin/true", "true", (char *)NULL);
+        _exit(127);
+    }
+    wait_child(pid);
+    long n = mt_tracker_collect(t, a, runs, 16);
+    MT_CHECK_OK(mt_tracker_stats(t, a, &st));
+    if (b == MT_TRACK_SIGNAL) {
+        MT_CHECK_INT_EQ(n, 0);
+        MT_CHECK_INT_EQ(st.not_protected, 0);
+    } else {
+        MT_CHECK_INT_EQ(n, 1);
+        MT_CHECK_UINT_EQ(runs[0].length, np * ps);
+        MT_CHECK_INT_EQ(st.not_protected, 1);
+    }
+
+    /* Memory added after that child: a child that writes. */
+    unsigned char *shared = map_shared(np * ps);
+    mt_range_id s;
+    MT_CHECK_OK(mt_tracker_add(t, shared, np * ps, NULL, &s));
+    MT_CHECK_INT_EQ(mt_tracker_collect(t, s, runs, 16), 0);
+    MT_CHECK_OK(mt_tracker_stats(t, s, &st));
+    MT_CHECK_INT_EQ(st.not_protected, 0);
+    fflush(stdout);
+    pid = fork();
+    MT_CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        shared[3 * ps + 7] = 0x77;
+        mine[2 * ps] = 0x55; /* its own copy */
+        _exit(0);
+    }
+    wait_child(pid);
+    MT_CHECK_INT_EQ(shared[3 * ps + 7], 0x77); /* the parent's memory */
+    MT_CHECK_INT_EQ(mine[2 * ps], 0);
+    MT_CHECK_INT_EQ(mt_tracker_peek(t, s, 3 * ps, 1), 1);
+    /* Reported: every page, on every collect from now on. */
+    n = mt_tracker_collect(t, s, runs, 16);
+    MT_CHECK_INT_EQ(n, 1);
+    MT_CHECK_UINT_EQ(runs[0].offset, 0);
+    MT_CHECK_UINT_EQ(runs[0].length, np * ps);
+    MT_CHECK_OK(mt_tracker_stats(t, s, &st));
+    MT_CHECK_INT_EQ(st.not_protected, 1);
+    shared[5 * ps] = 1;
+    MT_CHECK_INT_EQ(mt_tracker_collect(t, s, runs, 16), 1);
+    MT_CHECK_UINT_EQ(runs[0].length, np * ps);
+    /* What the child could not write stays exact. */
+    MT_CHECK_INT_EQ(mt_tracker_collect(t, k, runs, 16), 0);
+    MT_CHECK_INT_EQ(mt_tracker_collect(t, c, runs, 16), 0);
+    MT_CHECK_OK(mt_tracker_stats(t, k, &st));
+    MT_CHECK_INT_EQ(st.not_protected, 0);
+    MT_CHECK_OK(mt_tracker_stats(t, c, &st));
+    MT_CHECK_INT_EQ(st.not_protected, 0);
+    kept[1 * ps] = 1;
+    mine[6 * ps] = 1;
+    MT_CHECK_INT_EQ(mt_tracker_collect(t, k, runs, 16), 1);
+    MT_CHECK_UINT_EQ(runs[0].offset, 1 * ps);
+    MT_CHECK_INT_EQ(mt_tracker_collect(t, c, runs, 16), 1);
+    MT_CHECK_UINT_EQ(runs[0].offset, 6 * ps);
+
+    /* Hot pages (signal backend): pages the parent keeps writable, which
+     * the child inherits writable. Its write there must be told too (the
+     * child protects its shared ranges again at the fork). */
+    unsigned char *hotm = map_shared(np * ps);
+    mt_range_opts ho = {.flags = MT_RANGE_HOT_PAGES};
+    mt_range_id h;
+    MT_CHECK_OK(mt_tracker_add(t, hotm, np * ps, &ho, &h));
+    for (int pass = 0; pass < 6; pass++) { /* page 2 written in every pass: hot */
+        hotm[2 * ps] = (unsigned char)pass;
+        MT_CHECK(mt_tracker_collect(t, h, runs, 16) >= 1);
+    }
+    MT_CHECK(mt_tracker_collect(t, h, runs, 16) >= 0);
+    MT_CHECK_OK(mt_tracker_stats(t, h, &st));
+    if (b == MT_TRACK_SIGNAL)
+        MT_CHECK(st.hot_pages >= 1);
+    MT_CHECK_INT_EQ(st.not_protected, 0);
+    fflush(stdout);
+    pid = fork();
+    MT_CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        hotm[2 * ps + 1] = 0x99;
+        _exit(0);
+    }
+    wait_child(pid);
+    MT_CHECK_INT_EQ(hotm[2 * ps + 1], 0x99);
+    n = mt_tracker_collect(t, h, runs, 16);
+    MT_CHECK_INT_EQ(n, 1);
+    MT_CHECK_UINT_EQ(runs[0].length, np * ps);
+    MT_CHECK_OK(mt_tracker_stats(t, h, &st));
+    MT_CHECK_INT_EQ(st.not_protected, 1);
+
+    mt_tracker_destroy(t);
+    munmap(first, np * ps);
+    munmap(kept, np * ps);
+    munmap(mine, np * ps);
+    munmap(shared, np * ps);
+    munmap(hotm, np * ps);
+    printf("  %s: shared memory a child wrote reported whole; private and MADV_DONTFORK exact\n",
            mt_track_backend_name(b));
 }
 
@@ -260,6 +410,8 @@ int main(void)
     int nb = tu_backends(be);
     for (int i = 0; i < nb; i++)
         run(be[i]);
+    for (int i = 0; i < nb; i++)
+        shared_memory(be[i]);
     if (tu_page() == 4096)
         for (int i = 0; i < nb; i++)
             fork_storm(be[i]);

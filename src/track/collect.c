@@ -189,8 +189,10 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
      * through its own mapping, which leaves no trace in the page tables the
      * uffd scan reads. Every page is reported (the scan still runs, so that
      * the registration stays as it was); signal ranges are open and whole
-     * already (mti_sig_unbracketed). */
-    if (!whole && mti_range_pinned_whole(r)) {
+     * already (mti_sig_unbracketed). The same for shared memory that a
+     * descendant process may write (fork.c; its signal ranges were opened
+     * by mti_collect_range). */
+    if (!whole && (mti_range_pinned_whole(r) || mti_fork_inherited(r))) {
         mti_bits_set_range(r->bits, 0, r->npages);
         whole = 2; /* reported whole, but still scanned and left registered */
     }
@@ -286,6 +288,13 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
 long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max, uint64_t sweep)
 {
     atomic_fetch_add_explicit(&r->collects, 1, memory_order_relaxed);
+    /* Shared memory a descendant process may write (fork.c): its writes
+     * raise nothing here, so every page is reported on each collect from
+     * now on. A signal range is opened for good (its faults would only
+     * cost); a uffd range is reported whole below. */
+    if (r->backend == MT_TRACK_SIGNAL && !atomic_load_explicit(&r->whole, memory_order_relaxed) &&
+        mti_fork_inherited(r))
+        mti_sig_keep_open(r);
     int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
     /* A clean signal range: nothing to report or re-arm, no system call. */
     uint32_t pass = r->hot ? mti_hot_pass_begin(r, sweep) : 0;

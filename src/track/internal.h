@@ -150,6 +150,14 @@ struct mt_range {
     /* With a collection helper (uffd ranges): per window of 4096 pages, the
      * helper's job scanning it (slot + 1), 0 when none (helper.c). */
     _Atomic uint32_t *pend;
+    /* The memory is mapped shared (MAP_SHARED, System V): a forked child
+     * that inherits the mapping writes these very pages through page
+     * tables of its own, which raise nothing in this process (fork.c).
+     * add_pid: the process that added the range; add_seq orders ranges
+     * against what descendants report. */
+    int shared_map;
+    pid_t add_pid;
+    uint64_t add_seq;
 };
 
 static inline size_t mti_page_index(const mt_range *r, uintptr_t page)
@@ -290,6 +298,9 @@ int mti_sig_make_writable(mt_range *r, size_t first, size_t n);
  * possible from now on: every signal range is opened for good (writable,
  * reported whole on each collect), and so is every later one. Idempotent. */
 void mti_sig_unbracketed(unsigned what);
+/* Opens signal range r for good (writable, reported whole on each
+ * collect): a descendant may write it unseen (fork.c). */
+void mti_sig_keep_open(mt_range *r);
 /* What mti_sig_unbracketed was told so far (0: none). */
 unsigned mti_sig_unbracketed_seen(void);
 /* Whether r is reported whole on each collect because buffers were
@@ -402,6 +413,14 @@ void mti_hot_pass_end(mt_range *r, int full);
 void mti_preload_link(void);
 void mti_fork_register(mt_tracker *t);
 void mti_fork_unregister(mt_tracker *t);
+/* Shared memory and descendants (fork.c). A number for a new range. */
+uint64_t mti_fork_next_seq(void);
+/* A write into r is about to be let through: when r is mapped shared and
+ * this process is a descendant of the one that added it, the ancestor is
+ * told (its collects report r whole from then on). Async-signal-safe. */
+void mti_fork_note_write(const mt_range *r);
+/* Whether a descendant told that it may write r (shared memory). */
+int mti_fork_inherited(const mt_range *r);
 
 /* Calls the function mt_track_set_last_words registered, if any.
  * Async-signal-safe (sigchain.c). */

@@ -35,6 +35,7 @@ static void sig_write(const char *msg)
  * too. Async-signal-safe. */
 static int open_range(mt_range *r, const mt_sig_entry *e, uint32_t n)
 {
+    mti_fork_note_write(r); /* a descendant's writes go unseen from here */
     int rc = mti_protect_pages(r, 0, r->npages, MT_PROT_APP, r->span_start, NULL);
     if (rc)
         return rc;
@@ -132,8 +133,10 @@ static int handle_tracked_write(uintptr_t addr)
                 if (mti_pstate(r, i) & MT_PS_GONE)
                     continue;
                 mti_bits_set(r->bits, i);
-                if (r->backend == MT_TRACK_SIGNAL)
+                if (r->backend == MT_TRACK_SIGNAL) {
+                    mti_fork_note_write(r);
                     count_fault(r, e, n);
+                }
             }
         for (uint32_t k = first; k < last; k++)
             atomic_fetch_sub_explicit(&e[k].range->faulting, 1, memory_order_release);
@@ -276,6 +279,18 @@ void mti_sig_unbracketed(unsigned what)
     atomic_store(&g_opened, 1);
 }
 
+void mti_sig_keep_open(mt_range *r)
+{
+    mti_sigtable_lock();
+    mti_sigtable_hook_begin();
+    uint32_t n;
+    const mt_sig_entry *e = mti_sigtable_locked_view(&n);
+    if (!atomic_load_explicit(&r->whole, memory_order_relaxed))
+        open_for_good(r, e, n);
+    mti_sigtable_hook_end();
+    mti_sigtable_unlock();
+}
+
 int mti_sig_arm_range(mt_range *r)
 {
     int rc = mti_sig_install();
@@ -390,6 +405,7 @@ int mti_sig_make_writable(mt_range *r, size_t first, size_t n)
     const mt_sig_entry *e;
     uint32_t cnt;
     unsigned tok = mti_sigtable_enter(&e, &cnt);
+    mti_fork_note_write(r);
     int rc = mti_protect_pages(r, first, n, MT_PROT_APP, r->span_start, NULL);
     if (rc == 0) {
         mti_bits_set_range(r->bits, first, n);

@@ -158,10 +158,20 @@ static mt_range *new_range(mt_tracker *t, uintptr_t start, size_t len, const mt_
     return r;
 }
 
+/* mti_vma_fn: [lo, hi) is mapped shared or not. */
+static void note_shared(void *ctx, uintptr_t lo, uintptr_t hi, unsigned prot)
+{
+    (void)lo;
+    (void)hi;
+    if (prot & MTI_VMA_SHARED)
+        ((mt_range *)ctx)->shared_map = 1;
+}
+
 /* mti_vma_fn: the pages of [lo, hi) have protection prot now. */
 static void own_prot(void *ctx, uintptr_t lo, uintptr_t hi, unsigned prot)
 {
     mt_range *r = ctx;
+    note_shared(ctx, lo, hi, prot);
     for (uintptr_t a = lo; a < hi; a += (uintptr_t)1 << r->page_shift)
         atomic_store_explicit(&r->pstate[mti_page_index(r, a)], (uint8_t)(prot & MT_PS_PROT),
                               memory_order_relaxed);
@@ -250,6 +260,10 @@ int mt_tracker_add(mt_tracker *t, void *addr, size_t len, const mt_range_opts *o
      * mappings can be long. */
     if (o.prot == 0 && want != MT_TRACK_UFFD)
         mti_vma_prot(r->span_start, r->span_end, own_prot, r);
+    else /* whether it is shared, for forks (fork.c) */
+        mti_vma_prot(r->span_start, r->span_end, note_shared, r);
+    r->add_pid = getpid();
+    r->add_seq = mti_fork_next_seq();
 
     pthread_rwlock_wrlock(&t->lock);
     uint32_t pos, slot;
@@ -454,6 +468,9 @@ int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len)
          * was told (kernel writes, the application's memory calls). */
         for (size_t p = first; p <= last && !written; p++)
             written = (atomic_load_explicit(&r->bits[p / 64], memory_order_acquire) >> (p % 64)) & 1;
+        /* Shared memory a descendant process may write (fork.c). */
+        if (!written)
+            written = mti_fork_inherited(r);
         /* A hot page is writable without a fault: it may have been written. */
         if (!written)
             written = mti_hot_any(r, first, last);
@@ -498,7 +515,8 @@ int mt_tracker_stats(mt_tracker *t, mt_range_id id, mt_range_stats *out)
         out->kernel_writes = atomic_load_explicit(&r->kernel_writes, memory_order_relaxed);
         out->app_calls = atomic_load_explicit(&r->app_calls, memory_order_relaxed);
         out->not_protected =
-            atomic_load_explicit(&r->whole, memory_order_relaxed) || mti_range_pinned_whole(r);
+            atomic_load_explicit(&r->whole, memory_order_relaxed) || mti_range_pinned_whole(r) ||
+            mti_fork_inherited(r);
         out->hot_pages = mti_hot_count(r);
     }
     pthread_rwlock_unlock(&t->lock);

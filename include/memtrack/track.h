@@ -150,8 +150,11 @@ typedef struct mt_range_stats {
     /* 1 when every page is reported on each collect because the range is
      * not (or not only) written through its page tables: a uffd range in a
      * fork child (not write-protected there), a signal range once an
-     * unbracketed writer was set up, and any range once buffers were
-     * registered with io_uring (MT_TRACK_UNBRACKETED_PINNED). */
+     * unbracketed writer was set up, any range once buffers were
+     * registered with io_uring (MT_TRACK_UNBRACKETED_PINNED), and memory
+     * mapped shared once a forked child (or its descendants) may write it
+     * (a signal range: from the child's first write; uffd: from the fork):
+     * the child writes the same pages through page tables of its own. */
     int not_protected;
     size_t hot_pages; /* MT_RANGE_HOT_PAGES: pages kept writable now */
     uint64_t budget_opens; /* passes whose fault_budget ran out (the range was opened whole) */

@@ -67,6 +67,57 @@ static int fork_child(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* A child that writes a page its parent then leaves alone. Where the
+ * driver's mapping is shared memory and inherited (some of NVIDIA's are),
+ * the byte is the parent's too and its next submit reads it: nothing in
+ * the parent faulted for it, so the capture must learn it from the child
+ * (track: shared memory a descendant writes). Where it is private, the
+ * child wrote its copy; where it is not inherited (MADV_DONTFORK), the
+ * child dies of SIGSEGV, which is the driver's and accepted here. The app
+ * checks the GPU against what it reads back, `memtrack verify` the trace. */
+static int fork_shared(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, rb;
+    VkDeviceSize size = 272 * 4096; /* as fork-racing's, whose NVIDIA mapping is inherited */
+    hv_alloc(h, &src, size, HV_SRC);
+    hv_alloc(h, &rb, size, HV_DST);
+    int bad = 0;
+    hv_write(&src, 0, size, 1);
+    bad |= hv_gpu_check(h, &src, &rb, "fork-shared: GPU copy before");
+    for (int f = 0; f < h->frames && !bad; f++) {
+        VkDeviceSize at = (VkDeviceSize)(7 + 13 * f) % 256 * 4096 + 123;
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            src.ptr[at] = (unsigned char)(0xa0 + f);
+            _exit(0);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+            bad = 1;
+            break;
+        }
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) &&
+            !(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV)) {
+            fprintf(stderr, "%s: fork-shared: child status 0x%x\n", hv_argv0, st);
+            bad = 1;
+        }
+        if (src.ptr[at] == (unsigned char)(0xa0 + f)) /* shared: the parent's byte too */
+            src.model[at] = src.ptr[at];
+        /* A write of the parent's elsewhere, so each submit has one. */
+        hv_write(&src, (VkDeviceSize)(200 + f % 50) * 4096, 64, 50 + (uint64_t)f);
+        bad |= hv_gpu_check(h, &src, &rb, "fork-shared: GPU copy after the child");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 static int exec_child(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
@@ -229,6 +280,8 @@ const hv_behaviour hv_process_behaviours[] = {
     {"baseline", "plain writes and submits, checked on the GPU", baseline},
     {"fork-child", "fork; the child writes its copy of the mapping and exits (exit and _exit)",
      fork_child},
+    {"fork-shared", "a forked child writes a page the parent leaves alone (shared where the driver's mapping is)",
+     fork_shared},
     {"exec-child", "runs another Vulkan program (this one) as a child with the same environment",
      exec_child},
     {"two-instances", "two instance/device lifetimes in sequence, then two at once", two_instances},

@@ -198,6 +198,17 @@ static int collected(lt_memory *m, cand *c, size_t *pages)
             *pages += (runs[i].length + page_size() - 1) / page_size();
         }
     } while (n == RUNS);
+    /* Every page came back: a forked child may write this (shared) mapping
+     * unseen, and will come back whole from now on (track.h). Said once per
+     * memory, in the trace. */
+    if (!m->child_noted && *pages * page_size() >= m->map_size &&
+        mt_tracker_shared_with_child(lt_tracker(), m->range) == 1) {
+        m->child_noted = 1;
+        lt_rec_note(m->id, "shared-with-child",
+                    "memory %llu is mapped shared and a forked child may write it, unseen by page "
+                    "tracking: each capture compares all of it from now on (exact, slower)",
+                    (unsigned long long)m->id);
+    }
     /* The signal backend stopped protecting (track.h): every page comes
      * back on every collect from now on. Said once, here where it costs. */
     unsigned unbracketed = mt_track_unbracketed_writers();

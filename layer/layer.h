@@ -195,6 +195,7 @@ struct lt_memory {
     unsigned char *stage;
     size_t stage_len;
     int view_noted;
+    int child_noted; /* the trace says a forked child may write it (capture.c) */
     size_t changed_bytes; /* bytes the last diff_emit wrote as packets (merge gaps included) */
     size_t work_bytes;    /* bytes the last capture read (compared or copied): the next one's estimate */
 

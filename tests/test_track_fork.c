@@ -194,6 +194,10 @@ static void shared_memory(mt_track_backend b)
     MT_CHECK_UINT_EQ(runs[0].length, np * ps);
     MT_CHECK_OK(mt_tracker_stats(t, s, &st));
     MT_CHECK_INT_EQ(st.not_protected, 1);
+    MT_CHECK_INT_EQ(mt_tracker_shared_with_child(t, s), 1);
+    MT_CHECK_INT_EQ(mt_tracker_shared_with_child(t, k), 0);
+    MT_CHECK_INT_EQ(mt_tracker_shared_with_child(t, c), 0);
+    MT_CHECK_INT_EQ(mt_tracker_shared_with_child(t, a), b == MT_TRACK_UFFD);
     shared[5 * ps] = 1;
     MT_CHECK_INT_EQ(mt_tracker_collect(t, s, runs, 16), 1);
     MT_CHECK_UINT_EQ(runs[0].length, np * ps);

@@ -232,6 +232,13 @@ MT_API int mt_tracker_prepare_write(mt_tracker *t, mt_range_id id, void *addr, s
  * Returns 1, 0, -ENOENT or -EINVAL. Any thread. */
 MT_API int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len);
 
+/* 1 when the range's memory is mapped shared and a forked child of this
+ * process (or a descendant of one) may write it: its writes raise nothing
+ * here, so the range is reported whole on each collect from now on (signal
+ * ranges: once the child wrote there; uffd ranges: once it was forked with
+ * the mapping). 0 otherwise, -ENOENT or -EINVAL. Any thread. */
+MT_API int mt_tracker_shared_with_child(mt_tracker *t, mt_range_id id);
+
 /* Copies the range's statistics into *out. Returns 0 or -ENOENT. Any thread. */
 MT_API int mt_tracker_stats(mt_tracker *t, mt_range_id id, mt_range_stats *out);
 

@@ -447,6 +447,19 @@ int mt_tracker_prepare_write(mt_tracker *t, mt_range_id id, void *addr, size_t l
     return rc;
 }
 
+int mt_tracker_shared_with_child(mt_tracker *t, mt_range_id id)
+{
+    if (!t)
+        return -EINVAL;
+    if (poisoned(t))
+        return -ENOTRECOVERABLE;
+    pthread_rwlock_rdlock(&t->lock);
+    mt_range *r = lookup(t, id);
+    int rc = r ? mti_fork_inherited(r) : -ENOENT;
+    pthread_rwlock_unlock(&t->lock);
+    return rc;
+}
+
 int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len)
 {
     if (!t || len == 0)

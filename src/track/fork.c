@@ -24,8 +24,9 @@
  * Shared memory (MAP_SHARED, System V) is another matter: a child that
  * inherits the mapping writes the *parent's* pages, through page tables of
  * its own, so nothing is raised in the parent, whose tracker would never
- * report those writes (memory a driver maps shared, as AMD's and Intel's
- * Vulkan drivers do, written by a forked child). So a descendant that may
+ * report those writes (a Vulkan driver's shared mapping written by a forked
+ * child: some of NVIDIA's are inherited, tests/hostile fork-shared; AMD's
+ * and Intel's map buffer objects shared). So a descendant that may
  * write a shared range tells the process that added it, through a page
  * mapped shared before any fork (g_box): a bit per range, the range's
  * add_seq modulo the bits there are (a range added 32,768 ranges later may
@@ -37,10 +38,13 @@
  *    write, and any opening of the range there), so a child that only
  *    execs costs nothing. To make that write fault, the child protects its
  *    inherited shared ranges again at the fork: pages the parent kept
- *    writable (hot pages, an open range) would otherwise take it silently;
+ *    writable (hot pages, a range its fault budget opened) would otherwise
+ *    take it silently. Not a range kept open for good (kernel writers no
+ *    call brackets, mti_sig_unbracketed: a protected page would fail their
+ *    writes) or degraded (no room for more protections): told at the fork;
  *  - uffd ranges: at the fork, if the child has the mapping at all (not
- *    MADV_DONTFORK, as NVIDIA's mappings are): its copy is not
- *    write-protected, so there is no first write to see;
+ *    MADV_DONTFORK): its copy is not write-protected, so there is no first
+ *    write to see;
  * A child made without fork handlers (_Fork, clone) is seen only through
  * the faults of signal ranges. */
 #define _GNU_SOURCE
@@ -74,7 +78,6 @@ static void tell_ancestors(uint64_t seq)
     if (g_box)
         atomic_fetch_or_explicit(&g_box->written[i / 64], 1ull << (i % 64), memory_order_release);
 }
-
 
 void mti_fork_note_write(const mt_range *r)
 {
@@ -190,7 +193,8 @@ static void child_shared_ranges(void)
         mt_range *r = e[i].range;
         if (!r->shared_map || !mapped_here(r))
             continue;
-        if (r->backend == MT_TRACK_UFFD)
+        if (r->backend == MT_TRACK_UFFD || atomic_load_explicit(&r->whole, memory_order_relaxed) ||
+            atomic_load_explicit(&r->degraded, memory_order_relaxed))
             tell_ancestors(r->add_seq);
         else
             rearm_inherited(r);

@@ -7,15 +7,8 @@
 #include <stdlib.h>
 
 #include "layer.h"
+#include "usage.h"
 
-/* Usages through which the device only reads. Anything else (transfer dst,
- * storage, attachments, device address, ...) may write the bound memory. */
-#define BUFFER_READ_ONLY                                                                           \
-    (VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |                  \
-     VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT | VK_BUFFER_USAGE_INDEX_BUFFER_BIT |                        \
-     VK_BUFFER_USAGE_VERTEX_BUFFER_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
-#define IMAGE_READ_ONLY                                                                            \
-    (VK_IMAGE_USAGE_TRANSFER_SRC_BIT | VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_INPUT_ATTACHMENT_BIT)
 
 static void add_object(lt_device *dev, uint64_t handle, int is_image, int writable, VkDeviceSize size,
                        VkDeviceSize used)
@@ -50,8 +43,7 @@ LT_HOOK(VkResult, CreateBuffer, VkDevice device, const VkBufferCreateInfo *ci,
     VkMemoryRequirements req = {.size = ci->size};
     if (dev->t.GetBufferMemoryRequirements)
         dev->t.GetBufferMemoryRequirements(device, *out, &req);
-    add_object(dev, (uint64_t)*out, 0, (ci->usage & ~(VkBufferUsageFlags)BUFFER_READ_ONLY) != 0,
-               req.size, ci->size);
+    add_object(dev, (uint64_t)*out, 0, lt_buffer_gpu_writable(ci), req.size, ci->size);
     return res;
 }
 
@@ -66,8 +58,7 @@ LT_HOOK(VkResult, CreateImage, VkDevice device, const VkImageCreateInfo *ci,
     /* Disjoint multi-planar images have per-plane requirements only. */
     if (!(ci->flags & VK_IMAGE_CREATE_DISJOINT_BIT) && dev->t.GetImageMemoryRequirements)
         dev->t.GetImageMemoryRequirements(device, *out, &req);
-    add_object(dev, (uint64_t)*out, 1, (ci->usage & ~(VkImageUsageFlags)IMAGE_READ_ONLY) != 0,
-               req.size, req.size);
+    add_object(dev, (uint64_t)*out, 1, lt_image_gpu_writable(ci), req.size, req.size);
     return res;
 }
 

@@ -1,11 +1,13 @@
-/* The layer's pure parts, without Vulkan: the MEMTRACK_* parser, the
- * autopilot's policy and the cutting of big diffs into slices. */
+/* The layer's pure parts, without a Vulkan device: the MEMTRACK_* parser,
+ * the autopilot's policy, the cutting of big diffs into slices and which
+ * objects the device may write. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../layer/autopilot.h"
 #include "../layer/config.h"
 #include "../layer/slices.h"
+#include "../layer/usage.h"
 #include <signal.h>
 
 #include "memtrack/trace.h"
@@ -363,6 +365,62 @@ static void test_slices(void)
     }
 }
 
+/* ---- device-writable usages ----------------------------------------------- */
+
+/* VkBufferUsageFlags2CreateInfo as VK_KHR_maintenance5 defines it (newer
+ * than the headers this may build with). */
+typedef struct usage2 {
+    VkStructureType sType;
+    const void *pNext;
+    uint64_t usage;
+} usage2;
+
+static void test_usage(void)
+{
+    VkBufferCreateInfo b = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 4096};
+    b.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
+              VK_BUFFER_USAGE_VERTEX_BUFFER_BIT | VK_BUFFER_USAGE_INDEX_BUFFER_BIT |
+              VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
+    MT_CHECK(!lt_buffer_gpu_writable(&b));
+    const VkBufferUsageFlags writers[] = {VK_BUFFER_USAGE_TRANSFER_DST_BIT, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                                          VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT,
+                                          VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT};
+    for (size_t i = 0; i < sizeof writers / sizeof *writers; i++) {
+        b.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | writers[i];
+        MT_CHECK(lt_buffer_gpu_writable(&b));
+    }
+    /* maintenance5: the chained 64-bit usage replaces ci->usage, both ways,
+     * also behind another structure and for bits above 32. */
+    VkExternalMemoryBufferCreateInfo ext = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO};
+    usage2 u2 = {.sType = (VkStructureType)1000470006, .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+    ext.pNext = &u2;
+    b.pNext = &ext;
+    b.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+    MT_CHECK(lt_buffer_gpu_writable(&b));
+    b.usage = 0;
+    MT_CHECK(lt_buffer_gpu_writable(&b));
+    u2.usage = VK_BUFFER_USAGE_VERTEX_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+    b.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+    MT_CHECK(!lt_buffer_gpu_writable(&b));
+    u2.usage = 1ull << 33; /* a usage newer than this build: writable */
+    MT_CHECK(lt_buffer_gpu_writable(&b));
+
+    VkImageCreateInfo im = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+                            .usage = VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_TRANSFER_SRC_BIT |
+                                     VK_IMAGE_USAGE_INPUT_ATTACHMENT_BIT};
+    MT_CHECK(!lt_image_gpu_writable(&im));
+    im.usage |= VK_IMAGE_USAGE_STORAGE_BIT;
+    MT_CHECK(lt_image_gpu_writable(&im));
+    /* A separate stencil usage: the stencil aspect's writes count. */
+    VkImageStencilUsageCreateInfo st = {.sType = VK_STRUCTURE_TYPE_IMAGE_STENCIL_USAGE_CREATE_INFO,
+                                        .stencilUsage = VK_IMAGE_USAGE_SAMPLED_BIT};
+    im.usage = VK_IMAGE_USAGE_SAMPLED_BIT;
+    im.pNext = &st;
+    MT_CHECK(!lt_image_gpu_writable(&im));
+    st.stencilUsage = VK_IMAGE_USAGE_DEPTH_STENCIL_ATTACHMENT_BIT;
+    MT_CHECK(lt_image_gpu_writable(&im));
+}
+
 int main(void)
 {
     test_defaults();
@@ -377,6 +435,7 @@ int main(void)
     test_bulk();
     test_ignores_other_modes();
     test_slices();
+    test_usage();
     printf("layer units: ok\n");
     return 0;
 }

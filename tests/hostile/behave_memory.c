@@ -439,7 +439,7 @@ static int g_host_hugetlb; /* host_pointer's memory from MAP_HUGETLB */
 static int host_init(hv *h)
 {
     static const char *const exts[] = {"VK_KHR_external_memory", "VK_EXT_external_memory_host"};
-    hv_opts o = {exts, 2, 0};
+    hv_opts o = {exts, 2, 0, NULL};
     return hv_init(h, &o);
 }
 
@@ -602,7 +602,7 @@ static int export_memory(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
     static const char *const exts[] = {"VK_KHR_external_memory", "VK_KHR_external_memory_fd"};
-    hv_opts o = {exts, 2, 0};
+    hv_opts o = {exts, 2, 0, NULL};
     int rc = hv_init(h, &o);
     if (rc)
         return rc;
@@ -653,6 +653,57 @@ static int export_memory(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* ---- usage given by VK_KHR_maintenance5's 64-bit flags ------------------- */
+
+/* Vulkan 1.4 and VK_KHR_maintenance5: a VkBufferUsageFlags2CreateInfo in
+ * the chain replaces VkBufferCreateInfo's usage, which the driver then
+ * ignores. The readback buffer says "transfer source" (read-only) in the
+ * old field and "transfer destination" in the new one: the device writes
+ * it, and the application must read what the device wrote (in shadow mode
+ * through its own copy, which only device-writable objects refresh). The
+ * definitions are here because Debian 12's headers predate the extension. */
+typedef struct usage_flags2_info {
+    VkStructureType sType;
+    const void *pNext;
+    uint64_t usage;
+} usage_flags2_info;
+
+typedef struct maintenance5_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 maintenance5;
+} maintenance5_features;
+
+static int usage_flags2(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    static const char *const exts[] = {"VK_KHR_maintenance5", "VK_KHR_dynamic_rendering"};
+    maintenance5_features m5 = {.sType = (VkStructureType)1000470000, .maintenance5 = VK_TRUE};
+    VkPhysicalDeviceDynamicRenderingFeatures dr = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DYNAMIC_RENDERING_FEATURES, .pNext = &m5};
+    hv_opts o = {exts, 2, 0, &dr};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    usage_flags2_info u2 = {.sType = (VkStructureType)1000470006,
+                            .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT};
+    hv_mem src, rb;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc_ex(h, &rb, 1u << 20, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, NULL, &u2, 1);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        for (int k = 0; k < 6; k++)
+            hv_write(&src, (VkDeviceSize)k * 150000 + (VkDeviceSize)f * 13, 5000, 300 + (uint64_t)(f * 6 + k));
+        bad |= hv_gpu_check(h, &src, &rb, "usage-flags2: the device's copy into a buffer whose usage is 64-bit");
+        /* The application then changes part of what the device wrote. */
+        hv_write(&rb, 70000 + (VkDeviceSize)f * 4096, 3000, 700 + (uint64_t)f);
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_memory_behaviours[] = {
     {"app-mprotect", "the app's own mprotect on its mapping (and a page it keeps read-only)",
      app_mprotect},
@@ -672,6 +723,8 @@ const hv_behaviour hv_memory_behaviours[] = {
      "a forked child", host_pointer_shared},
     {"host-pointer-reimport", "the same host memory imported anew each frame, the last import freed first",
      host_pointer_reimport},
+    {"usage-flags2", "the device writes a buffer whose usage comes from VK_KHR_maintenance5's 64-bit flags "
+     "(where the device has it)", usage_flags2},
     {"export-memory", "exported memory written through an importer and by another process",
      export_memory},
     {NULL, NULL, NULL},

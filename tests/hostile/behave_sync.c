@@ -133,7 +133,7 @@ static int event_host_set(hv *h, int argc, char **argv)
 static int timeline(hv *h, int argc, char **argv)
 {
     (void)argc, (void)argv;
-    hv_opts o = {NULL, 0, 1};
+    hv_opts o = {NULL, 0, 1, NULL};
     int rc = hv_init(h, &o);
     if (rc)
         return rc;

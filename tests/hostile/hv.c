@@ -108,8 +108,14 @@ int hv_init(hv *h, const hv_opts *o)
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                    .queueFamilyIndex = h->family, .queueCount = 1,
                                    .pQueuePriorities = &prio};
+    /* The behaviour's own feature structures, then 1.2's where asked. */
+    void *chain = o && o->timeline ? (void *)&f12 : NULL;
+    if (o && o->features) {
+        ((VkBaseOutStructure *)o->features)->pNext = chain;
+        chain = o->features;
+    }
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-                              .pNext = o && o->timeline ? &f12 : NULL,
+                              .pNext = chain,
                               .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
                               .enabledExtensionCount = o ? o->ndevice_exts : 0,
                               .ppEnabledExtensionNames = o ? o->device_exts : NULL};

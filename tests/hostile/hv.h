@@ -46,6 +46,7 @@ typedef struct hv_opts {
     const char *const *device_exts; /* extensions the behaviour needs */
     uint32_t ndevice_exts;
     int timeline; /* enable timelineSemaphore */
+    void *features; /* feature structures chained into VkDeviceCreateInfo (their pNext is set) */
 } hv_opts;
 
 /* Creates instance, device, queue, command pool/buffer and fence. Returns 0,

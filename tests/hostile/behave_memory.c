@@ -704,6 +704,133 @@ static int usage_flags2(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* ---- placed maps (VK_EXT_map_memory_placed) -------------------------------- */
+
+/* The application reserves address space and has the driver map the memory
+ * exactly there (vkMapMemory2 with VkMemoryMapPlacedInfoEXT), and unmaps
+ * with VK_MEMORY_UNMAP_RESERVE_BIT_EXT, which leaves the addresses reserved
+ * for the next placed map (emulators map guest memory this way). Every
+ * frame maps at the same address, writes, submits (mapped or not) and
+ * unmaps, reserving or not. The definitions are here because Debian 12's
+ * headers predate both extensions. */
+typedef struct placed_map_info {
+    VkStructureType sType;
+    const void *pNext;
+    VkMemoryMapFlags flags;
+    VkDeviceMemory memory;
+    VkDeviceSize offset;
+    VkDeviceSize size;
+} placed_map_info;
+
+typedef struct placed_unmap_info {
+    VkStructureType sType;
+    const void *pNext;
+    VkFlags flags;
+    VkDeviceMemory memory;
+} placed_unmap_info;
+
+typedef struct placed_address {
+    VkStructureType sType;
+    const void *pNext;
+    void *address;
+} placed_address;
+
+typedef struct placed_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 map_placed, map_range_placed, unmap_reserve;
+} placed_features;
+
+typedef struct placed_props {
+    VkStructureType sType;
+    void *pNext;
+    VkDeviceSize alignment;
+} placed_props;
+
+typedef VkResult (*placed_map_fn)(VkDevice, const placed_map_info *, void **);
+typedef VkResult (*placed_unmap_fn)(VkDevice, const placed_unmap_info *);
+
+/* Whether [p, p + len) is mapped at all (a reservation is PROT_NONE). */
+static int is_mapped(void *p, size_t len)
+{
+    unsigned char v;
+    (void)len;
+    return mincore(p, 1, &v) == 0 || errno != ENOMEM;
+}
+
+static int map_placed(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    static const char *const exts[] = {"VK_KHR_map_memory2", "VK_EXT_map_memory_placed"};
+    placed_features pf = {.sType = (VkStructureType)1000272000, .map_placed = VK_TRUE,
+                          .unmap_reserve = VK_TRUE};
+    hv_opts o = {exts, 2, 0, &pf};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    placed_props pp = {.sType = (VkStructureType)1000272001};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &pp};
+    vkGetPhysicalDeviceProperties2(h->phys, &p2);
+    placed_map_fn map2 = (placed_map_fn)vkGetDeviceProcAddr(h->dev, "vkMapMemory2KHR");
+    placed_unmap_fn unmap2 = (placed_unmap_fn)vkGetDeviceProcAddr(h->dev, "vkUnmapMemory2KHR");
+    if (!map2 || !unmap2)
+        hv_die("map-placed: no vkMapMemory2KHR/vkUnmapMemory2KHR");
+    size_t align = pp.alignment > 4096 ? (size_t)pp.alignment : 4096;
+    size_t size = (1u << 20) > align ? (1u << 20) : align; /* a whole map: a multiple of it */
+    size = (size + align - 1) / align * align;
+    unsigned char *resv = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (resv == MAP_FAILED)
+        hv_die("map-placed: cannot reserve address space");
+    unsigned char *at = (unsigned char *)(((uintptr_t)resv + align - 1) / align * align);
+    hv_mem src, rb;
+    hv_alloc_ex(h, &src, size, HV_SRC, NULL, NULL, 0);
+    hv_alloc(h, &rb, size, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        placed_address pa = {.sType = (VkStructureType)1000272002, .address = at};
+        placed_map_info mi = {.sType = (VkStructureType)1000271000, .pNext = &pa, .flags = 0x1,
+                              .memory = src.mem, .size = VK_WHOLE_SIZE};
+        void *p = NULL;
+        HV_VK(map2(h->dev, &mi, &p));
+        if (p != at) {
+            fprintf(stderr, "%s: map-placed: mapped at %p, not at the placed address %p\n", hv_argv0, p, at);
+            bad = 1;
+            break;
+        }
+        src.ptr = p;
+        /* What the memory held is still there (first: zeros, as the model). */
+        if (f == 0)
+            memset(src.ptr, 0, size);
+        else
+            bad |= hv_compare(src.ptr, src.model, size, "map-placed: content after a placed map");
+        for (int k = 0; k < 5; k++)
+            hv_write(&src, (VkDeviceSize)k * (size / 5) + (VkDeviceSize)f * 64, 3000, 500 + (uint64_t)(f * 5 + k));
+        int mapped_submit = f % 2;
+        if (mapped_submit)
+            bad |= hv_gpu_check(h, &src, &rb, "map-placed: GPU copy while mapped");
+        int reserve = (f / 2) % 2 == 0;
+        placed_unmap_info ui = {.sType = (VkStructureType)1000271001, .flags = reserve ? 0x1u : 0,
+                                .memory = src.mem};
+        HV_VK(unmap2(h->dev, &ui));
+        src.ptr = NULL;
+        if (reserve && !is_mapped(at, size)) {
+            fprintf(stderr, "%s: map-placed: the unmap with VK_MEMORY_UNMAP_RESERVE_BIT_EXT left "
+                            "the addresses unreserved\n", hv_argv0);
+            bad = 1;
+        }
+        if (!reserve && mmap(at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+                             0) != at)
+            hv_die("map-placed: cannot reserve the addresses again");
+        if (!mapped_submit)
+            bad |= hv_gpu_check(h, &src, &rb, "map-placed: GPU copy after the unmap");
+    }
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    munmap(resv, size + align);
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_memory_behaviours[] = {
     {"app-mprotect", "the app's own mprotect on its mapping (and a page it keeps read-only)",
      app_mprotect},
@@ -725,6 +852,8 @@ const hv_behaviour hv_memory_behaviours[] = {
      host_pointer_reimport},
     {"usage-flags2", "the device writes a buffer whose usage comes from VK_KHR_maintenance5's 64-bit flags "
      "(where the device has it)", usage_flags2},
+    {"map-placed", "VK_EXT_map_memory_placed: maps at an address it reserved, unmaps keeping it reserved "
+     "or not (where the device has it)", map_placed},
     {"export-memory", "exported memory written through an importer and by another process",
      export_memory},
     {NULL, NULL, NULL},

@@ -125,8 +125,9 @@ const unsigned char *lt_view_snapshot(lt_memory *m, const unsigned char *p, cons
     if (rc) {
         if (first(m, NOTED_REFUSED))
             lt_rec_note(m->id, "view-refused", "memory %llu has pages protected against reads, and the "
-                        "kernel refused to read them past the protection (%s): read in place (their "
-                        "owner's fault handler runs)", (unsigned long long)m->id, mt_strerror(rc));
+                        "kernel refused to read them past the protection, or its driver would read them "
+                        "at the wrong place (%s): read in place (their owner's fault handler runs)",
+                        (unsigned long long)m->id, mt_strerror(rc));
         return p;
     }
     /* Where the device may have written, the bytes behind a protection can

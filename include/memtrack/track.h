@@ -317,8 +317,11 @@ typedef struct mt_track_span {
  * protection, with no fault and no handler called: through /proc/self/mem,
  * which reads past PROT_NONE as a debugger does. Returns 0, or a negative
  * errno when the kernel refuses (memory it cannot reach that way, such as
- * some device mappings, or a kernel that restricts /proc/self/mem); dst's
- * bytes are then unspecified. Any thread. */
+ * some device mappings, or a kernel that restricts /proc/self/mem), or
+ * MT_EUNSUPPORTED where the driver would serve the read at the wrong
+ * offsets (NVIDIA's device memory mapped through the PCI BAR once an
+ * mprotect split its mapping: docs/track.md); dst's bytes are then
+ * unspecified. Any thread. */
 MT_API int mt_track_read_guarded(void *dst, const void *src, const mt_track_span *spans, size_t n);
 
 /* Ways a process ends without running exit handlers (mt_track_last_words). */

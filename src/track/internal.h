@@ -62,6 +62,10 @@ typedef void (*mti_vma_fn)(void *ctx, uintptr_t lo, uintptr_t hi, unsigned prot)
 #define MTI_VMA_SHARED 0x100u /* mapped shared (MAP_SHARED, System V memory) */
 #define MTI_VMA_FILE 0x200u   /* backed by a file (memfd and hugetlb memory too) */
 int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx);
+/* 1 when part of [start, end) is device memory whose driver serves
+ * /proc/self/mem at the wrong offsets (NVIDIA's PCI BAR mappings once split,
+ * vmaprot.c), 0 when not, or a negative errno. */
+int mti_vma_misread(uintptr_t start, uintptr_t end);
 /* The hooks' note of a protection just set by the application (mprotect,
  * mmap(MAP_FIXED); mremap passes 0): one that forbids reads moves the count
  * mt_track_readable's answers depend on (readable.c). */

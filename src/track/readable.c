@@ -82,6 +82,18 @@ int mt_track_read_guarded(void *dst, const void *src, const mt_track_span *spans
 {
     if (!dst || !src || (!spans && n))
         return -EINVAL;
+    /* A driver that reads such a mapping at the wrong place would hand back
+     * other pages' bytes without an error: refuse instead. One look at the
+     * list of mappings over all the spans. */
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++)
+        if (spans[i].length) {
+            uintptr_t a = (uintptr_t)src + spans[i].offset;
+            lo = a < lo ? a : lo;
+            hi = a + spans[i].length > hi ? a + spans[i].length : hi;
+        }
+    if (lo < hi && mti_vma_misread(lo, hi) > 0)
+        return MT_EUNSUPPORTED;
     /* Opened for each call: a descriptor kept open would go on naming the
      * parent's memory in a forked child. System calls go past libc's
      * wrappers, as in vmaprot.c (the interposer watches the application's

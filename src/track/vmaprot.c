@@ -120,36 +120,72 @@ static void skip_field(const char **p, const char *e)
         (*p)++;
 }
 
-/* One line "start-end rwxp offset dev inode ...": 1 past the range (stop),
- * 0 go on. */
-static int line(const char *p, const char *e, uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
+/* One line of /proc/self/maps, "start-end rwxp offset dev inode path". */
+typedef struct maps_line {
+    uintptr_t lo, hi, offset;
+    unsigned prot;
+    const char *name; /* the path, name_len bytes (0: none) */
+    size_t name_len;
+} maps_line;
+
+/* 1 parsed, 0 not a mapping line. */
+static int parse_line(const char *p, const char *e, maps_line *l)
 {
-    uintptr_t lo = hex(&p, e);
+    l->lo = hex(&p, e);
     if (p >= e || *p++ != '-')
         return 0;
-    uintptr_t hi = hex(&p, e);
+    l->hi = hex(&p, e);
     if (p + 4 >= e || *p++ != ' ')
         return 0;
-    if (lo >= end)
-        return 1;
-    if (hi <= start)
-        return 0;
-    unsigned prot = (p[0] == 'r' ? PROT_READ : 0u) | (p[1] == 'w' ? PROT_WRITE : 0u) |
-                    (p[2] == 'x' ? PROT_EXEC : 0u) | (p[3] == 's' ? MTI_VMA_SHARED : 0u);
+    l->prot = (p[0] == 'r' ? PROT_READ : 0u) | (p[1] == 'w' ? PROT_WRITE : 0u) |
+              (p[2] == 'x' ? PROT_EXEC : 0u) | (p[3] == 's' ? MTI_VMA_SHARED : 0u);
     p += 4;
-    skip_field(&p, e); /* offset */
+    while (p < e && *p == ' ')
+        p++;
+    l->offset = hex(&p, e);
     skip_field(&p, e); /* device */
     while (p < e && *p == ' ')
         p++;
     if (p < e && *p != '0') /* the inode: decimal, 0 for anonymous memory */
-        prot |= MTI_VMA_FILE;
-    fn(ctx, lo > start ? lo : start, hi < end ? hi : end, prot);
+        l->prot |= MTI_VMA_FILE;
+    skip_field(&p, e); /* inode */
+    while (p < e && *p == ' ')
+        p++;
+    l->name = p;
+    l->name_len = (size_t)(e - p);
+    return 1;
+}
+
+typedef int (*line_fn)(const maps_line *l, uintptr_t start, uintptr_t end, void *ctx);
+
+/* Calls fn for a line overlapping [start, end); 1 past the range (stop), 0 go on. */
+static int line(const char *p, const char *e, uintptr_t start, uintptr_t end, line_fn fn, void *ctx)
+{
+    maps_line l;
+    if (!parse_line(p, e, &l))
+        return 0;
+    if (l.lo >= end)
+        return 1;
+    if (l.hi <= start)
+        return 0;
+    return fn(&l, start, end, ctx);
+}
+
+typedef struct prot_ctx {
+    mti_vma_fn fn;
+    void *ctx;
+} prot_ctx;
+
+static int prot_line(const maps_line *l, uintptr_t start, uintptr_t end, void *ctx)
+{
+    prot_ctx *c = ctx;
+    c->fn(c->ctx, l->lo > start ? l->lo : start, l->hi < end ? l->hi : end, l->prot);
     return 0;
 }
 
 /* /proc/self/maps in address order, read until past the range. A line
  * longer than the buffer (a path name) is skipped to its end. */
-static int by_text(int fd, uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
+static int by_text(int fd, uintptr_t start, uintptr_t end, line_fn fn, void *ctx)
 {
     char buf[4096];
     size_t have = 0;
@@ -192,10 +228,54 @@ int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
     if (fd < 0)
         return -errno;
     int rc = by_query(fd, start, end, fn, ctx);
-    if (rc == 0)
-        rc = by_text(fd, start, end, fn, ctx);
-    else if (rc == 1)
+    if (rc == 0) {
+        prot_ctx c = {fn, ctx};
+        rc = by_text(fd, start, end, prot_line, &c);
+    } else if (rc == 1) {
         rc = 0;
+    }
     syscall(SYS_close, fd);
     return rc;
+}
+
+/* NVIDIA's driver maps device memory through the PCI BAR from its GPU
+ * device node (/dev/nvidia0, 1, ...; its control node maps system memory,
+ * which has ordinary pages). Such a mapping has no struct pages, so the
+ * kernel serves /proc/self/mem (and a debugger's reads) through the
+ * driver's access callback, which takes the offset from the start of the
+ * VMA the address is in, ignoring the VMA's own offset: once an mprotect of
+ * part of the mapping split it (the signal backend's arming, or the
+ * application's own), every piece but the first is read and written at
+ * the wrong place (measured on an H200: /proc/self/mem read other pages'
+ * bytes). A piece after a split has a nonzero offset, which the driver
+ * never gives a mapping itself (it refuses any). */
+static int nvidia_gpu_node(const char *name, size_t len)
+{
+    static const char prefix[] = "/dev/nvidia";
+    size_t n = sizeof prefix - 1;
+    if (len <= n || memcmp(name, prefix, n) != 0)
+        return 0;
+    for (size_t i = n; i < len; i++)
+        if (name[i] < '0' || name[i] > '9')
+            return 0;
+    return 1;
+}
+
+static int misread_line(const maps_line *l, uintptr_t start, uintptr_t end, void *ctx)
+{
+    (void)start, (void)end;
+    if (l->offset != 0 && nvidia_gpu_node(l->name, l->name_len))
+        *(int *)ctx = 1;
+    return 0;
+}
+
+int mti_vma_misread(uintptr_t start, uintptr_t end)
+{
+    int fd = sys_open_maps();
+    if (fd < 0)
+        return -errno;
+    int found = 0;
+    int rc = by_text(fd, start, end, misread_line, &found);
+    syscall(SYS_close, fd);
+    return rc < 0 ? rc : found;
 }

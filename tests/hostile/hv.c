@@ -85,10 +85,25 @@ int hv_init(hv *h, const hv_opts *o)
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(h->phys, &mp);
     uint32_t want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    /* HV_MEMORY=device-local: memory the device keeps in its own memory and
+     * the host maps through the PCI BAR (resizable BAR), where engines put
+     * what they upload every frame; skipped where no such type exists. */
+    const char *which = getenv("HV_MEMORY");
+    int devlocal = which && strcmp(which, "device-local") == 0;
+    if (devlocal)
+        want |= VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
     h->host_type = UINT32_MAX;
     for (uint32_t i = 0; i < mp.memoryTypeCount && h->host_type == UINT32_MAX; i++)
         if ((mp.memoryTypes[i].propertyFlags & want) == want)
             h->host_type = i;
+    if (devlocal && h->host_type == UINT32_MAX) {
+        fprintf(stderr, "%s: no device-local host-visible memory type\n", hv_argv0);
+        return HV_SKIP;
+    }
+    if (getenv("HV_VERBOSE") && h->host_type != UINT32_MAX)
+        fprintf(stderr, "%s: memory type %u (flags 0x%x, heap %u of %llu MiB)\n", hv_argv0, h->host_type,
+                mp.memoryTypes[h->host_type].propertyFlags, mp.memoryTypes[h->host_type].heapIndex,
+                (unsigned long long)(mp.memoryHeaps[mp.memoryTypes[h->host_type].heapIndex].size >> 20));
     if (h->family == UINT32_MAX || h->host_type == UINT32_MAX) {
         fprintf(stderr, "%s: no usable queue or coherent memory type\n", hv_argv0);
         return 3;

@@ -1,5 +1,7 @@
 /* memtrack-hostile BEHAVIOUR [ARGS] [--frames N] | --list
- * See hv.h. */
+ * Environment: HV_MEMORY=device-local takes device-local host-visible
+ * memory (the PCI BAR on a discrete GPU) instead of the first host-visible
+ * coherent type; HV_VERBOSE=1 says which type. See hv.h. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,8 @@ static const hv_behaviour *const g_groups[] = {hv_process_behaviours, hv_kernel_
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: memtrack-hostile BEHAVIOUR [ARGS] [--frames N] | --list\n");
+    fprintf(stderr, "usage: memtrack-hostile BEHAVIOUR [ARGS] [--frames N] | --list\n"
+                    "environment: HV_MEMORY=device-local (device-local host-visible memory), HV_VERBOSE=1\n");
     return 2;
 }
 

@@ -15,6 +15,7 @@ packages=(
   glmark2-x11 libgl1-mesa-dri           # and OpenGL through zink
   valgrind                              # memtrack bench alloc --callgrind
   chromium groff-base man-db            # the report test (headless browser) and realapps; man pages
+  gstreamer1.0-tools gstreamer1.0-plugins-bad # realapps: GStreamer's Vulkan elements
 )
 
 missing=()

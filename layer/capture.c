@@ -61,6 +61,27 @@ static int recording(const lt_memory *m) { return m->dev->active && lt_tracing()
 
 static size_t exposed_pages(const lt_memory *m) { return ((size_t)m->map_size + page_size() - 1) / page_size(); }
 
+/* Device memory the host maps through the PCI BAR (device-local, not
+ * cached): write-combined, where every plain load is an uncached read
+ * across the bus. Captures read its driver mapping with streaming loads
+ * (mt_diff_read_wc, MT_DIFF_LIVE_WC): measured on an H200, 0.60 GB/s
+ * against 0.055 for memcpy. */
+static int wc_memory(const lt_memory *m)
+{
+    VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+    return (m->flags & (want | VK_MEMORY_PROPERTY_HOST_CACHED_BIT)) == want && !(m->external & LT_EXT_HOST_PTR);
+}
+
+/* Copies n bytes of the window from src (the driver's mapping, or a
+ * snapshot of it) to dst. */
+static void read_live(const lt_memory *m, void *dst, const unsigned char *src, size_t n)
+{
+    if (src == m->driver_ptr && wc_memory(m))
+        mt_diff_read_wc(dst, src, n);
+    else
+        memcpy(dst, src, n);
+}
+
 /* ---- candidate regions ---------------------------------------------------- */
 
 typedef struct cand {
@@ -282,6 +303,10 @@ static void emit(lt_memory *m, const unsigned char *src, VkDeviceSize off, VkDev
 static long diff_job(lt_memory *m, mt_diff_job *job, size_t base, size_t *changed)
 {
     mt_diff_opts o = {.merge_gap = lt_cfg()->merge_gap};
+    /* Slices point into the same window: their live is the driver mapping
+     * moved by their base. */
+    if ((const unsigned char *)job->live == m->driver_ptr + base && wc_memory(m))
+        o.flags |= MT_DIFF_LIVE_WC;
     mt_diff_region runs[RUNS];
     size_t pages = 0, last_page = SIZE_MAX, ps = page_size();
     long n;
@@ -512,7 +537,7 @@ static int shadow_start(lt_memory *m)
     if (base == MAP_FAILED)
         return -errno;
     unsigned char *p = (unsigned char *)base + lead;
-    memcpy(p, view(m, m->driver_ptr, NULL), (size_t)m->map_size);
+    read_live(m, p, view(m, m->driver_ptr, NULL), (size_t)m->map_size);
     /* Tracked after the copy: the app gets the pointer only when we return.
      * Only the window's bytes: the page-rounded ends are not the memory's. */
     mt_range_opts o = range_opts((size_t)m->map_size);
@@ -633,7 +658,7 @@ static void window_caught_up(lt_memory *m)
  * the memory cannot be trusted (capture was paused, or the reference lags). */
 static void emit_whole(lt_memory *m)
 {
-    memcpy(m->reference + m->map_offset, view(m, m->driver_ptr, NULL), (size_t)m->map_size);
+    read_live(m, m->reference + m->map_offset, view(m, m->driver_ptr, NULL), (size_t)m->map_size);
     emit(m, m->reference, m->map_offset, m->map_size);
     stale_consumed(m);
 }
@@ -820,7 +845,7 @@ static int bulk_capture(lt_memory *m)
         return 0;
     const unsigned char *live = view(m, m->driver_ptr, NULL);
     if (step != LT_BULK_COPY || lt_cfg()->verify) { /* a probe on a lagging reference refreshes instead */
-        memcpy(m->reference + m->map_offset, live, (size_t)m->map_size);
+        read_live(m, m->reference + m->map_offset, live, (size_t)m->map_size);
         emit(m, m->reference, m->map_offset, m->map_size);
         window_caught_up(m);
     } else {
@@ -844,7 +869,7 @@ static int bulk_capture(lt_memory *m)
 static void copy_to_bulk(lt_memory *m)
 {
     size_t size = (size_t)m->size;
-    memcpy(m->reference, view(m, m->driver_ptr, NULL), size);
+    read_live(m, m->reference, view(m, m->driver_ptr, NULL), size);
     emit(m, m->reference, 0, size);
     stale_consumed(m);
     account((int64_t)size - (int64_t)(m->known_hi - m->known_lo));
@@ -882,7 +907,7 @@ void lt_capture_memory(lt_memory *m)
          * hash then come from the same instant (see verify_memory). */
         const unsigned char *live = view(m, m->driver_ptr, NULL);
         if (lt_cfg()->verify && ensure_reference(m) == 0) {
-            memcpy(m->reference + m->map_offset, live, (size_t)m->map_size);
+            read_live(m, m->reference + m->map_offset, live, (size_t)m->map_size);
             emit(m, m->reference, m->map_offset, m->map_size);
         } else {
             emit(m, live - m->map_offset, m->map_offset, m->map_size);
@@ -1075,13 +1100,23 @@ static uint64_t verify_memory(lt_memory *m)
     enum { BLOCK = 64 << 10 };
     const unsigned char *live = view(m, m->driver_ptr, NULL), *ref = m->reference + m->map_offset;
     size_t size = (size_t)m->map_size, ps = page_size(), run = 0, run_len = 0;
+    /* Write-combined device memory is read once per block, with streaming
+     * loads, into blk; the compare and the hash read that copy (lv + a is
+     * the block's first byte either way). A run of differing pages then
+     * ends at each block's end (recorded as several: the hash is the same). */
+    unsigned char *blk = live == m->driver_ptr && wc_memory(m) ? malloc(BLOCK) : NULL;
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
     for (size_t a = 0; a < size;) {
         size_t n = size - a < BLOCK ? size - a : BLOCK;
-        if (memcmp(live + a, ref + a, n) == 0) {
+        const unsigned char *lv = live;
+        if (blk) {
+            mt_diff_read_wc(blk, live + a, n);
+            lv = (const unsigned char *)((uintptr_t)blk - a);
+        }
+        if (memcmp(lv + a, ref + a, n) == 0) {
             if (run_len) {
-                mismatch_run(m, live, &h, run, run_len);
+                mismatch_run(m, lv, &h, run, run_len);
                 run_len = 0;
             }
             XXH3_64bits_update(&h, ref + a, n);
@@ -1094,9 +1129,9 @@ static uint64_t verify_memory(lt_memory *m)
             size_t pn = ps - ((uintptr_t)(live + a) & (ps - 1));
             if (pn > end - a)
                 pn = end - a;
-            if (memcmp(live + a, ref + a, pn) == 0) {
+            if (memcmp(lv + a, ref + a, pn) == 0) {
                 if (run_len) {
-                    mismatch_run(m, live, &h, run, run_len);
+                    mismatch_run(m, lv, &h, run, run_len);
                     run_len = 0;
                 }
                 XXH3_64bits_update(&h, ref + a, pn);
@@ -1108,9 +1143,14 @@ static uint64_t verify_memory(lt_memory *m)
             }
             a += pn;
         }
+        if (blk && run_len) {
+            mismatch_run(m, lv, &h, run, run_len);
+            run_len = 0;
+        }
     }
     if (run_len)
         mismatch_run(m, live, &h, run, run_len);
+    free(blk);
     return XXH3_64bits_digest(&h);
 }
 

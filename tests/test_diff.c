@@ -151,7 +151,9 @@ static void one_case(const mt_diff_kernel *k, size_t n, size_t gap, size_t maxca
     int use_wb = (int)mt_test_below(&rng, 2); /* without: the dense loop for gaps >= 32 */
     mt_diff_job job = {.live = cur, .shadow = shadow, .size = n, .candidates = use_cand ? cand : NULL,
                        .ncandidates = ncand, .writeback = use_wb ? gpu : NULL};
-    mt_diff_opts opts = {.merge_gap = gap};
+    /* Half the time live is read as write-combined memory: through a
+     * buffer, a stretch at a time (the same runs, shadow and write-back). */
+    mt_diff_opts opts = {.merge_gap = gap, .flags = mt_test_below(&rng, 2) ? MT_DIFF_LIVE_WC : 0u};
     size_t ngot = 0, calls = 0;
     while (job.cursor < n) {
         long r = mt_diff(&job, &opts, got + ngot, maxcall);
@@ -517,6 +519,27 @@ static void test_hash_mode(void)
     MT_CHECK_ERR(mt_diff_hashes_create(b, 8, &bad, &h), -EINVAL);
 }
 
+/* mt_diff_read_wc copies exactly n bytes, whatever the alignments. */
+static void test_read_wc(void)
+{
+    uint8_t *src = malloc(70000), *dst = malloc(70000 + 2);
+    MT_CHECK(src && dst);
+    for (size_t i = 0; i < 70000; i++)
+        src[i] = (uint8_t)mt_test_rand(&rng);
+    for (int k = 0; k < 500; k++) {
+        size_t so = mt_test_below(&rng, 128), doff = mt_test_below(&rng, 64);
+        size_t n = k < 200 ? (size_t)k : mt_test_below(&rng, 70000 - 128);
+        memset(dst, 0xee, 70000 + 2);
+        mt_diff_read_wc(dst + doff, src + so, n);
+        MT_CHECK_MEM_EQ(dst + doff, src + so, n);
+        MT_CHECK(doff == 0 || dst[doff - 1] == 0xee);
+        MT_CHECK(dst[doff + n] == 0xee);
+    }
+    free(src);
+    free(dst);
+    printf("read_wc: ok\n");
+}
+
 int main(int argc, char **argv)
 {
     rng = mt_test_seed(argc, argv);
@@ -532,7 +555,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 2000; i++)
             kernel_case(ks[ki]);
         for (int i = 0; i < 300; i++) {
-            size_t n = i < 10 ? (size_t)i : mt_test_below(&rng, i % 10 == 0 ? 70000 : 5000);
+            /* Some past two of MT_DIFF_LIVE_WC's 64 KiB stretches. */
+            size_t n = i < 10 ? (size_t)i : mt_test_below(&rng, i % 10 == 0 ? 200000 : 5000);
             size_t gap = gaps[mt_test_below(&rng, sizeof gaps / sizeof gaps[0])];
             size_t maxcall = mt_test_below(&rng, 3) == 0 ? 1 + mt_test_below(&rng, 3) : n + 1;
             one_case(ks[ki], n, gap, maxcall, (int)mt_test_below(&rng, 2));
@@ -543,6 +567,7 @@ int main(int argc, char **argv)
     }
     MT_CHECK_ERR(mti_diff_kernel_force("no-such-isa"), -ENOTSUP);
     test_hash_mode();
+    test_read_wc();
     printf("ok\n");
     return 0;
 }

@@ -45,11 +45,22 @@ typedef struct mt_diff_region {
     size_t length;
 } mt_diff_region;
 
+/* mt_diff_opts.flags */
+enum {
+    /* `live` is write-combined or uncached memory (a GPU's memory mapped
+     * through the PCI BAR): each stretch of it is read once, with streaming
+     * loads (mt_diff_read_wc), into a buffer the compare then reads. About
+     * 11x faster there; on ordinary memory a needless extra copy. */
+    MT_DIFF_LIVE_WC = 1u << 0,
+};
+
 typedef struct mt_diff_opts {
     /* Runs separated by fewer than merge_gap unchanged bytes are merged.
      * 0 = MT_DIFF_DEFAULT_MERGE_GAP; 1 = exact runs (nothing merged). */
     size_t merge_gap;
-    uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
+    uint32_t flags;       /* MT_DIFF_LIVE_WC, or 0 */
+    uint32_t reserved32;  /* zero */
+    uint64_t reserved[3]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_diff_opts;
 
 /* One diff of one range. Fill it, call mt_diff() until it returns less than
@@ -83,6 +94,13 @@ typedef struct mt_diff_hash_opts {
     size_t chunk_size; /* bytes per hashed chunk, >= 64; 0 = MT_DIFF_DEFAULT_HASH_CHUNK */
     uint64_t reserved[4]; /* zero: room to grow (docs/design.md, "Options") */
 } mt_diff_hash_opts;
+
+/* Copies n bytes from src, write-combined or uncached memory (a GPU's
+ * memory mapped through the PCI BAR), to dst with streaming loads where the
+ * CPU has them (x86-64 with SSE4.1: each 64-byte line read from the bus
+ * once), else as memcpy. Measured on an H200's device-local host-visible
+ * memory: 0.60 GB/s against memcpy's 0.055. Any thread. */
+MT_API void mt_diff_read_wc(void *dst, const void *src, size_t n);
 
 /* Compares job->live with job->shadow over the candidate regions and fills
  * up to `max` changed runs (sorted, merged per opts->merge_gap; opts may be

@@ -16,6 +16,8 @@
  *
  * usage: memtrack-sample [--workload W] [--frames N] [--threads T] [--seed S]
  *                        [--stats FILE] [--save-frame N FILE] [--churn-keep F]
+ * Environment: MEMTRACK_SAMPLE_MEMORY=device-local takes a device-local
+ * host-visible memory type (exit 3 where there is none).
  * Exit: 0 ok, 1 a check failed, 2 usage, 3 Vulkan unavailable. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -135,6 +137,12 @@ static void setup_vulkan(void)
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(S.phys, &mp);
     uint32_t want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    /* MEMTRACK_SAMPLE_MEMORY=device-local: the device's own memory mapped
+     * through the PCI BAR (write-combined on a discrete GPU), as engines
+     * use it for uploads. */
+    const char *which = getenv("MEMTRACK_SAMPLE_MEMORY");
+    if (which && strcmp(which, "device-local") == 0)
+        want |= VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
     S.mem_type = UINT32_MAX;
     for (uint32_t i = 0; i < mp.memoryTypeCount && S.mem_type == UINT32_MAX; i++)
         if ((mp.memoryTypes[i].propertyFlags & want) == want)

@@ -844,7 +844,10 @@ static int bulk_capture(lt_memory *m)
     if (step == LT_BULK_PROBE && !lags)
         return 0;
     const unsigned char *live = view(m, m->driver_ptr, NULL);
-    if (step != LT_BULK_COPY || lt_cfg()->verify) { /* a probe on a lagging reference refreshes instead */
+    /* A probe on a lagging reference refreshes instead; write-combined
+     * memory too, read once with streaming loads rather than by the trace
+     * writer's plain loads. */
+    if (step != LT_BULK_COPY || lt_cfg()->verify || wc_memory(m)) {
         read_live(m, m->reference + m->map_offset, live, (size_t)m->map_size);
         emit(m, m->reference, m->map_offset, m->map_size);
         window_caught_up(m);
@@ -904,9 +907,11 @@ void lt_capture_memory(lt_memory *m)
         }
         m->copied = 1;
         /* With verify, through the reference: the packets and the content
-         * hash then come from the same instant (see verify_memory). */
+         * hash then come from the same instant (see verify_memory). So is
+         * write-combined memory: read once with streaming loads, not by
+         * the trace writer's plain loads. */
         const unsigned char *live = view(m, m->driver_ptr, NULL);
-        if (lt_cfg()->verify && ensure_reference(m) == 0) {
+        if ((lt_cfg()->verify || wc_memory(m)) && ensure_reference(m) == 0) {
             read_live(m, m->reference + m->map_offset, live, (size_t)m->map_size);
             emit(m, m->reference, m->map_offset, m->map_size);
         } else {

@@ -38,7 +38,7 @@ static int has_sse41(void)
 void mt_diff_read_wc(void *dst, const void *src, size_t n)
 {
     static int sse41 = -1; /* racing first calls compute the same answer */
-    if (sse41 < 0)
+    if (__atomic_load_n(&sse41, __ATOMIC_RELAXED) < 0)
         __atomic_store_n(&sse41, has_sse41(), __ATOMIC_RELAXED);
     uint8_t *d = dst;
     const uint8_t *s = src;

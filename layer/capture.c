@@ -69,7 +69,8 @@ static size_t exposed_pages(const lt_memory *m) { return ((size_t)m->map_size + 
 static int wc_memory(const lt_memory *m)
 {
     VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
-    return (m->flags & (want | VK_MEMORY_PROPERTY_HOST_CACHED_BIT)) == want && !(m->external & LT_EXT_HOST_PTR);
+    return ((m->flags & (want | VK_MEMORY_PROPERTY_HOST_CACHED_BIT)) == want || lt_cfg()->test_wc) &&
+           !(m->external & LT_EXT_HOST_PTR);
 }
 
 /* Copies n bytes of the window from src (the driver's mapping, or a

@@ -169,6 +169,7 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
     parse_bool_var(&p, "MEMTRACK_FOLLOW_CHILDREN", &c->follow_children);
     parse_bool_var(&p, "MEMTRACK_HOT_PAGES", &c->hot_pages);
     parse_bool_var(&p, "MEMTRACK_FAULT_BUDGET", &c->fault_budget);
+    parse_bool_var(&p, "MEMTRACK_TEST_WC", &c->test_wc);
     uint64_t n;
     if ((v = value_of(&p, "MEMTRACK_MERGE_GAP"))) {
         if (parse_u64(v, &n) != 0 || n > (1u << 30))

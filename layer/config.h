@@ -29,6 +29,9 @@
  *   MEMTRACK_TEST_DROP_UPDATE  k: drop the k-th update packet (tests that verify
  *                              detects a lost write); unmap:k the k-th one written
  *                              by the capture at an unmap
+ *   MEMTRACK_TEST_WC           on/off: read every driver mapping as write-combined
+ *                              device memory (streaming loads, copy mode through the
+ *                              reference): those paths run where no memory is such
  * on/off values: 1/0, yes/no, true/false, on/off (any case). An invalid value
  * is reported once and the default kept. */
 #ifndef LT_CONFIG_H
@@ -61,6 +64,7 @@ typedef struct lt_config {
     size_t merge_gap;
     uint64_t drop_update;
     int drop_at_unmap; /* drop_update counts only the captures at an unmap */
+    int test_wc;       /* MEMTRACK_TEST_WC: every driver mapping taken as write-combined */
     uint64_t frames_first, frames_last; /* 0, 0: every frame; last 0: to the end */
     int trigger; /* signal number, 0 if none */
     char *output;     /* malloc'd; never NULL after parsing */

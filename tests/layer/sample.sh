@@ -4,7 +4,8 @@
 # app wrote, and the app sees what the GPU wrote) and verify passes.
 . "$(dirname "$0")/common.sh"
 frames=${FRAMES:-12}
-for w in sparse dense mixed many-small churn; do
+# SAMPLE_WORKLOADS narrows the workloads (test_layer_sample_wc).
+for w in ${SAMPLE_WORKLOADS:-sparse dense mixed many-small churn}; do
   for m in auto guard shadow scan copy; do
     out=$TMP/$w-$m.mtrace
     # Three capture threads whatever the machine: the parallel capture runs

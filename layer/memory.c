@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "layer.h"
+#include "chain.h"
 #include "refcache.h"
 
 /* What the allocation's pNext chain says about sharing. The sType values
@@ -229,12 +230,8 @@ LT_HOOK(VkResult, MapMemory, VkDevice device, VkDeviceMemory memory, VkDeviceSiz
  * says: it must get exactly that address, so no shadow. */
 static int placed_map(const VkMemoryMapInfoKHR *info)
 {
-    if (!(info->flags & LT_MEMORY_MAP_PLACED_BIT))
-        return 0;
-    for (const VkBaseInStructure *p = info->pNext; p; p = p->pNext)
-        if (p->sType == LT_STRUCTURE_TYPE_MEMORY_MAP_PLACED_INFO)
-            return 1;
-    return 0;
+    return (info->flags & LT_MEMORY_MAP_PLACED_BIT) &&
+           lt_chain_find(info->pNext, LT_STRUCTURE_TYPE_MEMORY_MAP_PLACED_INFO) != NULL;
 }
 
 static VkResult map2(VkDevice device, const VkMemoryMapInfoKHR *info, void **pp, int core)

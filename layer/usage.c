@@ -5,6 +5,7 @@
  * it (the application reads stale bytes). So when in doubt: writable. */
 #include <stdint.h>
 
+#include "chain.h"
 #include "usage.h"
 
 /* Debian 12's headers (1.3.239) predate VK_KHR_maintenance5. */
@@ -24,19 +25,10 @@ typedef struct lt_buffer_usage_flags2_info {
     ((VkImageUsageFlags)(VK_IMAGE_USAGE_TRANSFER_SRC_BIT | VK_IMAGE_USAGE_SAMPLED_BIT |            \
                          VK_IMAGE_USAGE_INPUT_ATTACHMENT_BIT))
 
-/* The first structure of type t in a pNext chain, or NULL. */
-static const VkBaseInStructure *find_in_chain(const void *next, VkStructureType t)
-{
-    for (const VkBaseInStructure *s = next; s; s = s->pNext)
-        if (s->sType == t)
-            return s;
-    return NULL;
-}
-
 int lt_buffer_gpu_writable(const VkBufferCreateInfo *ci)
 {
     uint64_t usage = ci->usage;
-    const VkBaseInStructure *f2 = find_in_chain(ci->pNext, LT_STRUCTURE_TYPE_BUFFER_USAGE_FLAGS_2_CREATE_INFO);
+    const VkBaseInStructure *f2 = lt_chain_find(ci->pNext, LT_STRUCTURE_TYPE_BUFFER_USAGE_FLAGS_2_CREATE_INFO);
     if (f2)
         usage = ((const lt_buffer_usage_flags2_info *)(const void *)f2)->usage;
     return (usage & ~BUFFER_READ_ONLY) != 0;
@@ -45,7 +37,7 @@ int lt_buffer_gpu_writable(const VkBufferCreateInfo *ci)
 int lt_image_gpu_writable(const VkImageCreateInfo *ci)
 {
     VkImageUsageFlags usage = ci->usage;
-    const VkBaseInStructure *st = find_in_chain(ci->pNext, VK_STRUCTURE_TYPE_IMAGE_STENCIL_USAGE_CREATE_INFO);
+    const VkBaseInStructure *st = lt_chain_find(ci->pNext, VK_STRUCTURE_TYPE_IMAGE_STENCIL_USAGE_CREATE_INFO);
     if (st)
         usage |= ((const VkImageStencilUsageCreateInfo *)(const void *)st)->stencilUsage;
     return (usage & ~IMAGE_READ_ONLY) != 0;

@@ -149,10 +149,11 @@ static void push_clipped(const lt_memory *m, cand *c, VkDeviceSize a, VkDeviceSi
 }
 
 /* Ranges the device may have written: bound objects with a writable usage,
- * and the stale ranges of such objects that are gone. */
+ * the stale ranges of such objects that are gone, and the ranges bound to
+ * writable sparse resources. */
 static void device_ranges(const lt_memory *m, cand *c)
 {
-    if (m->stale_whole) {
+    if (m->stale_whole || m->sparse_whole) {
         push_clipped(m, c, 0, m->size);
         return;
     }
@@ -163,6 +164,8 @@ static void device_ranges(const lt_memory *m, cand *c)
     }
     for (size_t i = 0; i < m->nstale; i++)
         push_clipped(m, c, m->stale[i].offset, m->stale[i].offset + m->stale[i].length);
+    for (size_t i = 0; i < m->nsparse; i++)
+        push_clipped(m, c, m->sparse[i].offset, m->sparse[i].offset + m->sparse[i].length);
 }
 
 /* The window at p (driver_ptr or app_ptr) as this capture may read it over
@@ -1034,11 +1037,11 @@ static uint64_t queue_id(lt_device *dev, VkQueue q)
 /* ---- verify: the content hash, and what differed ------------------------- */
 
 /* 1 when [off, off+len) (window offsets) overlaps a range the device may
- * write (bound objects with a writable usage, or stale ranges). */
+ * write (bound objects with a writable usage, stale or sparse ranges). */
 static int device_writable(const lt_memory *m, size_t off, size_t len)
 {
     VkDeviceSize a = m->map_offset + off, b = a + len;
-    if (m->stale_whole)
+    if (m->stale_whole || m->sparse_whole)
         return 1;
     for (size_t i = 0; i < m->nbinds; i++) {
         const lt_object *o = m->binds[i];
@@ -1048,6 +1051,9 @@ static int device_writable(const lt_memory *m, size_t off, size_t len)
     }
     for (size_t i = 0; i < m->nstale; i++)
         if (m->stale[i].offset < b && a < m->stale[i].offset + m->stale[i].length)
+            return 1;
+    for (size_t i = 0; i < m->nsparse; i++)
+        if (m->sparse[i].offset < b && a < m->sparse[i].offset + m->sparse[i].length)
             return 1;
     return 0;
 }
@@ -1297,6 +1303,7 @@ static void note_seen(lt_device *dev, const lt_seen *seen)
         break;
     }
     case LT_SEEN_EVENT: break; /* an event says nothing about whole submits */
+    case LT_SEEN_HOST_COPY: break; /* the host's own work: nothing about submits */
     }
 }
 

@@ -148,6 +148,16 @@ static void fill_device_table(lt_device_table *t, VkDevice d, PFN_vkGetDevicePro
     DGET(SetEvent);
     DGET(GetEventStatus);
 #undef DGET
+#define HGET(field) t->field = (void *)gdpa(d, "vk" #field)
+    HGET(CopyMemoryToImage);
+    HGET(CopyMemoryToImageEXT);
+    HGET(CopyImageToMemory);
+    HGET(CopyImageToMemoryEXT);
+    HGET(CopyImageToImage);
+    HGET(CopyImageToImageEXT);
+    HGET(TransitionImageLayout);
+    HGET(TransitionImageLayoutEXT);
+#undef HGET
 }
 
 /* The trace header: what was recorded, on what, how. */
@@ -300,6 +310,14 @@ static const hook g_device_hooks[] = {
     H(GetSemaphoreCounterValueKHR),
     H(SetEvent),
     H(GetEventStatus),
+    H(CopyMemoryToImage),
+    H(CopyMemoryToImageEXT),
+    H(CopyImageToMemory),
+    H(CopyImageToMemoryEXT),
+    H(CopyImageToImage),
+    H(CopyImageToImageEXT),
+    H(TransitionImageLayout),
+    H(TransitionImageLayoutEXT),
 };
 #undef H
 

@@ -7,9 +7,10 @@
  *                device the layer does not capture still passes through
  *   memory.c     vkAllocate/Free/Map/Unmap/Flush/Invalidate (+Map2/Unmap2)
  *   objects.c    buffers and images: create, bind, destroy
- *   queue.c      submits, present, sparse binding
+ *   queue.c      submits, present, sparse binding (marks what it binds)
  *   sync.c       host/device synchronisation: fences, idle waits, events,
  *                semaphores (shadow mode's sync points)
+ *   hostcopy.c   host image copies (sync points too)
  *   capture.c    the capture engine: per-memory modes, packets, hashes. The
  *                only place that changes a memory's mode.
  *   autopilot.c  `auto` as a pure policy (autopilot.h), calibrate.c its costs
@@ -69,6 +70,12 @@ typedef VkResult(VKAPI_PTR *PFN_vkUnmapMemory2KHR)(VkDevice, const VkMemoryUnmap
  * the KHR ones): a 1.4 application calls them by their core names. */
 typedef PFN_vkMapMemory2KHR lt_PFN_vkMapMemory2;
 typedef PFN_vkUnmapMemory2KHR lt_PFN_vkUnmapMemory2;
+/* VK_EXT_host_image_copy (core in 1.4; newer than Debian 12's headers):
+ * vkCopyMemoryToImage, vkCopyImageToMemory and vkCopyImageToImage take one
+ * info structure, vkTransitionImageLayout a count and an array; the layer
+ * passes them on untouched. */
+typedef VkResult(VKAPI_PTR *lt_PFN_host_copy)(VkDevice, const void *);
+typedef VkResult(VKAPI_PTR *lt_PFN_host_transition)(VkDevice, uint32_t, const void *);
 /* VK_EXT_map_memory_placed: the application chooses the address. */
 #define LT_MEMORY_MAP_PLACED_BIT 0x1u
 #define LT_STRUCTURE_TYPE_MEMORY_MAP_PLACED_INFO ((VkStructureType)1000272002)
@@ -177,6 +184,12 @@ struct lt_memory {
     lt_range *stale;
     size_t nstale, capstale;
     int stale_whole; /* out of memory recording one: the whole memory is stale */
+    /* Ranges bound to device-writable sparse resources (vkQueueBindSparse):
+     * diffed at every capture like a bound writable object's, and kept
+     * until the memory goes (a sparse binding's end is not tracked). */
+    lt_range *sparse;
+    size_t nsparse, capsparse;
+    int sparse_whole; /* out of memory recording one: the whole memory */
     /* The reference no longer equals what the trace told replay (changes
      * went unrecorded while capture was paused): the next exposure writes
      * the window's full content. */
@@ -251,6 +264,10 @@ typedef struct lt_device_table {
     PFN_vkGetSemaphoreCounterValue GetSemaphoreCounterValueKHR;
     PFN_vkSetEvent SetEvent;
     PFN_vkGetEventStatus GetEventStatus;
+    lt_PFN_host_copy CopyMemoryToImage, CopyMemoryToImageEXT;
+    lt_PFN_host_copy CopyImageToMemory, CopyImageToMemoryEXT;
+    lt_PFN_host_copy CopyImageToImage, CopyImageToImageEXT;
+    lt_PFN_host_transition TransitionImageLayout, TransitionImageLayoutEXT;
 } lt_device_table;
 
 typedef struct lt_instance {
@@ -368,7 +385,8 @@ void lt_capture_host_release(lt_device *dev);
 /* What the host just learnt about device progress. */
 typedef enum lt_seen_kind {
     LT_SEEN_QUEUE_IDLE, LT_SEEN_DEVICE_IDLE, LT_SEEN_FENCES, LT_SEEN_SEMAPHORES, LT_SEEN_COUNTER,
-    LT_SEEN_EVENT
+    LT_SEEN_EVENT,
+    LT_SEEN_HOST_COPY /* the driver wrote an image's memory on the host (hostcopy.c) */
 } lt_seen_kind;
 typedef struct lt_seen {
     lt_seen_kind kind;
@@ -409,6 +427,8 @@ void lt_memory_add_binding(lt_memory *m, lt_object *o);
 void lt_memory_remove_binding(lt_memory *m, lt_object *o);
 /* Adds [off, off+len) to m's stale device-write ranges. */
 void lt_memory_note_stale(lt_memory *m, VkDeviceSize off, VkDeviceSize len);
+/* Adds [off, off+len) to m's sparse-bound device-writable ranges. */
+void lt_memory_note_sparse(lt_memory *m, VkDeviceSize off, VkDeviceSize len);
 /* Links m into the device's exposed list (dev->lock held). */
 void lt_memory_link_exposed(lt_device *dev, lt_memory *m);
 void lt_memory_unlink_exposed(lt_device *dev, lt_memory *m);
@@ -455,5 +475,13 @@ LT_HOOK(VkResult, GetSemaphoreCounterValue, VkDevice, VkSemaphore, uint64_t *);
 LT_HOOK(VkResult, GetSemaphoreCounterValueKHR, VkDevice, VkSemaphore, uint64_t *);
 LT_HOOK(VkResult, SetEvent, VkDevice, VkEvent);
 LT_HOOK(VkResult, GetEventStatus, VkDevice, VkEvent);
+LT_HOOK(VkResult, CopyMemoryToImage, VkDevice, const void *);
+LT_HOOK(VkResult, CopyMemoryToImageEXT, VkDevice, const void *);
+LT_HOOK(VkResult, CopyImageToMemory, VkDevice, const void *);
+LT_HOOK(VkResult, CopyImageToMemoryEXT, VkDevice, const void *);
+LT_HOOK(VkResult, CopyImageToImage, VkDevice, const void *);
+LT_HOOK(VkResult, CopyImageToImageEXT, VkDevice, const void *);
+LT_HOOK(VkResult, TransitionImageLayout, VkDevice, uint32_t, const void *);
+LT_HOOK(VkResult, TransitionImageLayoutEXT, VkDevice, uint32_t, const void *);
 
 #endif

@@ -127,6 +127,7 @@ static void forget_memory(lt_memory *m)
         m->binds[i]->mem = NULL;
     free(m->binds);
     free(m->stale);
+    free(m->sparse);
     lt_view_free(m);
     if (m->reference) {
         /* Accounted off first: a kept reference counts again in the cache,
@@ -369,32 +370,46 @@ void lt_memory_remove_binding(lt_memory *m, lt_object *o)
         lt_memory_note_stale(m, o->offset, o->is_image ? o->size : o->used);
 }
 
-void lt_memory_note_stale(lt_memory *m, VkDeviceSize off, VkDeviceSize len)
+/* Adds [off, off+len) (clipped to m) to a list of ranges, merged into an
+ * overlapping or touching one so that the list stays short. -1: out of
+ * memory, nothing added. */
+static int add_range(const lt_memory *m, lt_range **v, size_t *n, size_t *cap, VkDeviceSize off,
+                     VkDeviceSize len)
 {
     if (len == 0 || off >= m->size)
-        return;
+        return 0;
     if (len > m->size - off)
         len = m->size - off;
-    /* Merge into an overlapping or touching range: the list stays short. */
-    for (size_t i = 0; i < m->nstale; i++) {
-        lt_range *r = &m->stale[i];
+    for (size_t i = 0; i < *n; i++) {
+        lt_range *r = &(*v)[i];
         if (off <= r->offset + r->length && r->offset <= off + len) {
             VkDeviceSize lo = off < r->offset ? off : r->offset;
             VkDeviceSize hi = off + len > r->offset + r->length ? off + len : r->offset + r->length;
             r->offset = lo;
             r->length = hi - lo;
-            return;
+            return 0;
         }
     }
-    if (m->nstale == m->capstale) {
-        size_t ncap = m->capstale ? m->capstale * 2 : 4;
-        lt_range *v = realloc(m->stale, ncap * sizeof *v);
-        if (!v) {
-            m->stale_whole = 1; /* cannot remember the range: the whole memory */
-            return;
-        }
-        m->stale = v;
-        m->capstale = ncap;
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 4;
+        lt_range *nv = realloc(*v, ncap * sizeof *nv);
+        if (!nv)
+            return -1;
+        *v = nv;
+        *cap = ncap;
     }
-    m->stale[m->nstale++] = (lt_range){off, len};
+    (*v)[(*n)++] = (lt_range){off, len};
+    return 0;
+}
+
+void lt_memory_note_stale(lt_memory *m, VkDeviceSize off, VkDeviceSize len)
+{
+    if (add_range(m, &m->stale, &m->nstale, &m->capstale, off, len) != 0)
+        m->stale_whole = 1; /* cannot remember the range: the whole memory */
+}
+
+void lt_memory_note_sparse(lt_memory *m, VkDeviceSize off, VkDeviceSize len)
+{
+    if (add_range(m, &m->sparse, &m->nsparse, &m->capsparse, off, len) != 0)
+        m->sparse_whole = 1;
 }

@@ -1,6 +1,6 @@
 /* Queue hooks: every submit path captures before the work reaches the
- * driver; present marks a frame; sparse binding is reported as not
- * captured. */
+ * driver; present marks a frame; sparse binding marks the memory it binds
+ * to resources the device may write. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,11 +61,59 @@ LT_HOOK(VkResult, QueueSubmit2KHR, VkQueue queue, uint32_t n, const VkSubmitInfo
     return dev->t.QueueSubmit2KHR(queue, n, s, f);
 }
 
+/* Memory bound to a sparse resource the device may write: its range is
+ * diffed at every capture from now on (device_ranges in capture.c), or the
+ * device's writes there would be lost from the trace, and in shadow mode
+ * never reach the application's copy. dev->lock held. */
+static void sparse_bound(lt_device *dev, uint64_t resource, const VkSparseMemoryBind *bind)
+{
+    const lt_object *o = lt_map_get(&dev->objects, resource);
+    lt_memory *m = bind->memory ? lt_map_get(&dev->memories, (uint64_t)bind->memory) : NULL;
+    if (m && (!o || o->gpu_writable)) /* an object not known: writable, to be safe */
+        lt_memory_note_sparse(m, bind->memoryOffset, bind->size);
+}
+
+/* Records where sparse resources the device may write are bound. Binds
+ * that later unbind a range leave it marked (a diff more, never a write
+ * less). An image's per-block binds name a region, not a byte count: the
+ * memory from their offset on is marked. The bindings take effect on the
+ * queue later; marking them now only diffs earlier. */
+static void note_sparse(lt_device *dev, uint32_t n, const VkBindSparseInfo *b)
+{
+    pthread_mutex_lock(&dev->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t j = 0; j < b[i].bufferBindCount; j++) {
+            const VkSparseBufferMemoryBindInfo *bb = &b[i].pBufferBinds[j];
+            for (uint32_t k = 0; k < bb->bindCount; k++)
+                sparse_bound(dev, (uint64_t)bb->buffer, &bb->pBinds[k]);
+        }
+        for (uint32_t j = 0; j < b[i].imageOpaqueBindCount; j++) {
+            const VkSparseImageOpaqueMemoryBindInfo *ib = &b[i].pImageOpaqueBinds[j];
+            for (uint32_t k = 0; k < ib->bindCount; k++)
+                sparse_bound(dev, (uint64_t)ib->image, &ib->pBinds[k]);
+        }
+        for (uint32_t j = 0; j < b[i].imageBindCount; j++) {
+            const VkSparseImageMemoryBindInfo *ib = &b[i].pImageBinds[j];
+            for (uint32_t k = 0; k < ib->bindCount; k++) {
+                const VkSparseImageMemoryBind *p = &ib->pBinds[k];
+                VkSparseMemoryBind whole = {.size = VK_WHOLE_SIZE, .memory = p->memory,
+                                            .memoryOffset = p->memoryOffset};
+                sparse_bound(dev, (uint64_t)ib->image, &whole);
+            }
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+}
+
 LT_HOOK(VkResult, QueueBindSparse, VkQueue queue, uint32_t n, const VkBindSparseInfo *b, VkFence f)
 {
     lt_device *dev = lt_device_from(queue);
-    if (dev->capture)
-        lt_rec_note(0, "sparse", "vkQueueBindSparse called: sparse bindings are not captured");
+    if (dev->capture) {
+        note_sparse(dev, n, b);
+        lt_rec_note(0, "sparse", "vkQueueBindSparse called: memory bound to sparse resources is "
+                                 "captured, unattributed to them, and diffed at every submit if "
+                                 "the device may write them");
+    }
     return dev->t.QueueBindSparse(queue, n, b, f);
 }
 

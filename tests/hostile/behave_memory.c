@@ -704,6 +704,278 @@ static int usage_flags2(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* ---- sparse binding --------------------------------------------------------- */
+
+/* A sparse buffer (VK_BUFFER_CREATE_SPARSE_BINDING_BIT) gets its memory from
+ * vkQueueBindSparse, not vkBindBufferMemory: its two halves are bound
+ * swapped into one host-visible memory the application maps. The device
+ * copies into the buffer, the application reads the result through its
+ * mapping, then changes part of it, and the device copies the buffer out
+ * again: both directions go through memory no ordinary binding names. */
+static int sparse_bind(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    VkPhysicalDeviceFeatures have;
+    vkGetPhysicalDeviceFeatures(h->phys, &have);
+    uint32_t nf = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(h->phys, &nf, NULL);
+    VkQueueFamilyProperties qf[16];
+    nf = nf > 16 ? 16 : nf;
+    vkGetPhysicalDeviceQueueFamilyProperties(h->phys, &nf, qf);
+    int queue_ok = h->family < nf && (qf[h->family].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT);
+    hv_fini(h);
+    if (!have.sparseBinding || !queue_ok) {
+        fprintf(stderr, "%s: the device lacks sparse binding\n", hv_argv0);
+        return HV_SKIP;
+    }
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .features = {.sparseBinding = VK_TRUE}};
+    hv_opts o = {NULL, 0, 0, &f2};
+    if ((rc = hv_init(h, &o)) != 0)
+        return rc;
+    const VkDeviceSize size = 1u << 20;
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                              .flags = VK_BUFFER_CREATE_SPARSE_BINDING_BIT, .size = size,
+                              .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkBuffer sparse;
+    HV_VK(vkCreateBuffer(h->dev, &bci, NULL, &sparse));
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(h->dev, sparse, &req);
+    VkDeviceSize half = size / 2;
+    if (!(req.memoryTypeBits & (1u << h->host_type)) || req.size != size || half % req.alignment) {
+        fprintf(stderr, "%s: sparse buffers take no host-visible memory here (types 0x%x, size %llu, "
+                "block %llu)\n", hv_argv0, req.memoryTypeBits, (unsigned long long)req.size,
+                (unsigned long long)req.alignment);
+        vkDestroyBuffer(h->dev, sparse, NULL);
+        hv_fini(h);
+        return HV_SKIP;
+    }
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = size,
+                                .memoryTypeIndex = h->host_type};
+    VkDeviceMemory mem;
+    HV_VK(vkAllocateMemory(h->dev, &mai, NULL, &mem));
+    unsigned char *ptr;
+    HV_VK(vkMapMemory(h->dev, mem, 0, VK_WHOLE_SIZE, 0, (void **)&ptr));
+    memset(ptr, 0, (size_t)size);
+    /* Buffer bytes [0, half) live at memory offset half, and the reverse. */
+    VkSparseMemoryBind binds[2] = {{.resourceOffset = 0, .size = half, .memory = mem, .memoryOffset = half},
+                                   {.resourceOffset = half, .size = half, .memory = mem, .memoryOffset = 0}};
+    VkSparseBufferMemoryBindInfo bbi = {.buffer = sparse, .bindCount = 2, .pBinds = binds};
+    VkBindSparseInfo bsi = {.sType = VK_STRUCTURE_TYPE_BIND_SPARSE_INFO, .bufferBindCount = 1,
+                            .pBufferBinds = &bbi};
+    HV_VK(vkQueueBindSparse(h->queue, 1, &bsi, h->fence));
+    HV_VK(vkWaitForFences(h->dev, 1, &h->fence, VK_TRUE, UINT64_MAX));
+    HV_VK(vkResetFences(h->dev, 1, &h->fence));
+    hv_mem src, out;
+    hv_alloc(h, &src, size, HV_SRC);
+    hv_alloc(h, &out, size, HV_DST);
+    unsigned char *want = calloc(1, (size_t)size); /* the sparse buffer's bytes, in buffer order */
+    if (!want)
+        hv_die("out of memory");
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        for (int k = 0; k < 6; k++)
+            hv_write(&src, (VkDeviceSize)k * 170000 + (VkDeviceSize)f * 29, 6000, 900 + (uint64_t)(f * 6 + k));
+        hv_begin(h);
+        VkBufferCopy c = {.size = size};
+        vkCmdCopyBuffer(h->cmd, src.buf, sparse, 1, &c);
+        hv_end(h);
+        hv_submit_wait(h);
+        memcpy(want, src.model, (size_t)size);
+        bad |= hv_compare(ptr + half, want, (size_t)half, "sparse-bind: the device's copy, first half");
+        bad |= hv_compare(ptr, want + half, (size_t)half, "sparse-bind: the device's copy, second half");
+        /* The application changes both halves through its mapping; the
+         * device copies the buffer out and must see that. */
+        hv_pattern(want + 4096 + (size_t)f * 512, 3000, 1300 + (uint64_t)f);
+        memcpy(ptr + half + 4096 + (size_t)f * 512, want + 4096 + (size_t)f * 512, 3000);
+        hv_pattern(want + half + 80000, 5000, 1400 + (uint64_t)f);
+        memcpy(ptr + 80000, want + half + 80000, 5000);
+        hv_begin(h);
+        vkCmdCopyBuffer(h->cmd, sparse, out.buf, 1, &c);
+        hv_end(h);
+        hv_submit_wait(h);
+        memcpy(out.model, want, (size_t)size);
+        bad |= hv_compare(out.ptr, want, (size_t)size, "sparse-bind: the device's copy of the app's writes");
+    }
+    free(want);
+    hv_free(h, &src);
+    hv_free(h, &out);
+    vkDestroyBuffer(h->dev, sparse, NULL);
+    vkUnmapMemory(h->dev, mem);
+    vkFreeMemory(h->dev, mem, NULL);
+    hv_fini(h);
+    return bad;
+}
+
+/* ---- host image copies (VK_EXT_host_image_copy) ----------------------------- */
+
+/* The driver copies between host memory and a linear image on the host, at
+ * once, while the application also reads and writes the image through its
+ * mapping: what the application wrote must be what the driver reads, and
+ * what the driver wrote what the application reads, with no submit or wait
+ * in between. The definitions are here because Debian 12's headers
+ * predate the extension. */
+#define HIC_USAGE_HOST_TRANSFER 0x00400000u
+
+typedef struct hic_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 host_image_copy;
+} hic_features;
+
+typedef struct hic_memory_to_image {
+    VkStructureType sType;
+    const void *pNext;
+    const void *host;
+    uint32_t row_length, image_height;
+    VkImageSubresourceLayers subresource;
+    VkOffset3D offset;
+    VkExtent3D extent;
+} hic_memory_to_image; /* VkMemoryToImageCopyEXT; VkImageToMemoryCopyEXT is laid out alike */
+
+typedef struct hic_copy_info {
+    VkStructureType sType;
+    const void *pNext;
+    VkFlags flags;
+    VkImage image;
+    VkImageLayout layout;
+    uint32_t nregions;
+    const hic_memory_to_image *regions;
+} hic_copy_info; /* VkCopyMemoryToImageInfoEXT and VkCopyImageToMemoryInfoEXT */
+
+typedef struct hic_transition {
+    VkStructureType sType;
+    const void *pNext;
+    VkImage image;
+    VkImageLayout old_layout, new_layout;
+    VkImageSubresourceRange range;
+} hic_transition;
+
+typedef VkResult (*hic_copy_fn)(VkDevice, const hic_copy_info *);
+typedef VkResult (*hic_transition_fn)(VkDevice, uint32_t, const hic_transition *);
+
+enum { HIC_W = 256, HIC_H = 128, HIC_ROW = HIC_W * 4 };
+
+static int host_image_copy(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    static const char *const exts[] = {"VK_EXT_host_image_copy", "VK_KHR_copy_commands2",
+                                       "VK_KHR_format_feature_flags2"};
+    hic_features hf = {.sType = (VkStructureType)1000270000, .host_image_copy = VK_TRUE};
+    hv_opts o = {exts, 3, 0, &hf};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    const VkFormat fmt = VK_FORMAT_R8G8B8A8_UINT;
+    const VkImageUsageFlags usage =
+        HIC_USAGE_HOST_TRANSFER | VK_IMAGE_USAGE_TRANSFER_SRC_BIT | VK_IMAGE_USAGE_TRANSFER_DST_BIT;
+    VkImageFormatProperties ifp;
+    hic_copy_fn to_image = (hic_copy_fn)vkGetDeviceProcAddr(h->dev, "vkCopyMemoryToImageEXT");
+    hic_copy_fn to_memory = (hic_copy_fn)vkGetDeviceProcAddr(h->dev, "vkCopyImageToMemoryEXT");
+    hic_transition_fn transition = (hic_transition_fn)vkGetDeviceProcAddr(h->dev, "vkTransitionImageLayoutEXT");
+    if (vkGetPhysicalDeviceImageFormatProperties(h->phys, fmt, VK_IMAGE_TYPE_2D, VK_IMAGE_TILING_LINEAR, usage,
+                                                 0, &ifp) != VK_SUCCESS || !to_image || !to_memory || !transition) {
+        fprintf(stderr, "%s: no host copies of linear RGBA8 images here\n", hv_argv0);
+        hv_fini(h);
+        return HV_SKIP;
+    }
+    VkImageCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO, .imageType = VK_IMAGE_TYPE_2D,
+                             .format = fmt, .extent = {HIC_W, HIC_H, 1}, .mipLevels = 1, .arrayLayers = 1,
+                             .samples = VK_SAMPLE_COUNT_1_BIT, .tiling = VK_IMAGE_TILING_LINEAR,
+                             .usage = usage, .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+                             .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED};
+    VkImage img;
+    HV_VK(vkCreateImage(h->dev, &ici, NULL, &img));
+    VkMemoryRequirements req;
+    vkGetImageMemoryRequirements(h->dev, img, &req);
+    if (!(req.memoryTypeBits & (1u << h->host_type))) {
+        fprintf(stderr, "%s: linear images take no host-visible memory here\n", hv_argv0);
+        vkDestroyImage(h->dev, img, NULL);
+        hv_fini(h);
+        return HV_SKIP;
+    }
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+                                .memoryTypeIndex = h->host_type};
+    VkDeviceMemory mem;
+    HV_VK(vkAllocateMemory(h->dev, &mai, NULL, &mem));
+    HV_VK(vkBindImageMemory(h->dev, img, mem, 0));
+    unsigned char *ptr;
+    HV_VK(vkMapMemory(h->dev, mem, 0, VK_WHOLE_SIZE, 0, (void **)&ptr));
+    VkImageSubresource sub = {.aspectMask = VK_IMAGE_ASPECT_COLOR_BIT};
+    VkSubresourceLayout lay;
+    vkGetImageSubresourceLayout(h->dev, img, &sub, &lay);
+    hic_transition tr = {.sType = (VkStructureType)1000270006, .image = img,
+                         .old_layout = VK_IMAGE_LAYOUT_UNDEFINED, .new_layout = VK_IMAGE_LAYOUT_GENERAL,
+                         .range = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1}};
+    HV_VK(transition(h->dev, 1, &tr));
+    unsigned char *want = calloc(HIC_H, HIC_ROW), *got = calloc(HIC_H, HIC_ROW), *src = calloc(HIC_H, HIC_ROW);
+    if (!want || !got || !src)
+        hv_die("out of memory");
+    /* The whole image from the host: a known start. */
+    hv_pattern(want, (size_t)HIC_H * HIC_ROW, 2000);
+    hic_memory_to_image whole = {.sType = (VkStructureType)1000270002, .host = want,
+                                 .subresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1},
+                                 .extent = {HIC_W, HIC_H, 1}};
+    hic_copy_info in = {.sType = (VkStructureType)1000270005, .image = img, .layout = VK_IMAGE_LAYOUT_GENERAL,
+                        .nregions = 1, .regions = &whole};
+    HV_VK(to_image(h->dev, &in));
+    hv_mem out;
+    hv_alloc(h, &out, (VkDeviceSize)HIC_H * HIC_ROW, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        /* 1. The application writes rows through its mapping; the driver
+         * copies the image out on the host and must find them. */
+        for (int y = f * 8 % HIC_H, y1 = y + 8; y < y1; y++) {
+            hv_pattern(want + (size_t)y * HIC_ROW, HIC_ROW, 2100 + (uint64_t)y);
+            memcpy(ptr + lay.offset + (size_t)y * lay.rowPitch, want + (size_t)y * HIC_ROW, HIC_ROW);
+        }
+        hic_memory_to_image all = whole;
+        all.sType = (VkStructureType)1000270003;
+        all.host = got;
+        hic_copy_info outi = {.sType = (VkStructureType)1000270004, .image = img,
+                              .layout = VK_IMAGE_LAYOUT_GENERAL, .nregions = 1, .regions = &all};
+        HV_VK(to_memory(h->dev, &outi));
+        bad |= hv_compare(got, want, (size_t)HIC_H * HIC_ROW,
+                          "host-image-copy: the driver's host copy of rows the app wrote");
+        /* 2. The driver writes a rectangle on the host; the application
+         * reads it through its mapping. */
+        int x0 = 16 + f * 4 % 128, y0 = 40 + f % 64, w = 64, hgt = 20;
+        hv_pattern(src, (size_t)w * 4 * hgt, 2200 + (uint64_t)f);
+        for (int y = 0; y < hgt; y++)
+            memcpy(want + (size_t)(y0 + y) * HIC_ROW + (size_t)x0 * 4, src + (size_t)y * w * 4, (size_t)w * 4);
+        hic_memory_to_image rect = {.sType = (VkStructureType)1000270002, .host = src,
+                                    .subresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1},
+                                    .offset = {x0, y0, 0}, .extent = {(uint32_t)w, (uint32_t)hgt, 1}};
+        in.regions = &rect;
+        HV_VK(to_image(h->dev, &in));
+        for (int y = 0; y < HIC_H && !bad; y++)
+            bad |= hv_compare(ptr + lay.offset + (size_t)y * lay.rowPitch, want + (size_t)y * HIC_ROW, HIC_ROW,
+                              "host-image-copy: the app's read of what the driver's host copy wrote");
+        /* 3. The device copies the image out: it sees both. */
+        hv_begin(h);
+        VkBufferImageCopy bic = {.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1},
+                                 .imageExtent = {HIC_W, HIC_H, 1}};
+        vkCmdCopyImageToBuffer(h->cmd, img, VK_IMAGE_LAYOUT_GENERAL, out.buf, 1, &bic);
+        hv_end(h);
+        hv_submit_wait(h);
+        memcpy(out.model, want, (size_t)HIC_H * HIC_ROW);
+        bad |= hv_compare(out.ptr, want, (size_t)HIC_H * HIC_ROW, "host-image-copy: the device's copy of the image");
+    }
+    free(want);
+    free(got);
+    free(src);
+    hv_free(h, &out);
+    vkDestroyImage(h->dev, img, NULL);
+    vkUnmapMemory(h->dev, mem);
+    vkFreeMemory(h->dev, mem, NULL);
+    hv_fini(h);
+    return bad;
+}
+
 /* ---- placed maps (VK_EXT_map_memory_placed) -------------------------------- */
 
 /* The application reserves address space and has the driver map the memory
@@ -853,6 +1125,10 @@ const hv_behaviour hv_memory_behaviours[] = {
      "(where the device has it)", usage_flags2},
     {"map-placed", "VK_EXT_map_memory_placed: maps at an address it reserved, unmaps keeping it reserved "
      "or not (where the device has it)", map_placed},
+    {"sparse-bind", "a sparse buffer bound with vkQueueBindSparse to mapped memory, its halves swapped; "
+     "the device and the app write it (where the device can)", sparse_bind},
+    {"host-image-copy", "the driver copies to and from a mapped linear image on the host "
+     "(VK_EXT_host_image_copy) while the app writes and reads it (where the device has it)", host_image_copy},
     {"export-memory", "exported memory written through an importer and by another process",
      export_memory},
     {NULL, NULL, NULL},

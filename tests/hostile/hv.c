@@ -125,8 +125,14 @@ int hv_init(hv *h, const hv_opts *o)
                                    .pQueuePriorities = &prio};
     /* The behaviour's own feature structures, then 1.2's where asked. */
     void *chain = o && o->timeline ? (void *)&f12 : NULL;
+    /* Appended after the behaviour's own chain, which is kept (and left as
+     * it was after the device is created: hv_init may run again on it). */
+    VkBaseOutStructure *last = NULL;
     if (o && o->features) {
-        ((VkBaseOutStructure *)o->features)->pNext = chain;
+        last = o->features;
+        while (last->pNext)
+            last = last->pNext;
+        last->pNext = chain;
         chain = o->features;
     }
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
@@ -135,6 +141,8 @@ int hv_init(hv *h, const hv_opts *o)
                               .enabledExtensionCount = o ? o->ndevice_exts : 0,
                               .ppEnabledExtensionNames = o ? o->device_exts : NULL};
     HV_VK(vkCreateDevice(h->phys, &dci, NULL, &h->dev));
+    if (last)
+        last->pNext = NULL;
     vkGetDeviceQueue(h->dev, h->family, 0, &h->queue);
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,

@@ -46,7 +46,7 @@ typedef struct hv_opts {
     const char *const *device_exts; /* extensions the behaviour needs */
     uint32_t ndevice_exts;
     int timeline; /* enable timelineSemaphore */
-    void *features; /* feature structures chained into VkDeviceCreateInfo (their pNext is set) */
+    void *features; /* feature structures (a chain) put into VkDeviceCreateInfo's */
 } hv_opts;
 
 /* Creates instance, device, queue, command pool/buffer and fence. Returns 0,

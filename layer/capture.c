@@ -636,6 +636,11 @@ static lt_mode initial_mode(lt_memory *m)
                     "in place (guard) instead of shadow", (unsigned long long)m->id);
         mode = LT_GUARD;
     }
+    if (mode == LT_SHADOW && __atomic_load_n(&m->dev->progress_exported, __ATOMIC_RELAXED)) {
+        lt_rec_note(m->id, "shadow-exported", "memory %llu: tracked in place (guard) instead of "
+                    "shadow: the application exports device progress", (unsigned long long)m->id);
+        mode = LT_GUARD;
+    }
     if (mode == LT_SHADOW && m->placed) {
         lt_rec_note(m->id, "shadow-placed", "memory %llu is mapped at an address the application "
                     "chose: tracked in place (guard) instead of shadow", (unsigned long long)m->id);

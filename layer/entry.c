@@ -147,6 +147,10 @@ static void fill_device_table(lt_device_table *t, VkDevice d, PFN_vkGetDevicePro
     DGET(GetSemaphoreCounterValueKHR);
     DGET(SetEvent);
     DGET(GetEventStatus);
+    DGET(CreateFence);
+    DGET(CreateSemaphore);
+    DGET(GetFenceFdKHR);
+    DGET(GetSemaphoreFdKHR);
 #undef DGET
 #define HGET(field) t->field = (void *)gdpa(d, "vk" #field)
     HGET(CopyMemoryToImage);
@@ -318,6 +322,10 @@ static const hook g_device_hooks[] = {
     H(CopyImageToImageEXT),
     H(TransitionImageLayout),
     H(TransitionImageLayoutEXT),
+    H(CreateFence),
+    H(CreateSemaphore),
+    H(GetFenceFdKHR),
+    H(GetSemaphoreFdKHR),
 };
 #undef H
 

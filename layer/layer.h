@@ -11,6 +11,7 @@
  *   sync.c       host/device synchronisation: fences, idle waits, events,
  *                semaphores (shadow mode's sync points)
  *   hostcopy.c   host image copies (sync points too)
+ *   syncexport.c fences and semaphores exported: shadow mode gives way to guard
  *   capture.c    the capture engine: per-memory modes, packets, hashes. The
  *                only place that changes a memory's mode.
  *   autopilot.c  `auto` as a pure policy (autopilot.h), calibrate.c its costs
@@ -268,6 +269,10 @@ typedef struct lt_device_table {
     lt_PFN_host_copy CopyImageToMemory, CopyImageToMemoryEXT;
     lt_PFN_host_copy CopyImageToImage, CopyImageToImageEXT;
     lt_PFN_host_transition TransitionImageLayout, TransitionImageLayoutEXT;
+    PFN_vkCreateFence CreateFence;
+    PFN_vkCreateSemaphore CreateSemaphore;
+    PFN_vkGetFenceFdKHR GetFenceFdKHR;
+    PFN_vkGetSemaphoreFdKHR GetSemaphoreFdKHR;
 } lt_device_table;
 
 typedef struct lt_instance {
@@ -312,6 +317,7 @@ struct lt_device {
     uint64_t submit_serial;
     lt_memory *mapped; /* list of exposed memories */
     int shadow_mapped; /* how many exposed memories use shadow mode (atomic reads) */
+    int progress_exported; /* a fence or semaphore payload may leave Vulkan (syncexport.c; atomic) */
     lt_heir heirs[LT_HEIRS]; /* dev->lock */
     unsigned next_heir;
 };
@@ -483,5 +489,10 @@ LT_HOOK(VkResult, CopyImageToImage, VkDevice, const void *);
 LT_HOOK(VkResult, CopyImageToImageEXT, VkDevice, const void *);
 LT_HOOK(VkResult, TransitionImageLayout, VkDevice, uint32_t, const void *);
 LT_HOOK(VkResult, TransitionImageLayoutEXT, VkDevice, uint32_t, const void *);
+LT_HOOK(VkResult, CreateFence, VkDevice, const VkFenceCreateInfo *, const VkAllocationCallbacks *, VkFence *);
+LT_HOOK(VkResult, CreateSemaphore, VkDevice, const VkSemaphoreCreateInfo *, const VkAllocationCallbacks *,
+        VkSemaphore *);
+LT_HOOK(VkResult, GetFenceFdKHR, VkDevice, const VkFenceGetFdInfoKHR *, int *);
+LT_HOOK(VkResult, GetSemaphoreFdKHR, VkDevice, const VkSemaphoreGetFdInfoKHR *, int *);
 
 #endif

@@ -1,11 +1,15 @@
 /* Behaviours: host/device synchronisation other than fences — an event the
  * device sets and the host polls, an event the host sets to release device
- * work that reads what the host wrote after the submit, and timeline
- * semaphores signalled and polled from the host. */
+ * work that reads what the host wrote after the submit, timeline
+ * semaphores signalled and polled from the host, and a fence exported and
+ * waited on outside the device that signals it. */
 #define _GNU_SOURCE
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hv.h"
 
@@ -191,10 +195,138 @@ static int timeline(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* A second device on the same GPU that imports the fence's payload and
+ * waits on it: what an interop partner does with an opaque descriptor. */
+typedef struct fence_peer {
+    VkDevice dev;
+    VkFence fence;
+    PFN_vkImportFenceFdKHR import_fd;
+} fence_peer;
+
+static int peer_open(hv *h, fence_peer *p)
+{
+    static const char *const exts[] = {"VK_KHR_external_fence_fd"};
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = h->family, .queueCount = 1, .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci, .enabledExtensionCount = 1,
+                              .ppEnabledExtensionNames = exts};
+    if (vkCreateDevice(h->phys, &dci, NULL, &p->dev) != VK_SUCCESS)
+        return -1;
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    HV_VK(vkCreateFence(p->dev, &fci, NULL, &p->fence));
+    p->import_fd = (PFN_vkImportFenceFdKHR)vkGetDeviceProcAddr(p->dev, "vkImportFenceFdKHR");
+    return p->import_fd ? 0 : -1;
+}
+
+/* Waits for the exported payload `fd` (of type `type`) outside the
+ * exporting device: a sync file is polled, an opaque descriptor imported
+ * into the peer device and waited on there. */
+static void wait_outside(fence_peer *p, VkExternalFenceHandleTypeFlagBits type, int fd)
+{
+    if (type == VK_EXTERNAL_FENCE_HANDLE_TYPE_SYNC_FD_BIT) {
+        if (fd < 0)
+            return; /* already signalled */
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        while (poll(&pf, 1, -1) < 0)
+            ;
+        close(fd);
+        return;
+    }
+    VkImportFenceFdInfoKHR ii = {.sType = VK_STRUCTURE_TYPE_IMPORT_FENCE_FD_INFO_KHR, .fence = p->fence,
+                                 .flags = VK_FENCE_IMPORT_TEMPORARY_BIT, .handleType = type, .fd = fd};
+    HV_VK(p->import_fd(p->dev, &ii)); /* the peer owns fd now */
+    HV_VK(vkWaitForFences(p->dev, 1, &p->fence, VK_TRUE, UINT64_MAX));
+    HV_VK(vkResetFences(p->dev, 1, &p->fence)); /* ends the temporary import */
+}
+
+/* The application learns that its copy finished outside the device that
+ * ran it: the submit's fence, created exportable, is exported (as a sync
+ * file the host polls where the driver offers one, else as an opaque
+ * descriptor a second device imports and waits on), and then it reads what
+ * the device wrote, with no wait on the first device in between
+ * (compositors and interop code do this). */
+static int fence_export(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    static const char *const exts[] = {"VK_KHR_external_fence_fd"};
+    hv_opts o = {exts, 1, 0, NULL};
+    int rc = hv_init(h, &o);
+    if (rc)
+        return rc;
+    PFN_vkGetFenceFdKHR get_fd = (PFN_vkGetFenceFdKHR)vkGetDeviceProcAddr(h->dev, "vkGetFenceFdKHR");
+    VkExternalFenceHandleTypeFlagBits type = 0;
+    const VkExternalFenceHandleTypeFlagBits types[] = {VK_EXTERNAL_FENCE_HANDLE_TYPE_SYNC_FD_BIT,
+                                                       VK_EXTERNAL_FENCE_HANDLE_TYPE_OPAQUE_FD_BIT};
+    for (int i = 0; i < 2 && !type; i++) {
+        VkPhysicalDeviceExternalFenceInfo efi = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_FENCE_INFO,
+                                                 .handleType = types[i]};
+        VkExternalFenceProperties efp = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_FENCE_PROPERTIES};
+        vkGetPhysicalDeviceExternalFenceProperties(h->phys, &efi, &efp);
+        VkExternalFenceFeatureFlags need = VK_EXTERNAL_FENCE_FEATURE_EXPORTABLE_BIT;
+        if (types[i] == VK_EXTERNAL_FENCE_HANDLE_TYPE_OPAQUE_FD_BIT)
+            need |= VK_EXTERNAL_FENCE_FEATURE_IMPORTABLE_BIT;
+        if ((efp.externalFenceFeatures & need) == need)
+            type = types[i];
+    }
+    fence_peer peer = {0};
+    if (!type || !get_fd || (type == VK_EXTERNAL_FENCE_HANDLE_TYPE_OPAQUE_FD_BIT && peer_open(h, &peer))) {
+        fprintf(stderr, "%s: the device exports no fence payload it can import\n", hv_argv0);
+        if (peer.dev)
+            vkDestroyDevice(peer.dev, NULL);
+        hv_fini(h);
+        return HV_SKIP;
+    }
+    if (getenv("HV_VERBOSE"))
+        fprintf(stderr, "%s: fence-export: %s\n", hv_argv0,
+                type == VK_EXTERNAL_FENCE_HANDLE_TYPE_SYNC_FD_BIT ? "sync file, polled" : "opaque, a peer waits");
+    VkExportFenceCreateInfo exp = {.sType = VK_STRUCTURE_TYPE_EXPORT_FENCE_CREATE_INFO, .handleTypes = type};
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, .pNext = &exp};
+    VkFence fence;
+    HV_VK(vkCreateFence(h->dev, &fci, NULL, &fence));
+    hv_mem src, dst;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &dst, 1u << 20, HV_DST);
+    int bad = 0;
+    for (int f = 0; f < h->frames && !bad; f++) {
+        for (int k = 0; k < 5; k++)
+            hv_write(&src, (VkDeviceSize)k * 200000 + (VkDeviceSize)f * 17, 7000, 3000 + (uint64_t)(f * 5 + k));
+        hv_begin(h);
+        copy_all(h, &src, &dst);
+        hv_end(h);
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                           .pCommandBuffers = &h->cmd};
+        HV_VK(vkQueueSubmit(h->queue, 1, &si, fence));
+        VkFenceGetFdInfoKHR gi = {.sType = VK_STRUCTURE_TYPE_FENCE_GET_FD_INFO_KHR, .fence = fence,
+                                  .handleType = type};
+        int fd = -1;
+        HV_VK(get_fd(h->dev, &gi, &fd));
+        wait_outside(&peer, type, fd);
+        bad |= hv_compare(dst.ptr, src.model, (size_t)src.size, "fence-export: the device's copy, read after "
+                          "waiting on the exported fence outside its device");
+        memcpy(dst.model, src.model, (size_t)src.size);
+        /* The work is done (the exported payload said so): the fence is
+         * no longer in use. */
+        HV_VK(vkResetFences(h->dev, 1, &fence));
+    }
+    vkDestroyFence(h->dev, fence, NULL);
+    hv_free(h, &src);
+    hv_free(h, &dst);
+    if (peer.dev) {
+        vkDestroyFence(peer.dev, peer.fence, NULL);
+        vkDestroyDevice(peer.dev, NULL);
+    }
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_sync_behaviours[] = {
     {"event-poll", "the device sets an event, the host polls vkGetEventStatus and reads", event_poll},
     {"event-host-set", "vkSetEvent releases device work reading data written after the submit",
      event_host_set},
     {"timeline", "timeline semaphores: host signal, counter polling, vkWaitSemaphores", timeline},
+    {"fence-export", "the submit's fence exported (a sync file polled, or an opaque descriptor a second "
+     "device waits on), then the host reads (where the device exports fences)", fence_export},
     {NULL, NULL, NULL},
 };

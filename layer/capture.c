@@ -1291,6 +1291,23 @@ void lt_capture_host_release(lt_device *dev)
     pthread_mutex_unlock(&dev->lock);
 }
 
+void lt_capture_device_lost(lt_device *dev, const char *call)
+{
+    if (!dev->capture)
+        return;
+    lt_rec_note(0, "device-lost", "the device was lost (%s): memories in shadow mode get what the "
+                "driver's mapping holds, but those in the device's own memory, whose mapping may be "
+                "gone", call);
+    if (!__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED))
+        return;
+    VkMemoryPropertyFlags bar = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    pthread_mutex_lock(&dev->lock);
+    for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
+        if ((m->flags & bar) != VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) /* not through the PCI BAR */
+            lt_capture_sync_in(m);
+    pthread_mutex_unlock(&dev->lock);
+}
+
 /* dev->lock held. */
 static void note_seen(lt_device *dev, const lt_seen *seen)
 {

@@ -32,6 +32,9 @@
  *   MEMTRACK_TEST_WC           on/off: read every driver mapping as write-combined
  *                              device memory (streaming loads, copy mode through the
  *                              reference): those paths run where no memory is such
+ *   MEMTRACK_TEST_LOSE_DEVICE  k: the k-th vkWaitForFences returns VK_ERROR_DEVICE_LOST
+ *                              to the application after the real wait (tests what an
+ *                              application reads after a device loss)
  * on/off values: 1/0, yes/no, true/false, on/off (any case). An invalid value
  * is reported once and the default kept. */
 #ifndef LT_CONFIG_H
@@ -65,6 +68,7 @@ typedef struct lt_config {
     uint64_t drop_update;
     int drop_at_unmap; /* drop_update counts only the captures at an unmap */
     int test_wc;       /* MEMTRACK_TEST_WC: every driver mapping taken as write-combined */
+    uint64_t test_lose; /* MEMTRACK_TEST_LOSE_DEVICE: that vkWaitForFences reports a loss (0: none) */
     uint64_t frames_first, frames_last; /* 0, 0: every frame; last 0: to the end */
     int trigger; /* signal number, 0 if none */
     char *output;     /* malloc'd; never NULL after parsing */

@@ -408,6 +408,12 @@ typedef struct lt_seen {
  * event or semaphore value): note the work known complete, and sync
  * shadow memories in. Takes dev->lock. */
 void lt_capture_after_wait(lt_device *dev, const lt_seen *seen);
+/* A call reported VK_ERROR_DEVICE_LOST: the device writes nothing more, and
+ * the application may read what it got to (a crash handler's markers), so
+ * shadow memories get the driver's content, but memory mapped through the
+ * PCI BAR (device-local, not cached: a lost device's mapping may be gone).
+ * Said once in the trace. Takes dev->lock. */
+void lt_capture_device_lost(lt_device *dev, const char *call);
 /* Why a memory cannot use the tracked modes, or NULL. */
 const char *lt_capture_untrackable(const lt_memory *m);
 

@@ -42,7 +42,10 @@ LT_HOOK(VkResult, QueueSubmit, VkQueue queue, uint32_t n, const VkSubmitInfo *s,
     lt_device *dev = lt_device_from(queue);
     lt_submit sub = {n, s, NULL, f};
     lt_capture_submit(dev, queue, &sub);
-    return dev->t.QueueSubmit(queue, n, s, f);
+    VkResult res = dev->t.QueueSubmit(queue, n, s, f);
+    if (res == VK_ERROR_DEVICE_LOST)
+        lt_capture_device_lost(dev, "vkQueueSubmit");
+    return res;
 }
 
 LT_HOOK(VkResult, QueueSubmit2, VkQueue queue, uint32_t n, const VkSubmitInfo2 *s, VkFence f)
@@ -50,7 +53,10 @@ LT_HOOK(VkResult, QueueSubmit2, VkQueue queue, uint32_t n, const VkSubmitInfo2 *
     lt_device *dev = lt_device_from(queue);
     lt_submit sub = {n, NULL, s, f};
     lt_capture_submit(dev, queue, &sub);
-    return dev->t.QueueSubmit2(queue, n, s, f);
+    VkResult res = dev->t.QueueSubmit2(queue, n, s, f);
+    if (res == VK_ERROR_DEVICE_LOST)
+        lt_capture_device_lost(dev, "vkQueueSubmit2");
+    return res;
 }
 
 LT_HOOK(VkResult, QueueSubmit2KHR, VkQueue queue, uint32_t n, const VkSubmitInfo2 *s, VkFence f)
@@ -58,7 +64,10 @@ LT_HOOK(VkResult, QueueSubmit2KHR, VkQueue queue, uint32_t n, const VkSubmitInfo
     lt_device *dev = lt_device_from(queue);
     lt_submit sub = {n, NULL, s, f};
     lt_capture_submit(dev, queue, &sub);
-    return dev->t.QueueSubmit2KHR(queue, n, s, f);
+    VkResult res = dev->t.QueueSubmit2KHR(queue, n, s, f);
+    if (res == VK_ERROR_DEVICE_LOST)
+        lt_capture_device_lost(dev, "vkQueueSubmit2KHR");
+    return res;
 }
 
 /* Memory bound to a sparse resource the device may write: its range is
@@ -121,6 +130,8 @@ LT_HOOK(VkResult, QueuePresentKHR, VkQueue queue, const VkPresentInfoKHR *info)
 {
     lt_device *dev = lt_device_from(queue);
     VkResult res = dev->t.QueuePresentKHR(queue, info);
+    if (res == VK_ERROR_DEVICE_LOST)
+        lt_capture_device_lost(dev, "vkQueuePresentKHR");
     lt_capture_present(dev);
     return res;
 }

@@ -321,6 +321,71 @@ static int fence_export(hv *h, int argc, char **argv)
     return bad;
 }
 
+/* A crash handler's markers: each frame's command buffer writes a marker
+ * into a mapped buffer before its copy and another after it. When a wait
+ * reports the device lost, the application reads the markers and the
+ * copy's destination through its mappings, to see how far the device got,
+ * and stops. A real loss cannot be caused here: under `memtrack record`,
+ * MEMTRACK_TEST_LOSE_DEVICE=k makes the k-th wait report one after the
+ * work completed, so the markers and the copy must show that frame done.
+ * Without it every wait succeeds and each frame is checked as usual. */
+static int device_lost(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int rc = hv_init(h, NULL);
+    if (rc)
+        return rc;
+    hv_mem src, dst, marks;
+    hv_alloc(h, &src, 1u << 20, HV_SRC);
+    hv_alloc(h, &dst, 1u << 20, HV_DST);
+    hv_alloc(h, &marks, 4096, HV_DST);
+    int bad = 0, lost = 0;
+    for (int f = 0; f < h->frames && !bad && !lost; f++) {
+        for (int k = 0; k < 4; k++)
+            hv_write(&src, (VkDeviceSize)k * 250000 + (VkDeviceSize)f * 13, 6000, 4000 + (uint64_t)(f * 4 + k));
+        uint32_t before = 0x1000u + (uint32_t)f, after = 0x2000u + (uint32_t)f;
+        hv_begin(h);
+        vkCmdFillBuffer(h->cmd, marks.buf, 0, 4, before);
+        copy_all(h, &src, &dst);
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
+        vkCmdPipelineBarrier(h->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb,
+                             0, NULL, 0, NULL);
+        vkCmdFillBuffer(h->cmd, marks.buf, 4, 4, after);
+        hv_end(h);
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                           .pCommandBuffers = &h->cmd};
+        HV_VK(vkQueueSubmit(h->queue, 1, &si, h->fence));
+        VkResult r = vkWaitForFences(h->dev, 1, &h->fence, VK_TRUE, UINT64_MAX);
+        if (r == VK_ERROR_DEVICE_LOST) {
+            lost = 1;
+            fprintf(stderr, "%s: device-lost: the device was reported lost at frame %d\n", hv_argv0, f + 1);
+        } else if (r != VK_SUCCESS) {
+            hv_die("vkWaitForFences failed (%d)", (int)r);
+        } else {
+            HV_VK(vkResetFences(h->dev, 1, &h->fence));
+        }
+        uint32_t got[2];
+        memcpy(got, marks.ptr, sizeof got);
+        if (got[0] != before || got[1] != after) {
+            fprintf(stderr, "%s: device-lost: markers 0x%x 0x%x, expected 0x%x 0x%x%s\n", hv_argv0, got[0],
+                    got[1], before, after, lost ? " (read after the loss)" : "");
+            bad = 1;
+        }
+        bad |= hv_compare(dst.ptr, src.model, (size_t)src.size,
+                          lost ? "device-lost: the copy, read after the loss" : "device-lost: the copy");
+        memcpy(dst.model, src.model, (size_t)src.size);
+    }
+    /* The real device is fine (a reported loss was the test's): tear down
+     * as usual. */
+    hv_free(h, &src);
+    hv_free(h, &dst);
+    hv_free(h, &marks);
+    hv_fini(h);
+    return bad;
+}
+
 const hv_behaviour hv_sync_behaviours[] = {
     {"event-poll", "the device sets an event, the host polls vkGetEventStatus and reads", event_poll},
     {"event-host-set", "vkSetEvent releases device work reading data written after the submit",
@@ -328,5 +393,7 @@ const hv_behaviour hv_sync_behaviours[] = {
     {"timeline", "timeline semaphores: host signal, counter polling, vkWaitSemaphores", timeline},
     {"fence-export", "the submit's fence exported (a sync file polled, or an opaque descriptor a second "
      "device waits on), then the host reads (where the device exports fences)", fence_export},
+    {"device-lost", "markers and a copy read through the mappings after a wait reports the device lost "
+     "(MEMTRACK_TEST_LOSE_DEVICE=k reports it at the k-th wait)", device_lost},
     {NULL, NULL, NULL},
 };

@@ -17,6 +17,9 @@
 #                  SIGTERM, SIGINT, a crash, abort, SIGKILL): the trace reads
 #                  back with every submit, and verify says OK (0) or OK but
 #                  incomplete (3), never FAILED
+#   device-lost    MEMTRACK_TEST_LOSE_DEVICE=2: the second wait reports the
+#                  device lost; the markers and copy the application then
+#                  reads through its mappings must be the device's
 #   disk-full      the trace cannot be written (ulimit -f): the application
 #                  is unaffected, record says why and exits 1
 # Environment: HOSTILE_MODES, HOSTILE_BACKENDS, HOSTILE_BEHAVIOURS narrow the
@@ -110,7 +113,12 @@ behaviour_group() { # backend mode
     local nfail_before
     if tsan_skip "$b" "$backend"; then row "$b" "$mode" "$backend" skip; continue; fi
     nfail_before=$(nfail)
-    run "$b" "$mode" "$backend" -- "$HOSTILE" "$b" --frames "$frames"
+    if [ "$b" = device-lost ]; then # the loss reported at the second wait
+      MEMTRACK_TEST_LOSE_DEVICE=2 run "$b" "$mode" "$backend" -- "$HOSTILE" "$b" --frames "$frames"
+      grep -q "reported lost at frame 2" "$log" || bad "$b ($mode, $backend): no loss reported at frame 2"
+    else
+      run "$b" "$mode" "$backend" -- "$HOSTILE" "$b" --frames "$frames"
+    fi
     local what="$b ($mode, $backend)"
     if [ $rc -eq 77 ]; then # the machine lacks what the behaviour needs (it says what)
       row "$b" "$mode" "$backend" skip

@@ -9,6 +9,7 @@
  * written state the scan consumed. Nothing is lost either way. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 
 #include "internal.h"
@@ -285,6 +286,50 @@ static long collect_windows(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size
     return (long)n;
 }
 
+/* Signal backend: a fault handler makes its page writable first and sets
+ * the page's bit second (signal_posix.c). Another thread's write to that
+ * page in between raises no fault of its own; were this collect to take
+ * the bits then, the page would come back only from the next one, one
+ * capture late, although the write happened before this collect began (a
+ * thread writes, then submits, while another thread's fault on the same
+ * page is in flight: hostile submit-race, shadow mode, lost at that submit
+ * in about 1 run in 6 with three runs at once on two cores). So a collect
+ * first waits until each of the two in-flight counters has been seen at
+ * zero after it began: a handler that began before keeps its counter above
+ * zero until its bit is set. Each round flips the epoch, so handlers that
+ * arrive meanwhile count on the other counter and the awaited one drains.
+ * Handlers take microseconds; one that does not end (its thread stopped
+ * inside it) makes the whole range reported instead, after 100 ms. */
+static void settle_handlers(mt_range *r)
+{
+    unsigned seen = 0;
+    uint64_t t0 = 0;
+    for (int round = 0; round < 16; round++) {
+        unsigned old = atomic_fetch_xor_explicit(&r->fault_epoch, 1, memory_order_seq_cst) & 1u;
+        for (long spin = 0;; spin++) {
+            for (unsigned c = 0; c < 2; c++)
+                if (atomic_load_explicit(&r->faulting[c], memory_order_seq_cst) == 0)
+                    seen |= 1u << c;
+            if (seen == 3)
+                return;
+            if (seen >> old & 1u)
+                break; /* flip again: the other counter's turn to drain */
+            if (spin < 256) {
+                mti_cpu_relax();
+                continue;
+            }
+            if (!t0)
+                t0 = mti_now_ns();
+            else if (mti_now_ns() - t0 > 100 * 1000000ull)
+                goto whole;
+            sched_yield();
+        }
+    }
+whole:
+    mti_bits_set_range(r->bits, 0, r->npages);
+    atomic_fetch_add_explicit(&r->degradations, 1, memory_order_relaxed);
+}
+
 long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t max, uint64_t sweep)
 {
     atomic_fetch_add_explicit(&r->collects, 1, memory_order_relaxed);
@@ -296,6 +341,8 @@ long mti_collect_range(mt_tracker *t, mt_range *r, mt_dirty_run *runs, size_t ma
         mti_fork_inherited(r))
         mti_sig_keep_open(r);
     int gone = atomic_load_explicit(&r->gone_pages, memory_order_relaxed) > 0;
+    if (r->backend == MT_TRACK_SIGNAL)
+        settle_handlers(r);
     /* A clean signal range: nothing to report or re-arm, no system call. */
     uint32_t pass = r->hot ? mti_hot_pass_begin(r, sweep) : 0;
     if (r->backend == MT_TRACK_SIGNAL && !any_bit(r)) {

@@ -165,7 +165,8 @@ static void child_tracker(mt_tracker *t)
         for (uint32_t i = 0; i < t->nsorted; i++) {
             mt_range *r = t->sorted[i];
             /* Fault handlers of threads that do not exist here. */
-            atomic_store_explicit(&r->faulting, 0, memory_order_relaxed);
+            atomic_store_explicit(&r->faulting[0], 0, memory_order_relaxed);
+            atomic_store_explicit(&r->faulting[1], 0, memory_order_relaxed);
             if (r->backend == MT_TRACK_UFFD) {
                 atomic_store_explicit(&r->whole, 1, memory_order_relaxed);
                 mti_bits_set_range(r->bits, 0, r->npages);

@@ -141,8 +141,14 @@ struct mt_range {
     _Atomic uint32_t pass_faults;
     /* Fault handlers between "page writable" and "its bit set" (signal
      * backend): a write by another thread in that window lands with no bit
-     * yet, so mt_tracker_peek counts the range as possibly written. */
-    _Atomic uint32_t faulting;
+     * yet, so mt_tracker_peek counts the range as possibly written, and a
+     * collect first waits for the handlers that began before it
+     * (collect.c, settle_handlers). Two counters: a handler counts itself
+     * on the one fault_epoch's low bit names, which a collect flips, so
+     * that handlers arriving while it waits go to the other one and the
+     * counter it waits on drains. */
+    _Atomic uint32_t faulting[2];
+    _Atomic uint32_t fault_epoch;
     _Atomic uint64_t budget_opens;
     /* MT_RANGE_HOT_PAGES (hot.c), else NULL: pages kept writable and
      * reported by every pass, and per page its recent history. */
@@ -163,6 +169,10 @@ struct mt_range {
     pid_t add_pid;
     uint64_t add_seq;
 };
+
+/* Tests only: a signal handler's dwell between "writable" and "bit set"
+ * (signal_posix.c). */
+extern _Atomic int64_t mti_test_fault_dwell_ns;
 
 static inline size_t mti_page_index(const mt_range *r, uintptr_t page)
 {

@@ -93,6 +93,23 @@ static int degrade_for_page(uintptr_t page, int prot, const mt_sig_entry *e, uin
     return mti_sys_mprotect(page, g_page_size, prot);
 }
 
+/* Tests only (test_track_timely): a fault handler dwells this long between
+ * making its page writable and setting its bit, which widens the window a
+ * collect must wait for (collect.c, settle_handlers). 0 outside tests. */
+_Atomic int64_t mti_test_fault_dwell_ns;
+
+static void test_dwell(void)
+{
+    int64_t ns = atomic_load_explicit(&mti_test_fault_dwell_ns, memory_order_relaxed);
+    if (ns <= 0)
+        return;
+    struct timespec a, b; /* clock_gettime is async-signal-safe */
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec) < ns);
+}
+
 /* Async-signal-safe. Returns 1 if addr is in tracked memory and the write
  * may now proceed, 0 if the fault is not ours (untracked, a page the
  * application itself made non-writable, or memory it unmapped), -1 if it is
@@ -118,14 +135,24 @@ static int handle_tracked_write(uintptr_t addr)
     int ret = 0;
     if (ours) {
         ret = 1;
-        for (uint32_t k = first; k < last; k++)
-            atomic_fetch_add_explicit(&e[k].range->faulting, 1, memory_order_seq_cst);
+        /* In flight on each range's current counter (internal.h), before
+         * the page is writable: a collect that begins after this waits for
+         * the bit. Bit j of odd: range first + j counted on counter 1 (past
+         * 64 ranges on one page, counter 0 always). */
+        uint64_t odd = 0;
+        for (uint32_t k = first; k < last; k++) {
+            mt_range *r = e[k].range;
+            unsigned c = k - first < 64 ? atomic_load_explicit(&r->fault_epoch, memory_order_seq_cst) & 1u : 0;
+            atomic_fetch_add_explicit(&r->faulting[c], 1, memory_order_seq_cst);
+            odd |= (uint64_t)c << ((k - first) & 63);
+        }
         /* Writable first, bit second (see internal.h). */
         int rc = mti_sys_mprotect(page, g_page_size, (int)prot);
         if (rc != 0 && (rc != -ENOMEM || degrade_for_page(page, (int)prot, e, n, first, last) != 0)) {
             sig_write("memtrack: cannot make a tracked page writable again\n");
             ret = -1;
         }
+        test_dwell();
         if (ret == 1)
             for (uint32_t k = first; k < last; k++) {
                 mt_range *r = e[k].range;
@@ -138,8 +165,10 @@ static int handle_tracked_write(uintptr_t addr)
                     count_fault(r, e, n);
                 }
             }
-        for (uint32_t k = first; k < last; k++)
-            atomic_fetch_sub_explicit(&e[k].range->faulting, 1, memory_order_release);
+        for (uint32_t k = first; k < last; k++) {
+            unsigned c = k - first < 64 ? (unsigned)(odd >> (k - first)) & 1u : 0;
+            atomic_fetch_sub_explicit(&e[k].range->faulting[c], 1, memory_order_release);
+        }
     }
     mti_sigtable_leave(tok);
     return ret;

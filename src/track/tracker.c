@@ -491,7 +491,8 @@ int mt_tracker_peek(mt_tracker *t, mt_range_id id, size_t offset, size_t len)
          * making its page writable and setting its bit: another thread's
          * write may have landed there meanwhile, bit still unset. */
         if (!written)
-            written = atomic_load_explicit(&r->faulting, memory_order_acquire) != 0;
+            written = (atomic_load_explicit(&r->faulting[0], memory_order_acquire) |
+                       atomic_load_explicit(&r->faulting[1], memory_order_acquire)) != 0;
         /* A scan the helper may have done already consumed the kernel's
          * written state: like a hot page, it may have been written. */
         for (size_t w = first / 4096; w <= last / 4096 && !written; w++)

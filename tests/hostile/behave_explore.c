@@ -245,8 +245,11 @@ static int race_common(hv *h, int forking)
         hv_end(h);
         hv_submit_wait(h);
         for (int i = 0; i < RACE_PAGES && !bad; i++)
-            bad |= hv_compare(rb.ptr + i * 4096 + 2048, src.model + i * 4096 + 2048, 2048,
-                              forking ? "fork-racing: B halves" : "submit-race: B halves");
+            if (hv_compare(rb.ptr + i * 4096 + 2048, src.model + i * 4096 + 2048, 2048,
+                           forking ? "fork-racing: B halves" : "submit-race: B halves")) {
+                fprintf(stderr, "%s: (page %d, round %d)\n", hv_argv0, i, f);
+                bad = 1;
+            }
     }
     atomic_store(&stop, 1);
     pthread_join(r.t, NULL);

@@ -201,6 +201,15 @@ static void stale_consumed(lt_memory *m)
     m->nstale = o;
 }
 
+/* MEMTRACK_TEST_DROP_RUN: whether to ignore this dirty run (the k-th of the
+ * process), as if page tracking had missed its write. */
+static int drop_run(void)
+{
+    static uint64_t runs;
+    uint64_t k = lt_cfg()->drop_run;
+    return k && __atomic_add_fetch(&runs, 1, __ATOMIC_RELAXED) == k;
+}
+
 /* Dirty page runs of m's tracker range (window offsets). Returns 0, or <0
  * when the tracker could not say (the caller diffs everything). */
 static int collected(lt_memory *m, cand *c, size_t *pages)
@@ -218,6 +227,8 @@ static int collected(lt_memory *m, cand *c, size_t *pages)
             size_t end = runs[i].offset + runs[i].length;
             if (end > m->map_size)
                 end = (size_t)m->map_size;
+            if (drop_run())
+                continue;
             if (runs[i].offset < end)
                 cand_push(c, runs[i].offset, end - runs[i].offset);
             *pages += (runs[i].length + page_size() - 1) / page_size();
@@ -1069,8 +1080,10 @@ static uint32_t classify(lt_memory *m, size_t off, size_t len)
 {
     int dev = device_writable(m, off, len);
     switch (m->mode) {
-    case LT_GUARD: {
-        /* Tracked in place: written since the capture's collect means a
+    case LT_GUARD:
+    case LT_SHADOW: {
+        /* Tracked in place (or the application's copy, which verify reads
+         * in shadow mode): written since the capture's collect means a
          * write that raced the capture; else only the device explains it. */
         int written = mt_tracker_peek(lt_tracker(), m->range, off, len);
         if (dev && lt_inflight_running(m->dev))
@@ -1079,10 +1092,6 @@ static uint32_t classify(lt_memory *m, size_t off, size_t len)
             return MT_TRACE_MISMATCH_HOST;
         return dev ? MT_TRACE_MISMATCH_DEVICE : MT_TRACE_MISMATCH_LOST;
     }
-    case LT_SHADOW:
-        /* The application writes its shadow; the driver's bytes change only
-         * through the capture's write-back, or the device. */
-        return dev ? MT_TRACE_MISMATCH_DEVICE : MT_TRACE_MISMATCH_LOST;
     default:
         /* scan and copy read every byte: a difference appeared after. */
         return dev ? MT_TRACE_MISMATCH_DEVICE : MT_TRACE_MISMATCH_HOST;
@@ -1115,7 +1124,13 @@ static void mismatch_run(lt_memory *m, const unsigned char *live, XXH3_state_t *
 static uint64_t verify_memory(lt_memory *m)
 {
     enum { BLOCK = 64 << 10 };
-    const unsigned char *live = view(m, m->driver_ptr, NULL), *ref = m->reference + m->map_offset;
+    /* Shadow mode: the application's copy, where its writes land. The
+     * driver's memory gets only what the capture wrote back, which the
+     * reference holds as well, so a write page tracking missed would leave
+     * both equal and go unseen. After the capture the copy equals the
+     * reference, but for writes racing it and device work in flight. */
+    const unsigned char *mine = m->mode == LT_SHADOW ? m->app_ptr : m->driver_ptr;
+    const unsigned char *live = view(m, mine, NULL), *ref = m->reference + m->map_offset;
     size_t size = (size_t)m->map_size, ps = page_size(), run = 0, run_len = 0;
     /* Write-combined device memory is read once per block, with streaming
      * loads, into blk; the compare and the hash read that copy (lv + a is

@@ -192,6 +192,12 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
             c->drop_at_unmap = at_unmap;
         }
     }
+    if ((v = value_of(&p, "MEMTRACK_TEST_DROP_RUN"))) {
+        if (parse_u64(v, &n) != 0 || n < 1)
+            warn("MEMTRACK_TEST_DROP_RUN", v, "a run number from 1", arg);
+        else
+            c->drop_run = n;
+    }
     if ((v = value_of(&p, "MEMTRACK_TEST_LOSE_DEVICE"))) {
         if (parse_u64(v, &n) != 0 || n < 1)
             warn("MEMTRACK_TEST_LOSE_DEVICE", v, "a wait number from 1", arg);

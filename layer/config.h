@@ -32,6 +32,9 @@
  *   MEMTRACK_TEST_WC           on/off: read every driver mapping as write-combined
  *                              device memory (streaming loads, copy mode through the
  *                              reference): those paths run where no memory is such
+ *   MEMTRACK_TEST_DROP_RUN     k: ignore the k-th dirty run the tracker reports (tests
+ *                              that verify detects a write page tracking missed, in
+ *                              shadow mode too)
  *   MEMTRACK_TEST_LOSE_DEVICE  k: the k-th vkWaitForFences returns VK_ERROR_DEVICE_LOST
  *                              to the application after the real wait (tests what an
  *                              application reads after a device loss)
@@ -69,6 +72,7 @@ typedef struct lt_config {
     int drop_at_unmap; /* drop_update counts only the captures at an unmap */
     int test_wc;       /* MEMTRACK_TEST_WC: every driver mapping taken as write-combined */
     uint64_t test_lose; /* MEMTRACK_TEST_LOSE_DEVICE: that vkWaitForFences reports a loss (0: none) */
+    uint64_t drop_run;  /* MEMTRACK_TEST_DROP_RUN: that dirty run is ignored (0: none) */
     uint64_t frames_first, frames_last; /* 0, 0: every frame; last 0: to the end */
     int trigger; /* signal number, 0 if none */
     char *output;     /* malloc'd; never NULL after parsing */

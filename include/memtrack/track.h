@@ -15,8 +15,9 @@
  *    registered: device mappings are refused, and such ranges fall back to
  *    the signal backend.
  *
- * Guarantee: a write to tracked memory that happens before or during a
- * collect is reported by that collect or by the next one; never lost.
+ * Guarantee: a write to tracked memory that happens before a collect begins
+ * is reported by that collect; one made while it runs, by that collect or
+ * by the next one; never lost.
  *
  * Transparency: with the interposer libmemtrack_preload.so in LD_PRELOAD
  * (docs/track.md), the application observes nothing of the tracking: its

@@ -189,7 +189,7 @@ int mt_cmd_verify(int argc, char **argv)
     if (rc < 0)
         result = V_FAILED, text = "FAILED: the trace cannot be read to its end";
     else if (st.hashes_mismatched || count[MT_TRACE_MISMATCH_LOST])
-        result = V_FAILED, text = "FAILED: the capture lost writes (the trace differs from what the GPU saw)";
+        result = V_FAILED, text = "FAILED: the capture lost writes (the trace lacks bytes the application wrote)";
     else if (st.hashes_checked == 0)
         result = V_NO_HASHES, text = "cannot verify";
     else if (!inf.complete)

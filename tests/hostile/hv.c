@@ -339,6 +339,13 @@ int hv_wait_status(int pid, int code, const char *what)
         hv_sleep_ms(10);
     }
     fprintf(stderr, "%s: %s: child still running after 30 s (hung)\n", hv_argv0, what);
+    /* HV_HANG_DUMP=1: where every thread of the hung child is (gdb). */
+    if (getenv("HV_HANG_DUMP")) {
+        char cmd[160];
+        snprintf(cmd, sizeof cmd, "gdb -batch -p %d -ex 'thread apply all bt' 1>&2 2>/dev/null", pid);
+        if (system(cmd) != 0)
+            fprintf(stderr, "%s: gdb could not dump the child\n", hv_argv0);
+    }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     return 1;

@@ -66,6 +66,9 @@ behaviours=${HOSTILE_BEHAVIOURS:-$("$HOSTILE" --list | awk '{print $1}' | grep -
 #                         not the submit's; a later write faults again), but
 #                         a race in TSan's eyes, and its reports slow the
 #                         runs past the test's time limit
+# Under ASan, fork-child's children end through _exit only: ASan's
+# allocator is not fork-safe, and a child freeing memory in exit() could
+# block on a lock another thread held at the fork (behave_process.c).
 # Under any sanitizer:
 #   sig-stack-overflow    the sanitizer's runtime owns SIGSEGV from before
 #                         main, so the application's runtime handler is never

@@ -1,7 +1,8 @@
 /* memtrack-hostile BEHAVIOUR [ARGS] [--frames N] | --list
  * Environment: HV_MEMORY=device-local takes device-local host-visible
  * memory (the PCI BAR on a discrete GPU) instead of the first host-visible
- * coherent type; HV_VERBOSE=1 says which type. See hv.h. */
+ * coherent type; HV_VERBOSE=1 says which type; HV_HANG_DUMP=1 has gdb print
+ * every thread of a child that hangs. See hv.h. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,8 @@ static const hv_behaviour *const g_groups[] = {hv_process_behaviours, hv_kernel_
 static int usage(void)
 {
     fprintf(stderr, "usage: memtrack-hostile BEHAVIOUR [ARGS] [--frames N] | --list\n"
-                    "environment: HV_MEMORY=device-local (device-local host-visible memory), HV_VERBOSE=1\n");
+                    "environment: HV_MEMORY=device-local (device-local host-visible memory), HV_VERBOSE=1,\n"
+                    "HV_HANG_DUMP=1 (gdb's backtraces of a child that hangs)\n");
     return 2;
 }
 

@@ -13,49 +13,20 @@
 #define _GNU_SOURCE
 #include "layer.h"
 
-/* Shadow memories: the driver reads what the application wrote, the
- * application reads what the driver wrote. */
-static VkResult around(lt_device *dev, VkResult (*call)(lt_device *, const void *), const void *args)
+/* Shadow memories: the driver reads what the application wrote (before
+ * the call), the application reads what the driver wrote (after it). */
+static VkResult after(lt_device *dev, VkResult res)
 {
-    lt_capture_host_release(dev);
-    VkResult res = call(dev, args);
     lt_capture_after_wait(dev, &(lt_seen){.kind = LT_SEEN_HOST_COPY});
     return res;
-}
-
-typedef struct copy_args {
-    VkDevice device;
-    const void *info;
-    lt_PFN_host_copy next;
-} copy_args;
-
-static VkResult do_copy(lt_device *dev, const void *p)
-{
-    (void)dev;
-    const copy_args *a = p;
-    return a->next(a->device, a->info);
-}
-
-typedef struct transition_args {
-    VkDevice device;
-    uint32_t n;
-    const void *infos;
-    lt_PFN_host_transition next;
-} transition_args;
-
-static VkResult do_transition(lt_device *dev, const void *p)
-{
-    (void)dev;
-    const transition_args *a = p;
-    return a->next(a->device, a->n, a->infos);
 }
 
 #define COPY_HOOK(name)                                                                            \
     LT_HOOK(VkResult, name, VkDevice device, const void *info)                                     \
     {                                                                                              \
         lt_device *dev = lt_device_from(device);                                                   \
-        copy_args a = {device, info, dev->t.name};                                                 \
-        return around(dev, do_copy, &a);                                                           \
+        lt_capture_host_release(dev);                                                              \
+        return after(dev, dev->t.name(device, info));                                              \
     }
 COPY_HOOK(CopyMemoryToImage)
 COPY_HOOK(CopyMemoryToImageEXT)
@@ -71,8 +42,8 @@ COPY_HOOK(CopyImageToImageEXT)
     LT_HOOK(VkResult, name, VkDevice device, uint32_t n, const void *infos)                        \
     {                                                                                              \
         lt_device *dev = lt_device_from(device);                                                   \
-        transition_args a = {device, n, infos, dev->t.name};                                       \
-        return around(dev, do_transition, &a);                                                     \
+        lt_capture_host_release(dev);                                                              \
+        return after(dev, dev->t.name(device, n, infos));                                          \
     }
 TRANSITION_HOOK(TransitionImageLayout)
 TRANSITION_HOOK(TransitionImageLayoutEXT)

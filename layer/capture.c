@@ -62,15 +62,20 @@ static int recording(const lt_memory *m) { return m->dev->active && lt_tracing()
 static size_t exposed_pages(const lt_memory *m) { return ((size_t)m->map_size + page_size() - 1) / page_size(); }
 
 /* Device memory the host maps through the PCI BAR (device-local, not
- * cached): write-combined, where every plain load is an uncached read
- * across the bus. Captures read its driver mapping with streaming loads
- * (mt_diff_read_wc, MT_DIFF_LIVE_WC): measured on an H200, 0.60 GB/s
- * against 0.055 for memcpy. */
-static int wc_memory(const lt_memory *m)
+ * cached), not memory imported from a host pointer. */
+static int bar_memory(const lt_memory *m)
 {
     VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
-    return ((m->flags & (want | VK_MEMORY_PROPERTY_HOST_CACHED_BIT)) == want || lt_cfg()->test_wc) &&
-           !(m->external & LT_EXT_HOST_PTR);
+    return (m->flags & (want | VK_MEMORY_PROPERTY_HOST_CACHED_BIT)) == want && !(m->external & LT_EXT_HOST_PTR);
+}
+
+/* BAR memory is write-combined: every plain load is an uncached read
+ * across the bus. Captures read its driver mapping with streaming loads
+ * (mt_diff_read_wc, MT_DIFF_LIVE_WC): measured on an H200, 0.60 GB/s
+ * against 0.055 for memcpy. MEMTRACK_TEST_WC takes every mapping for it. */
+static int wc_memory(const lt_memory *m)
+{
+    return bar_memory(m) || (lt_cfg()->test_wc && !(m->external & LT_EXT_HOST_PTR));
 }
 
 /* Copies n bytes of the window from src (the driver's mapping, or a
@@ -1306,6 +1311,19 @@ void lt_capture_host_release(lt_device *dev)
     pthread_mutex_unlock(&dev->lock);
 }
 
+/* Shadow memories get what the device wrote (BAR memory left out where
+ * `skip_bar`). dev->lock held. */
+static void sync_in_mapped(lt_device *dev, int skip_bar)
+{
+    if (!__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED))
+        return;
+    uint64_t t0 = lt_now_ns();
+    for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
+        if (!(skip_bar && bar_memory(m)))
+            lt_capture_sync_in(m);
+    lt_stat_add(LT_ST_SYNC_IN_NS, (int64_t)(lt_now_ns() - t0));
+}
+
 void lt_capture_device_lost(lt_device *dev, const char *call)
 {
     if (!dev->capture)
@@ -1313,13 +1331,8 @@ void lt_capture_device_lost(lt_device *dev, const char *call)
     lt_rec_note(0, "device-lost", "the device was lost (%s): memories in shadow mode get what the "
                 "driver's mapping holds, but those in the device's own memory, whose mapping may be "
                 "gone", call);
-    if (!__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED))
-        return;
-    VkMemoryPropertyFlags bar = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
     pthread_mutex_lock(&dev->lock);
-    for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
-        if ((m->flags & bar) != VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) /* not through the PCI BAR */
-            lt_capture_sync_in(m);
+    sync_in_mapped(dev, 1);
     pthread_mutex_unlock(&dev->lock);
 }
 
@@ -1350,11 +1363,6 @@ void lt_capture_after_wait(lt_device *dev, const lt_seen *seen)
         return;
     pthread_mutex_lock(&dev->lock);
     note_seen(dev, seen);
-    if (__atomic_load_n(&dev->shadow_mapped, __ATOMIC_RELAXED)) {
-        uint64_t t0 = lt_now_ns();
-        for (lt_memory *m = dev->mapped; m; m = m->next_mapped)
-            lt_capture_sync_in(m);
-        lt_stat_add(LT_ST_SYNC_IN_NS, (int64_t)(lt_now_ns() - t0));
-    }
+    sync_in_mapped(dev, 0);
     pthread_mutex_unlock(&dev->lock);
 }

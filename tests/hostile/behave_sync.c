@@ -295,9 +295,7 @@ static int fence_export(hv *h, int argc, char **argv)
         hv_begin(h);
         copy_all(h, &src, &dst);
         hv_end(h);
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                           .pCommandBuffers = &h->cmd};
-        HV_VK(vkQueueSubmit(h->queue, 1, &si, fence));
+        submit(h, NULL, fence);
         VkFenceGetFdInfoKHR gi = {.sType = VK_STRUCTURE_TYPE_FENCE_GET_FD_INFO_KHR, .fence = fence,
                                   .handleType = type};
         int fd = -1;
@@ -354,9 +352,7 @@ static int device_lost(hv *h, int argc, char **argv)
                              0, NULL, 0, NULL);
         vkCmdFillBuffer(h->cmd, marks.buf, 4, 4, after);
         hv_end(h);
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                           .pCommandBuffers = &h->cmd};
-        HV_VK(vkQueueSubmit(h->queue, 1, &si, h->fence));
+        submit(h, NULL, h->fence);
         VkResult r = vkWaitForFences(h->dev, 1, &h->fence, VK_TRUE, UINT64_MAX);
         if (r == VK_ERROR_DEVICE_LOST) {
             lost = 1;

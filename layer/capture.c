@@ -210,9 +210,8 @@ static void stale_consumed(lt_memory *m)
  * process), as if page tracking had missed its write. */
 static int drop_run(void)
 {
-    static uint64_t runs;
-    uint64_t k = lt_cfg()->drop_run;
-    return k && __atomic_add_fetch(&runs, 1, __ATOMIC_RELAXED) == k;
+    static _Atomic uint64_t runs;
+    return lt_test_kth(&runs, lt_cfg()->drop_run);
 }
 
 /* Dirty page runs of m's tracker range (window offsets). Returns 0, or <0

@@ -43,6 +43,7 @@
 #ifndef LT_CONFIG_H
 #define LT_CONFIG_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,5 +99,13 @@ int lt_parse_frames(const char *s, uint64_t *first, uint64_t *last);
 /* "USR1", "SIGUSR1" or a number: the signal, or -1 (SIGKILL, SIGSTOP and
  * the faults memtrack handles are refused). */
 int lt_parse_signal(const char *s);
+
+/* Test hooks that act on the k-th event of a kind (MEMTRACK_TEST_DROP_RUN
+ * and the like; k from the option, 0: never): counts one more in *count
+ * and says whether it is the k-th. */
+static inline int lt_test_kth(_Atomic uint64_t *count, uint64_t k)
+{
+    return k && atomic_fetch_add_explicit(count, 1, memory_order_relaxed) + 1 == k;
+}
 
 #endif

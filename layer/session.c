@@ -383,11 +383,9 @@ int lt_rec_update(uint64_t memory, uint64_t object, uint64_t offset, const void 
 {
     if (!lt_tracing())
         return 0;
-    if (g_cfg.drop_update && at_unmap >= g_cfg.drop_at_unmap) {
-        _Atomic uint64_t *seen = g_cfg.drop_at_unmap ? &g_unmap_packets_seen : &g_packets_seen;
-        if (atomic_fetch_add_explicit(seen, 1, memory_order_relaxed) + 1 == g_cfg.drop_update)
-            return 1; /* test hook: a lost write */
-    }
+    if (g_cfg.drop_update && at_unmap >= g_cfg.drop_at_unmap &&
+        lt_test_kth(g_cfg.drop_at_unmap ? &g_unmap_packets_seen : &g_packets_seen, g_cfg.drop_update))
+        return 1; /* test hook: a lost write */
     REC(mt_trace_write_update(w_, memory, object, offset, data, len));
     lt_stat_add(LT_ST_PACKETS, 1);
     lt_stat_add(LT_ST_PACKET_BYTES, (int64_t)len);

@@ -19,9 +19,8 @@
  * reports a loss after its real wait. */
 static int test_lose(void)
 {
-    static uint64_t waits;
-    uint64_t k = lt_cfg()->test_lose;
-    return k && __atomic_add_fetch(&waits, 1, __ATOMIC_RELAXED) == k;
+    static _Atomic uint64_t waits;
+    return lt_test_kth(&waits, lt_cfg()->test_lose);
 }
 
 /* What a call's result tells: a success is a sync point (`seen`), a loss

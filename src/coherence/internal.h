@@ -481,6 +481,8 @@ struct coh_pool {
     _Atomic int closed;      /* the context is gone: free, do not pool */
     coh_cmd *local;          /* the planner's list (context lock) */
     int64_t credit;          /* references taken ahead for new commands (context lock) */
+    void *chunks;            /* the memory commands are carved from (context lock) */
+    char *carve, *carve_end; /* what is left of the newest chunk */
 };
 
 int mti_coh_pool_create(mt_coh *c);

@@ -158,7 +158,9 @@ static void cmd_reset(coh_cmd *cmd)
  * transparent huge pages: the planner touches a few thousand pooled
  * commands in no particular order, and on 4 KiB pages nearly every one is a
  * TLB miss (a two-level page walk in a virtual machine). This took 6% off
- * the enqueue decision (docs/coherence.md). A chunk's first line links it to
+ * the enqueue decision (docs/coherence.md). Only growing the pool touches a
+ * new chunk (once per some 2,500 commands), the one place where the kernel
+ * may compact memory to find a huge page. A chunk's first line links it to
  * the pool's list; chunks go back to the system with the pool. */
 static coh_cmd *carve(coh_pool *p)
 {

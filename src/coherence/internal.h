@@ -478,7 +478,7 @@ _Static_assert(offsetof(coh_cmd, deps_inline[1]) <= 4 * 64,
 struct coh_pool {
     _Atomic(coh_cmd *) head; /* freed commands */
     _Atomic int64_t refs;    /* the context + every command allocated from it */
-    _Atomic int closed;      /* the context is gone: free, do not pool */
+    _Atomic int closed;      /* the context is gone: do not pool (the chunks go with it) */
     coh_cmd *local;          /* the planner's list (context lock) */
     int64_t credit;          /* references taken ahead for new commands (context lock) */
     void *chunks;            /* the memory commands are carved from (context lock) */

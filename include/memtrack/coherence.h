@@ -438,7 +438,9 @@ typedef struct mt_coh_command {
  * wanted; release it with mt_coh_event_release), or MT_ENOBUF, -ERANGE,
  * -EACCES, MT_EMAPPED, MT_ELOSTDATA, MT_EDEVLOST, MT_EDEVMEM (no room even
  * after eviction), -EOPNOTSUPP (fine SVM on a device without it), -EINVAL
- * or -ENOMEM; on error nothing was enqueued. */
+ * or -ENOMEM; on error nothing was enqueued and no content changed (after
+ * -ENOMEM, copies the planner had already started may still run: they only
+ * make content valid in more places). */
 MT_API int mt_coh_enqueue(mt_coh_queue *q, const mt_coh_command *cmd, mt_coh_event **ev);
 
 /* Maps `target` (a buffer range or SVM range; access READ: read, WRITE:

@@ -308,26 +308,31 @@ static void rollback(mt_coh *c, created *cr)
     }
 }
 
-static int add_map(mt_coh_client *cl, coh_res *x, void *ptr, coh_map **out)
+/* A map's record: allocated before the enqueue commits (map_prepare, which
+ * can fail), linked in once it has (map_link, which cannot). */
+static coh_map *map_prepare(coh_res *x, void *ptr)
 {
     coh_map *m = calloc(1, sizeof *m);
-    *out = m;
     if (!m)
-        return -ENOMEM;
+        return NULL;
     m->ptr = ptr;
     m->root = x->root;
     m->a = x->off;
     m->b = x->off + x->size;
     m->write = !!(x->access & MT_COH_WRITE);
     m->svm = x->root ? NULL : x->svm;
-    mti_coh_hold(x->root, m->svm); /* until the unmap, even if freed before */
-    if (x->root) {
-        m->next = x->root->maps;
-        x->root->maps = m;
+    return m;
+}
+
+static void map_link(mt_coh_client *cl, coh_map *m)
+{
+    mti_coh_hold(m->root, m->svm); /* until the unmap, even if freed before */
+    if (m->root) {
+        m->next = m->root->maps;
+        m->root->maps = m;
     }
     m->cnext = cl->maps;
     cl->maps = m;
-    return 0;
 }
 
 /* Step 3a for one argument: fetch what it needs to `to` and mark that valid
@@ -356,17 +361,23 @@ static int fetch_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int alon
         /* Valid at `to` now, for the arguments after this one; a writing
          * argument alone on its root is made the only valid copy in step
          * 3b anyway (one update instead of two). */
-        if (!(alone && (x->access & MT_COH_WRITE)))
+        if (!rc && !(alone && (x->access & MT_COH_WRITE)))
             mti_coh_runs_mark_at(&r->runs, x->need[k].a, x->need[k].b, COH_BIT(to),
                                  r->track ? COH_NO_HINT : x->at[k]);
     }
     return rc;
 }
 
-/* Step 3b for one argument: its write, its dependency on the instance's
- * previous write, its sequence number and its address. */
-static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_t i, int map,
-                      void **map_ptr, uint64_t seq0, uint64_t *tseq)
+/* Step 3b for one argument, in two halves, so that a failure (out of
+ * memory) changes nothing a later command or map could see: the first
+ * half does everything that can fail (its fixup, its dependency on the
+ * instance's last write, the root's reference, the sequence number), the
+ * second, once every argument's first half succeeded, what cannot (its
+ * write into the validity runs, the instance's last write, its address).
+ * With the first half undone by failing the command, an enqueue that
+ * returns an error has only started copies that are valid anyway. */
+static int commit_prepare(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, int map,
+                          uint64_t seq0, uint64_t *tseq)
 {
     int rc = 0;
     if (!x->root) { /* fine-grained SVM: used in place, kept alive by host sequence */
@@ -374,26 +385,13 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
         rc = mti_coh_cmd_use_loc(c, main, MT_COH_HOST, &seq);
         if (!rc)
             x->svm->last_seq = seq;
-        if (map)
-            *map_ptr = (char *)x->svm->ptr + x->off;
-        else if (main->argv) {
-            main->argv[i] = x->svm->dev_addr[to] + x->off;
-            main->argv[main->nargs + i] = x->size;
-        }
         return rc;
     }
     coh_root *r = x->root;
     coh_inst *in = r->inst[to];
-    if (x->access & MT_COH_WRITE) {
-        /* The run at x->a: found at validation when it read from there
-         * (exact when alone on its root: a write's read did not mark). */
-        mti_coh_runs_set_at(&r->runs, x->a, x->b, COH_BIT(to),
-                            x->nneed && x->need[0].a == x->a ? x->at[0] : COH_NO_HINT);
-        r->version++;
-        if (!map) {
-            coh_fix f = {.root = r, .uid = in->uid, .loc = to, .a = x->a, .b = x->b};
-            rc = mti_coh_cmd_add_fix(main, &f);
-        }
+    if ((x->access & MT_COH_WRITE) && !map) {
+        coh_fix f = {.root = r, .uid = in->uid, .loc = to, .a = x->a, .b = x->b};
+        rc = mti_coh_cmd_add_fix(main, &f);
     }
     /* The instance's last write; one this enqueue issued (numbered after
      * seq0) is one of main's migrations, a dependency already. */
@@ -404,14 +402,39 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
     if (!rc && !map) {
         if (!*tseq) /* one number at the target for the whole command */
             rc = mti_coh_cmd_use_loc(c, main, to, tseq);
-        if (!rc)
-            in->last_seq = *tseq;
         if (!rc && __builtin_expect(r->flags & COH_ROOT_USE_CHAIN, 0) && to != MT_COH_HOST)
             rc = mti_coh_use_chain(c, main, in, *tseq);
+    }
+    return rc;
+}
+
+static void commit_apply(coh_cmd *main, uint32_t to, coh_res *x, uint32_t i, int map,
+                         void **map_ptr, uint64_t tseq)
+{
+    if (!x->root) {
+        if (map)
+            *map_ptr = (char *)x->svm->ptr + x->off;
+        else if (main->argv) {
+            main->argv[i] = x->svm->dev_addr[to] + x->off;
+            main->argv[main->nargs + i] = x->size;
+        }
+        return;
+    }
+    coh_root *r = x->root;
+    coh_inst *in = r->inst[to];
+    if (x->access & MT_COH_WRITE) {
+        /* The run at x->a: found at validation when it read from there
+         * (exact when alone on its root: a write's read did not mark). */
+        mti_coh_runs_set_at(&r->runs, x->a, x->b, COH_BIT(to),
+                            x->nneed && x->need[0].a == x->a ? x->at[0] : COH_NO_HINT);
+        r->version++;
+    }
+    if (!map) {
+        in->last_seq = tseq;
         /* Its write becomes the instance's last (another argument on the
          * same instance finds main itself there: no dependency). */
-        if (!rc && (x->access & MT_COH_WRITE))
-            mti_coh_set_write(in, main, *tseq);
+        if (x->access & MT_COH_WRITE)
+            mti_coh_set_write(in, main, tseq);
     }
     /* Its LRU stamp was taken in reserve (mti_coh_inst_ensure). */
     if (map)
@@ -420,7 +443,6 @@ static int commit_arg(mt_coh *c, coh_cmd *main, uint32_t to, coh_res *x, uint32_
         main->argv[i] = in->addr + x->off;
         main->argv[main->nargs + i] = x->size;
     }
-    return rc;
 }
 
 int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uint32_t nargs,
@@ -525,21 +547,36 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
     }
     uint64_t tseq = 0;
     for (uint32_t i = 0; !rc && i < nargs; i++)
-        rc = commit_arg(c, main, target, &res[i], i, map, map_ptr, seq0, &tseq);
+        rc = commit_prepare(c, main, target, &res[i], map, seq0, &tseq);
     coh_map *added = NULL;
-    if (!rc && map)
-        rc = add_map(cl, &res[0], *map_ptr, &added);
+    if (!rc && map && !(added = map_prepare(&res[0], NULL)))
+        rc = -ENOMEM;
     if (!rc) /* queue order: after it, even if it failed (as OpenCL queues) */
         rc = mti_coh_cmd_after(c, main, q->last);
     for (uint32_t i = 0; !rc && i < nwait; i++)
         rc = mti_coh_cmd_depend_ex(c, main, (coh_cmd *)wait[i], COH_DEP_WAIT);
-    if (rc && added) { /* the caller gets no pointer to unmap */
-        cl->maps = added->cnext; /* pushed first just now */
-        mti_coh_map_end(c, added);
+    if (rc) {
+        /* Nothing is committed: main fails at once without having written
+         * (no fixups to apply) and stays out of the queue's order, so that
+         * a finish does not report it; the copies already issued bring
+         * valid content and are kept (prefetches). */
         free(added);
-    }
-    if (rc) /* it must not run half planned: it fails instead */
+        main->nfix = 0;
         atomic_store_explicit(&main->dep_error, rc, memory_order_relaxed);
+        mti_coh_cmd_arm(c, main);
+        c->st_rejected += 1;
+        if (c->batch_count >= c->o.batch || c->batch_big)
+            mti_coh_doorbell_all(c);
+        pthread_mutex_unlock(&c->lock);
+        mti_coh_cmd_unref(main);
+        return rc;
+    }
+    for (uint32_t i = 0; i < nargs; i++)
+        commit_apply(main, target, &res[i], i, map, map_ptr, tseq);
+    if (map) {
+        added->ptr = *map_ptr;
+        map_link(cl, added);
+    }
     mti_coh_cmd_ref(main);
     mti_coh_cmd_unref(q->last);
     q->last = main;
@@ -549,10 +586,6 @@ int mti_coh_submit(mt_coh_queue *q, uint32_t target, const mt_coh_arg *args, uin
     if (c->batch_count >= c->o.batch || c->batch_big || map)
         mti_coh_doorbell_all(c);
     pthread_mutex_unlock(&c->lock);
-    if (rc) {
-        mti_coh_cmd_unref(main);
-        return rc;
-    }
     *out = main;
     return 0;
 }

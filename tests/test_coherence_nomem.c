@@ -1,0 +1,297 @@
+/* coherence: an allocation that fails inside mt_coh_enqueue or mt_coh_map
+ * loses nothing.
+ *
+ * The test binary is linked with --wrap for malloc, calloc, realloc,
+ * aligned_alloc, posix_memalign and mmap (tests/CMakeLists.txt), so every
+ * allocation the library makes goes through the wrappers below. Before an
+ * enqueue or a map the test arms a countdown: the k-th allocation of its
+ * own thread (the planner's: engine threads are never failed) returns NULL
+ * (MAP_FAILED for mmap) with ENOMEM. Whatever k hits (validation, the
+ * instances, the pooled commands, a migration's segments, a dependency
+ * list, a fixup, the map record), the call either succeeds or returns
+ * -ENOMEM, and:
+ *  - a call that failed ran nothing of its own: the command's function
+ *    never runs, a map gives no pointer;
+ *  - every command that succeeded saw exactly the latest content (the hash
+ *    of what it read against the model), and its writes landed;
+ *  - after every step, every buffer still reads back whole and equal to the
+ *    model (no byte lost: no MT_ELOSTDATA, no stale byte), through a map
+ *    made with nothing armed.
+ * Host, host-memory and simulated devices, 1-3 arguments of random ranges
+ * and accesses, sub-buffers, reading and writing maps.
+ * Usage: test_coherence_nomem [--seed N] [--steps N]. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "coh_util.h"
+#include "memtrack/coherence.h"
+#include "mt_test.h"
+
+/* ---- allocation failures on demand ---------------------------------------------------- */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t a, size_t n);
+int __real_posix_memalign(void **p, size_t a, size_t n);
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_aligned_alloc(size_t a, size_t n);
+int __wrap_posix_memalign(void **p, size_t a, size_t n);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+
+static _Thread_local long t_countdown; /* > 0: the countdown-th allocation fails */
+static _Thread_local int t_fired;
+
+/* 1 when this allocation is the one to fail. */
+static int fail_now(void)
+{
+    if (t_countdown <= 0 || --t_countdown > 0)
+        return 0;
+    t_fired = 1;
+    errno = ENOMEM;
+    return 1;
+}
+
+void *__wrap_malloc(size_t n) { return fail_now() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t n, size_t m) { return fail_now() ? NULL : __real_calloc(n, m); }
+void *__wrap_realloc(void *p, size_t n) { return fail_now() ? NULL : __real_realloc(p, n); }
+void *__wrap_aligned_alloc(size_t a, size_t n) { return fail_now() ? NULL : __real_aligned_alloc(a, n); }
+
+int __wrap_posix_memalign(void **p, size_t a, size_t n)
+{
+    return fail_now() ? ENOMEM : __real_posix_memalign(p, a, n);
+}
+
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return fail_now() ? MAP_FAILED : __real_mmap(addr, len, prot, flags, fd, off);
+}
+
+static void arm(long k)
+{
+    t_countdown = k;
+    t_fired = 0;
+}
+
+static int disarm(void)
+{
+    t_countdown = 0;
+    return t_fired;
+}
+
+/* ---- the program and its model -------------------------------------------------------- */
+
+enum { NDEV = 4, NBUF = 4, BUFSZ = 64 << 10, NSUB = 2 };
+
+static mt_coh *c;
+static mt_coh_client *cl;
+static mt_coh_queue *q[NDEV + 1]; /* by device id (1..NDEV) */
+static mt_coh_buf buf[NBUF];
+static mt_coh_buf sub[NBUF][NSUB]; /* two sub-buffers of each: [0, half), [quarter, end) */
+static uint64_t sub_off[NSUB] = {0, BUFSZ / 4};
+static uint64_t sub_size[NSUB] = {BUFSZ / 2, BUFSZ - BUFSZ / 4};
+static uint8_t model[NBUF][BUFSZ];
+static uint64_t rng;
+static unsigned n_fired, n_ok_fired, n_enomem, n_devmem, n_maps_failed, n_steps;
+
+static void check_all(const char *when)
+{
+    for (int b = 0; b < NBUF; b++) {
+        mt_coh_arg a = {.buf = buf[b], .size = BUFSZ, .access = MT_COH_READ};
+        void *p;
+        mt_coh_event *ev;
+        int rc = mt_coh_map(q[1], &a, NULL, 0, &p, &ev);
+        if (rc) {
+            fprintf(stderr, "step %u (%s): buffer %d no longer maps: %s\n", n_steps, when, b,
+                    mt_strerror(rc));
+            MT_CHECK(0);
+        }
+        MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+        mt_coh_event_release(ev);
+        if (memcmp(p, model[b], BUFSZ) != 0) {
+            size_t i = 0;
+            while (((uint8_t *)p)[i] == model[b][i])
+                i++;
+            fprintf(stderr, "step %u (%s): buffer %d differs from the model at byte %zu\n", n_steps,
+                    when, b, i);
+            MT_CHECK(0);
+        }
+        MT_CHECK_OK(mt_coh_unmap(q[1], p, NULL));
+    }
+}
+
+/* A random argument: a whole buffer or a sub-buffer, a random range of it. */
+static void pick(mt_coh_arg *a, int *root, uint64_t *root_off, int taken[NBUF])
+{
+    int b;
+    do
+        b = (int)mt_test_below(&rng, NBUF);
+    while (taken[b]);
+    taken[b] = 1;
+    *root = b;
+    int s = (int)mt_test_below(&rng, NSUB + 1) - 1; /* -1: the buffer itself */
+    uint64_t base = s < 0 ? 0 : sub_off[s], size = s < 0 ? BUFSZ : sub_size[s];
+    uint64_t off = mt_test_below(&rng, size), len = 1 + mt_test_below(&rng, size - off);
+    if (mt_test_below(&rng, 2)) { /* page-aligned half the time */
+        off &= ~(uint64_t)4095;
+        len = ((len + 4095) & ~(uint64_t)4095);
+        if (off + len > size)
+            len = size - off;
+    }
+    *a = (mt_coh_arg){.buf = s < 0 ? buf[b] : sub[b][s], .offset = off, .size = len};
+    *root_off = base + off;
+}
+
+static void step_enqueue(void)
+{
+    mt_coh_arg a[3];
+    int root[3], taken[NBUF] = {0};
+    uint64_t roff[3];
+    tk_cmd k = {.nargs = 1 + (uint32_t)mt_test_below(&rng, 3)};
+    for (uint32_t i = 0; i < k.nargs; i++) {
+        pick(&a[i], &root[i], &roff[i], taken);
+        uint32_t r = (uint32_t)mt_test_below(&rng, 3);
+        a[i].access = r == 0 ? MT_COH_READ : r == 1 ? MT_COH_WRITE : MT_COH_RW;
+        k.access[i] = a[i].access;
+        k.pattern[i] = mt_test_rand(&rng);
+    }
+    uint32_t dev = (uint32_t)mt_test_below(&rng, NDEV) + 1;
+    mt_coh_command cmd = {.fn = tk_run, .user = &k, .args = a, .nargs = k.nargs};
+    mt_coh_event *ev = NULL;
+    int armed = mt_test_below(&rng, 5) != 0; /* most steps fail an allocation */
+    arm(armed ? 1 + (long)mt_test_below(&rng, 4) : 0);
+    int rc = mt_coh_enqueue(q[dev], &cmd, &ev);
+    int fired = disarm();
+    n_fired += (unsigned)fired;
+    if (rc) {
+        /* MT_EDEVMEM: no room on the device even after eviction (what is
+         * there is valid nowhere else); refused before anything changed. */
+        if (rc != MT_EDEVMEM && (rc != -ENOMEM || !fired)) {
+            fprintf(stderr, "step %u: enqueue failed with %s (%s)\n", n_steps, mt_strerror(rc),
+                    fired ? "an allocation had failed" : "no allocation failed");
+            MT_CHECK(0);
+        }
+        n_enomem += rc == -ENOMEM;
+        n_devmem += rc == MT_EDEVMEM;
+        MT_CHECK(ev == NULL);
+        MT_CHECK_OK(mt_coh_finish(q[dev]));
+        MT_CHECK(!atomic_load(&k.ran)); /* nothing of it ran */
+        return;
+    }
+    n_ok_fired += (unsigned)fired;
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    MT_CHECK(atomic_load(&k.ran));
+    for (uint32_t i = 0; i < k.nargs; i++)
+        if (a[i].access & MT_COH_READ)
+            MT_CHECK(k.seen[i] == tk_hash(model[root[i]] + roff[i], a[i].size));
+    for (uint32_t i = 0; i < k.nargs; i++)
+        if (a[i].access & MT_COH_WRITE)
+            tk_fill(model[root[i]] + roff[i], a[i].size, k.pattern[i]);
+}
+
+static void step_map(void)
+{
+    mt_coh_arg a;
+    int root, taken[NBUF] = {0};
+    uint64_t roff;
+    pick(&a, &root, &roff, taken);
+    a.access = mt_test_below(&rng, 2) ? MT_COH_READ : MT_COH_RW;
+    void *p = NULL;
+    mt_coh_event *ev = NULL;
+    uint32_t dev = (uint32_t)mt_test_below(&rng, NDEV) + 1;
+    arm(1 + (long)mt_test_below(&rng, 4));
+    int rc = mt_coh_map(q[dev], &a, NULL, 0, &p, &ev);
+    int fired = disarm();
+    n_fired += (unsigned)fired;
+    if (rc) {
+        if (rc != MT_EDEVMEM && (rc != -ENOMEM || !fired)) {
+            fprintf(stderr, "step %u: map failed with %s\n", n_steps, mt_strerror(rc));
+            MT_CHECK(0);
+        }
+        n_maps_failed++;
+        MT_CHECK(ev == NULL);
+        return;
+    }
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    MT_CHECK(memcmp(p, model[root] + roff, a.size) == 0);
+    if (a.access & MT_COH_WRITE) {
+        tk_fill(p, a.size, mt_test_rand(&rng));
+        memcpy(model[root] + roff, p, a.size);
+    }
+    MT_CHECK_OK(mt_coh_unmap(q[dev], p, NULL));
+}
+
+/* A fresh buffer (and sub-buffers) in slot b, with known content: its
+ * instances are made again, on the devices the next commands use. */
+static void make_buffer(int b)
+{
+    MT_CHECK_OK(mt_coh_buffer_create(cl, BUFSZ, NULL, &buf[b]));
+    for (int s = 0; s < NSUB; s++)
+        MT_CHECK_OK(mt_coh_subbuffer_create(cl, buf[b], sub_off[s], sub_size[s], 0, &sub[b][s]));
+    mt_coh_arg a = {.buf = buf[b], .size = BUFSZ, .access = MT_COH_WRITE};
+    void *p;
+    mt_coh_event *ev;
+    MT_CHECK_OK(mt_coh_map(q[1], &a, NULL, 0, &p, &ev));
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    tk_fill(p, BUFSZ, mt_test_rand(&rng));
+    memcpy(model[b], p, BUFSZ);
+    MT_CHECK_OK(mt_coh_unmap(q[1], p, NULL));
+}
+
+static void free_buffer(int b)
+{
+    for (int s = 0; s < NSUB; s++)
+        MT_CHECK_OK(mt_coh_buffer_free(cl, sub[b][s]));
+    MT_CHECK_OK(mt_coh_buffer_free(cl, buf[b]));
+}
+
+int main(int argc, char **argv)
+{
+    rng = mt_test_seed(argc, argv);
+    unsigned steps = 3000;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--steps") == 0)
+            steps = (unsigned)atoi(argv[i + 1]);
+    MT_CHECK_OK(mt_coh_create(NULL, &c));
+    uint32_t id;
+    MT_CHECK_OK(mt_coh_add_host_device(c, 1u << 20, &id));
+    for (uint32_t d = 0; d < NDEV - 1; d++) {
+        /* Room for three of the four buffers: enqueues evict too. */
+        mt_sim_opts so = {.mem_size = 3 * BUFSZ + (64u << 10), .base = MT_SIM_DEFAULT_BASE * (d + 1)};
+        MT_CHECK_OK(mt_coh_add_sim_device(c, &so, &id));
+    }
+    MT_CHECK_OK(mt_coh_client_create(c, &cl));
+    for (uint32_t d = 1; d <= NDEV; d++)
+        MT_CHECK_OK(mt_coh_queue_create(cl, d, &q[d]));
+    for (int b = 0; b < NBUF; b++)
+        make_buffer(b);
+    for (n_steps = 0; n_steps < steps; n_steps++) {
+        if (mt_test_below(&rng, 16) == 0) { /* new instances, new runs */
+            int b = (int)mt_test_below(&rng, NBUF);
+            free_buffer(b);
+            make_buffer(b);
+        }
+        if (mt_test_below(&rng, 4) == 0)
+            step_map();
+        else
+            step_enqueue();
+        check_all(n_enomem || n_maps_failed ? "after a failed allocation" : "");
+    }
+    printf("nomem: %u steps, %u failed allocations: %u enqueues refused with ENOMEM, %u maps; "
+           "%u calls succeeded all the same; %u enqueues without room\n",
+           steps, n_fired, n_enomem, n_maps_failed, n_ok_fired, n_devmem);
+    /* Failures must have hit enqueues and maps, or the test checked little. */
+    MT_CHECK(n_enomem > 10 && n_maps_failed > 10);
+    mt_coh_destroy(c);
+    puts("nomem: ok");
+    return 0;
+}

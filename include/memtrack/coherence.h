@@ -452,7 +452,8 @@ MT_API int mt_coh_map(mt_coh_queue *q, const mt_coh_arg *target, mt_coh_event *c
                       uint32_t nwait, void **ptr, mt_coh_event **ev);
 
 /* Ends the map that returned `ptr` (ordered in `q`). Returns 0 (sets *ev if
- * not NULL) or -ENOENT (no such map of this client). */
+ * not NULL), -ENOENT (no such map of this client) or -ENOMEM (the map is
+ * still there). */
 MT_API int mt_coh_unmap(mt_coh_queue *q, void *ptr, mt_coh_event **ev);
 
 /* ---- events ------------------------------------------------------------------------------ */

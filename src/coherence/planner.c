@@ -633,34 +633,36 @@ int mt_coh_unmap(mt_coh_queue *q, void *ptr, mt_coh_event **ev)
     if (mti_coh_forked(c))
         return MT_EFORKED;
     pthread_mutex_lock(&c->lock);
-    coh_map **pp = &cl->maps, *m = NULL;
-    for (; *pp; pp = &(*pp)->cnext)
-        if ((*pp)->ptr == ptr) {
-            m = *pp;
-            *pp = m->cnext;
-            break;
-        }
-    if (!m) {
+    coh_map **pp = &cl->maps;
+    while (*pp && (*pp)->ptr != ptr)
+        pp = &(*pp)->cnext;
+    if (!*pp) {
         pthread_mutex_unlock(&c->lock);
         return -ENOENT;
     }
-    mti_coh_map_end(c, m);
-    free(m);
     /* The unmap is a point in the queue: later commands of the queue follow
      * it. Content needs nothing: a writing map made the host copy the only
-     * valid one when it was planned. */
+     * valid one when it was planned. The marker first: an unmap that runs
+     * out of memory leaves the map as it was (the caller may try again). */
     coh_cmd *u = mti_coh_cmd_new(c, COH_KIND_MARKER, NULL);
     int rc = u ? mti_coh_cmd_after(c, u, q->last) : -ENOMEM;
-    if (u) {
-        mti_coh_cmd_ref(u);
-        mti_coh_cmd_unref(q->last);
-        q->last = u;
-        mti_coh_cmd_arm(c, u);
+    if (rc) {
+        pthread_mutex_unlock(&c->lock);
+        mti_coh_cmd_unref(u); /* never armed, linked to nothing */
+        return rc;
     }
+    coh_map *m = *pp;
+    *pp = m->cnext;
+    mti_coh_map_end(c, m);
+    free(m);
+    mti_coh_cmd_ref(u);
+    mti_coh_cmd_unref(q->last);
+    q->last = u;
+    mti_coh_cmd_arm(c, u);
     pthread_mutex_unlock(&c->lock);
-    if (ev && u && !rc)
+    if (ev)
         *ev = (mt_coh_event *)u;
     else
         mti_coh_cmd_unref(u);
-    return rc;
+    return 0;
 }

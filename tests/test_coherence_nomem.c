@@ -18,6 +18,7 @@
  *  - after every step, every buffer still reads back whole and equal to the
  *    model (no byte lost: no MT_ELOSTDATA, no stale byte), through a map
  *    made with nothing armed.
+ * Buffer and sub-buffer creation fail the same way until they succeed.
  * Host, host-memory and simulated devices, 1-3 arguments of random ranges
  * and accesses, sub-buffers, reading and writing maps.
  * Usage: test_coherence_nomem [--seed N] [--steps N]. */
@@ -99,7 +100,8 @@ static uint64_t sub_off[NSUB] = {0, BUFSZ / 4};
 static uint64_t sub_size[NSUB] = {BUFSZ / 2, BUFSZ - BUFSZ / 4};
 static uint8_t model[NBUF][BUFSZ];
 static uint64_t rng;
-static unsigned n_fired, n_ok_fired, n_enomem, n_devmem, n_maps_failed, n_unmaps_failed, n_steps;
+static unsigned n_fired, n_ok_fired, n_enomem, n_devmem, n_maps_failed, n_unmaps_failed,
+    n_creates_failed, n_steps;
 
 static void check_all(const char *when)
 {
@@ -243,9 +245,27 @@ static void step_map(void)
  * instances are made again, on the devices the next commands use. */
 static void make_buffer(int b)
 {
-    MT_CHECK_OK(mt_coh_buffer_create(cl, BUFSZ, NULL, &buf[b]));
-    for (int s = 0; s < NSUB; s++)
-        MT_CHECK_OK(mt_coh_subbuffer_create(cl, buf[b], sub_off[s], sub_size[s], 0, &sub[b][s]));
+    /* Creation runs out of memory too, until it succeeds: each failure
+     * must leave nothing behind (LeakSanitizer in the sanitizer build). */
+    int rc;
+    long k = 1; /* the first allocation fails, then the second, ... */
+    do {
+        arm(k++);
+        rc = mt_coh_buffer_create(cl, BUFSZ, NULL, &buf[b]);
+        MT_CHECK(rc == 0 || (rc == -ENOMEM && disarm()));
+        n_creates_failed += rc != 0;
+    } while (rc);
+    disarm();
+    for (int s = 0; s < NSUB; s++) {
+        k = 1;
+        do {
+            arm(k++);
+            rc = mt_coh_subbuffer_create(cl, buf[b], sub_off[s], sub_size[s], 0, &sub[b][s]);
+            MT_CHECK(rc == 0 || (rc == -ENOMEM && disarm()));
+            n_creates_failed += rc != 0;
+        } while (rc);
+        disarm();
+    }
     mt_coh_arg a = {.buf = buf[b], .size = BUFSZ, .access = MT_COH_WRITE};
     void *p;
     mt_coh_event *ev;
@@ -297,8 +317,10 @@ int main(int argc, char **argv)
         check_all(n_enomem || n_maps_failed ? "after a failed allocation" : "");
     }
     printf("nomem: %u steps, %u failed allocations: %u enqueues refused with ENOMEM, %u maps, "
-           "%u unmaps; %u calls succeeded all the same; %u enqueues without room\n",
-           steps, n_fired, n_enomem, n_maps_failed, n_unmaps_failed, n_ok_fired, n_devmem);
+           "%u unmaps, %u buffer creations; %u calls succeeded all the same; %u enqueues "
+           "without room\n",
+           steps, n_fired, n_enomem, n_maps_failed, n_unmaps_failed, n_creates_failed, n_ok_fired,
+           n_devmem);
     /* Failures must have hit enqueues and maps, or the test checked little. */
     MT_CHECK(n_enomem > 10 && n_maps_failed > 10);
     mt_coh_destroy(c);

@@ -18,7 +18,9 @@
  *  - after every step, every buffer still reads back whole and equal to the
  *    model (no byte lost: no MT_ELOSTDATA, no stale byte), through a map
  *    made with nothing armed.
- * Buffer and sub-buffer creation fail the same way until they succeed.
+ * Buffer and sub-buffer creation fail the same way until they succeed. A
+ * buffer freed while a command reading it still runs, with no memory to
+ * defer the release, keeps its device memory until the command is done.
  * Host, host-memory and simulated devices, 1-3 arguments of random ranges
  * and accesses, sub-buffers, reading and writing maps.
  * Usage: test_coherence_nomem [--seed N] [--steps N]. */
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "coh_util.h"
 #include "memtrack/coherence.h"
@@ -48,13 +51,19 @@ int __wrap_posix_memalign(void **p, size_t a, size_t n);
 void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 
 static _Thread_local long t_countdown; /* > 0: the countdown-th allocation fails */
-static _Thread_local int t_fired;
+static _Thread_local int t_fired, t_sticky; /* sticky: and every later one */
 
 /* 1 when this allocation is the one to fail. */
 static int fail_now(void)
 {
-    if (t_countdown <= 0 || --t_countdown > 0)
+    if (t_countdown <= 0)
         return 0;
+    if (t_countdown > 1) {
+        t_countdown--;
+        return 0;
+    }
+    if (!t_sticky)
+        t_countdown = 0;
     t_fired = 1;
     errno = ENOMEM;
     return 1;
@@ -84,6 +93,7 @@ static void arm(long k)
 static int disarm(void)
 {
     t_countdown = 0;
+    t_sticky = 0;
     return t_fired;
 }
 
@@ -101,7 +111,7 @@ static uint64_t sub_size[NSUB] = {BUFSZ / 2, BUFSZ - BUFSZ / 4};
 static uint8_t model[NBUF][BUFSZ];
 static uint64_t rng;
 static unsigned n_fired, n_ok_fired, n_enomem, n_devmem, n_maps_failed, n_unmaps_failed,
-    n_creates_failed, n_steps;
+    n_creates_failed, n_free_fired, n_steps;
 
 static void check_all(const char *when)
 {
@@ -284,6 +294,78 @@ static void free_buffer(int b)
     MT_CHECK_OK(mt_coh_buffer_free(cl, buf[b]));
 }
 
+/* A kernel that sleeps before it reads its argument: it is still running
+ * when the test frees the buffer. */
+typedef struct slow_read {
+    uint64_t seen;
+} slow_read;
+
+static int slow_read_run(void *user, const mt_coh_exec *ex)
+{
+    struct timespec t = {0, 30 * 1000 * 1000};
+    nanosleep(&t, NULL);
+    ((slow_read *)user)->seen = tk_hash((const uint8_t *)(uintptr_t)ex->addr[0], ex->size[0]);
+    return 0;
+}
+
+/* A buffer freed while a command that reads it still runs, with no host
+ * memory to defer its device memory's release: the memory must not go back
+ * before the command is done. The next buffer of the same size would get
+ * it, and its upload (on the copy engine, beside the running command)
+ * would overwrite what the command is about to read. */
+static void free_in_flight(uint32_t hostdev, int rounds)
+{
+    enum { SZ = 256 << 10 };
+    uint8_t *want = malloc(SZ);
+    MT_CHECK(want != NULL);
+    for (int round = 0; round < rounds; round++) {
+        mt_coh_buf x, y;
+        MT_CHECK_OK(mt_coh_buffer_create(cl, SZ, NULL, &x));
+        mt_coh_arg a = {.buf = x, .size = SZ, .access = MT_COH_WRITE};
+        void *p;
+        mt_coh_event *ev;
+        MT_CHECK_OK(mt_coh_map(q[hostdev], &a, NULL, 0, &p, &ev));
+        MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+        mt_coh_event_release(ev);
+        tk_fill(p, SZ, 0x1111111111111111ull * (uint64_t)(round % 15 + 1));
+        memcpy(want, p, SZ);
+        MT_CHECK_OK(mt_coh_unmap(q[hostdev], p, NULL));
+        slow_read k = {0};
+        a.access = MT_COH_READ;
+        mt_coh_command cmd = {.fn = slow_read_run, .user = &k, .args = &a, .nargs = 1};
+        mt_coh_event *run;
+        MT_CHECK_OK(mt_coh_enqueue(q[hostdev], &cmd, &run));
+        MT_CHECK_OK(mt_coh_flush(q[hostdev]));
+        t_sticky = 1;
+        arm(1);
+        int rc = mt_coh_buffer_free(cl, x);
+        int fired = disarm();
+        MT_CHECK_OK(rc);
+        n_free_fired += (unsigned)fired;
+        /* The next buffer, written on the host and read on the device. */
+        MT_CHECK_OK(mt_coh_buffer_create(cl, SZ, NULL, &y));
+        mt_coh_arg b = {.buf = y, .size = SZ, .access = MT_COH_WRITE};
+        MT_CHECK_OK(mt_coh_map(q[hostdev], &b, NULL, 0, &p, &ev));
+        MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+        mt_coh_event_release(ev);
+        tk_fill(p, SZ, 0xdeadbeefcafef00dull);
+        MT_CHECK_OK(mt_coh_unmap(q[hostdev], p, NULL));
+        tk_cmd k2 = {.nargs = 1, .access = {MT_COH_READ}};
+        b.access = MT_COH_READ;
+        mt_coh_command cmd2 = {.fn = tk_run, .user = &k2, .args = &b, .nargs = 1};
+        MT_CHECK_OK(mt_coh_enqueue(q[hostdev], &cmd2, NULL));
+        MT_CHECK_OK(mt_coh_event_wait(run, -1));
+        mt_coh_event_release(run);
+        MT_CHECK_OK(mt_coh_finish(q[hostdev]));
+        if (k.seen != tk_hash(want, SZ)) {
+            fprintf(stderr, "round %d: a command read memory released under it\n", round);
+            MT_CHECK(0);
+        }
+        MT_CHECK_OK(mt_coh_buffer_free(cl, y));
+    }
+    free(want);
+}
+
 int main(int argc, char **argv)
 {
     rng = mt_test_seed(argc, argv);
@@ -292,8 +374,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--steps") == 0)
             steps = (unsigned)atoi(argv[i + 1]);
     MT_CHECK_OK(mt_coh_create(NULL, &c));
-    uint32_t id;
-    MT_CHECK_OK(mt_coh_add_host_device(c, 1u << 20, &id));
+    uint32_t id, hostdev;
+    MT_CHECK_OK(mt_coh_add_host_device(c, 1u << 20, &hostdev));
     for (uint32_t d = 0; d < NDEV - 1; d++) {
         /* Room for three of the four buffers: enqueues evict too. */
         mt_sim_opts so = {.mem_size = 3 * BUFSZ + (64u << 10), .base = MT_SIM_DEFAULT_BASE * (d + 1)};
@@ -304,6 +386,8 @@ int main(int argc, char **argv)
         MT_CHECK_OK(mt_coh_queue_create(cl, d, &q[d]));
     for (int b = 0; b < NBUF; b++)
         make_buffer(b);
+    free_in_flight(hostdev, 8);
+    MT_CHECK(n_free_fired > 0); /* the release had to be deferred and could not */
     for (n_steps = 0; n_steps < steps; n_steps++) {
         if (mt_test_below(&rng, 16) == 0) { /* new instances, new runs */
             int b = (int)mt_test_below(&rng, NBUF);
@@ -318,9 +402,9 @@ int main(int argc, char **argv)
     }
     printf("nomem: %u steps, %u failed allocations: %u enqueues refused with ENOMEM, %u maps, "
            "%u unmaps, %u buffer creations; %u calls succeeded all the same; %u enqueues "
-           "without room\n",
+           "without room; %u frees in flight without memory to defer\n",
            steps, n_fired, n_enomem, n_maps_failed, n_unmaps_failed, n_creates_failed, n_ok_fired,
-           n_devmem);
+           n_devmem, n_free_fired);
     /* Failures must have hit enqueues and maps, or the test checked little. */
     MT_CHECK(n_enomem > 10 && n_maps_failed > 10);
     mt_coh_destroy(c);

@@ -84,9 +84,22 @@ void mti_coh_inst_drop(mt_coh *c, coh_inst *in)
     coh_loc *l = mti_coh_loc_of(c, in->loc);
     atomic_fetch_add_explicit(&r->releases, 1, memory_order_relaxed);
     mti_coh_root_ref(r);
-    if (in->last_seq <= mti_coh_loc_completed(l) ||
-        mt_timeline_defer(l->tl, in->last_seq, release_deferred, in) != 0)
-        release_now(c, in); /* idle (or no memory to defer: wait instead) */
+    if (in->last_seq <= mti_coh_loc_completed(l)) {
+        release_now(c, in); /* idle */
+        return;
+    }
+    if (mt_timeline_defer(l->tl, in->last_seq, release_deferred, in) == 0)
+        return;
+    /* No memory to defer the release: wait for the last command that uses
+     * the instance instead (before, it was released at once, and a command
+     * still running read memory already handed to another buffer:
+     * test_coherence_nomem). Every caller holds the context's lock, so the
+     * batch is handed over first (that command may sit in it); completions
+     * never take the lock, and the released callback may not call back. A
+     * lost location's wait returns at once: its device is done with it. */
+    mti_coh_doorbell_all(c);
+    (void)mt_timeline_wait(l->tl, in->last_seq, -1);
+    release_now(c, in);
 }
 
 /* 1 when every range valid at `loc` is valid somewhere else too. */

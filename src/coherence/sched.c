@@ -420,41 +420,26 @@ int mti_coh_cmd_depend_fresh_slow(coh_cmd *cmd, coh_cmd *dep)
 
 static void engine_push(coh_engine *e, coh_cmd *cmd);
 
-/* A worklist of commands to complete with a status. */
-typedef struct work {
-    coh_cmd *cmd;
-    int status;
-} work;
-
+/* Commands to complete, found on the way (what a completion releases): a
+ * stack linked through the commands themselves, so completing never
+ * allocates (it used to grow an array, and abort when it could not). A
+ * command on it is ready and in no other list, and its status is its
+ * dep_error: no dependency is left to change it. */
 typedef struct worklist {
-    work *v;
-    size_t n, cap;
-    work inl[16];
+    coh_cmd *head;
 } worklist;
 
-static void wl_push(worklist *w, coh_cmd *cmd, int status)
+static void wl_push(worklist *w, coh_cmd *cmd)
 {
-    if (w->n == w->cap) {
-        size_t ncap = w->cap * 2;
-        work *p = w->v == w->inl ? malloc(ncap * sizeof *p) : realloc(w->v, ncap * sizeof *p);
-        if (!p)
-            abort(); /* cannot lose a completion; out of memory here is fatal */
-        if (w->v == w->inl)
-            memcpy(p, w->inl, w->n * sizeof *p);
-        w->v = p;
-        w->cap = ncap;
-    }
-    w->v[w->n++] = (work){cmd, status};
+    cmd->next = w->head;
+    w->head = cmd;
 }
 
 /* cmd's last dependency completed: run it, or complete it at once. */
 static void ready(coh_cmd *cmd, worklist *w)
 {
-    int err = atomic_load_explicit(&cmd->dep_error, memory_order_relaxed);
-    if (err)
-        wl_push(w, cmd, err);
-    else if (!cmd->eng)
-        wl_push(w, cmd, 0);
+    if (atomic_load_explicit(&cmd->dep_error, memory_order_relaxed) || !cmd->eng)
+        wl_push(w, cmd); /* failed, or a marker: complete it at once */
     else
         engine_push(cmd->eng, cmd);
 }
@@ -551,19 +536,17 @@ static void complete_one(coh_cmd *cmd, int status, worklist *w)
 /* Completes what became complete on the way (and what that releases). */
 static void wl_run(worklist *w)
 {
-    while (w->n) {
-        work x = w->v[--w->n];
-        complete_one(x.cmd, x.status, w);
-        mti_coh_cmd_unref(x.cmd);
+    while (w->head) {
+        coh_cmd *cmd = w->head;
+        w->head = cmd->next;
+        complete_one(cmd, atomic_load_explicit(&cmd->dep_error, memory_order_relaxed), w);
+        mti_coh_cmd_unref(cmd);
     }
-    if (w->v != w->inl)
-        free(w->v);
 }
 
 void mti_coh_cmd_complete(coh_cmd *cmd, int status)
 {
-    worklist w = {.v = NULL, .n = 0, .cap = 16};
-    w.v = w.inl;
+    worklist w = {NULL};
     complete_one(cmd, status, &w);
     mti_coh_cmd_unref(cmd); /* the execution's reference */
     wl_run(&w);
@@ -571,8 +554,7 @@ void mti_coh_cmd_complete(coh_cmd *cmd, int status)
 
 void mti_coh_cmd_submitted(coh_cmd *cmd)
 {
-    worklist w = {.v = NULL, .n = 0, .cap = 16};
-    w.v = w.inl;
+    worklist w = {NULL};
     coh_engine *e = cmd->eng;
     coh_cmd *take[16];
     uint32_t nt;

@@ -1,16 +1,16 @@
 /* alloc: host memory that runs out inside the allocator changes nothing.
  *
- * Linked with --wrap for malloc, calloc, realloc and aligned_alloc
- * (tests/CMakeLists.txt):
- * before most calls the test makes the k-th allocation of the call and
- * every later one fail (k of 1-3). mt_alloc_allocate and mt_alloc_add_region then either
- * succeed or return -ENOMEM (-ENOSPC when there is no room) and, as
- * alloc.h promises, change nothing: the statistics are those of before,
- * the consistency checker passes, and every allocation made so far is
- * still freeable exactly once, by its offset too (the offset map knows
- * every allocation, also one made while the map could not grow). Thousands of small allocations make the
- * node array and the offset map grow (the allocations that fail); regions
- * come and go. At the end everything is freed and the allocator is empty.
+ * Host allocations fail on demand (nomem_util.h): before most calls the
+ * test makes the k-th allocation of the call and every later one fail (k
+ * of 1-3). mt_alloc_allocate and mt_alloc_add_region then either succeed
+ * or return -ENOMEM (-ENOSPC when there is no room) and, as alloc.h
+ * promises, change nothing: the statistics are those of before, the
+ * consistency checker passes, and every allocation made so far is still
+ * freeable exactly once, by its offset too (the offset map knows every
+ * allocation, also one made while the map could not grow). Thousands of
+ * small allocations make the node array and the offset map grow (the
+ * allocations that fail); regions come and go. At the end everything is
+ * freed and the allocator is empty.
  * Usage: test_alloc_nomem [--seed N]. */
 #include <errno.h>
 #include <stdio.h>
@@ -18,50 +18,7 @@
 
 #include "memtrack/alloc.h"
 #include "mt_test.h"
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void *__real_aligned_alloc(size_t al, size_t n);
-void *__wrap_aligned_alloc(size_t al, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_realloc(void *p, size_t n);
-
-/* > 0: from the countdown-th allocation on, every one fails (memory that
- * has run out stays out while the call runs; one thread). */
-static long countdown;
-static int fired;
-
-static int fail_now(void)
-{
-    if (countdown <= 0)
-        return 0;
-    if (countdown > 1) {
-        countdown--;
-        return 0;
-    }
-    fired = 1; /* countdown stays 1: the later ones fail too */
-    errno = ENOMEM;
-    return 1;
-}
-
-void *__wrap_malloc(size_t n) { return fail_now() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t m) { return fail_now() ? NULL : __real_calloc(n, m); }
-void *__wrap_realloc(void *p, size_t n) { return fail_now() ? NULL : __real_realloc(p, n); }
-void *__wrap_aligned_alloc(size_t al, size_t n) { return fail_now() ? NULL : __real_aligned_alloc(al, n); }
-
-static void arm(long k)
-{
-    countdown = k;
-    fired = 0;
-}
-
-static int disarm(void)
-{
-    countdown = 0;
-    return fired;
-}
+#include "nomem_util.h"
 
 enum { MAXLIVE = 20000, MAXREG = 16 };
 
@@ -106,9 +63,9 @@ int main(int argc, char **argv)
             if (nregions == MAXREG)
                 continue;
             uint32_t id;
-            arm(drought ? 1 : armed ? 1 + (long)mt_test_below(&rng, 3) : 0);
+            nomem_arm(drought ? 1 : armed ? 1 + (long)mt_test_below(&rng, 3) : 0, 1);
             int rc = mt_alloc_add_region(a, (1 + mt_test_below(&rng, 8)) << 20, NULL, &id);
-            int f = disarm();
+            int f = nomem_disarm();
             if (rc) {
                 MT_CHECK(rc == -ENOMEM && f);
                 region_fail++;
@@ -120,9 +77,9 @@ int main(int argc, char **argv)
             uint64_t size = mt_test_below(&rng, 8) ? 256 + mt_test_below(&rng, 4096)
                                                    : 1 + mt_test_below(&rng, 1u << 20);
             uint64_t align = 1ull << mt_test_below(&rng, 13);
-            arm(drought ? 1 : armed ? 1 + (long)mt_test_below(&rng, 3) : 0);
+            nomem_arm(drought ? 1 : armed ? 1 + (long)mt_test_below(&rng, 3) : 0, 1);
             int rc = mt_alloc_allocate(a, size, align, MT_ALLOC_LINEAR, &live[nlive]);
-            int f = disarm();
+            int f = nomem_disarm();
             if (rc == 0) {
                 nlive++;
                 ok_fired += (unsigned)f;

@@ -1,12 +1,9 @@
 /* coherence: an allocation that fails inside mt_coh_enqueue or mt_coh_map
  * loses nothing.
  *
- * The test binary is linked with --wrap for malloc, calloc, realloc,
- * aligned_alloc, posix_memalign and mmap (tests/CMakeLists.txt), so every
- * allocation the library makes goes through the wrappers below. Before an
- * enqueue or a map the test arms a countdown: the k-th allocation of its
- * own thread (the planner's: engine threads are never failed) returns NULL
- * (MAP_FAILED for mmap) with ENOMEM. Whatever k hits (validation, the
+ * Host allocations fail on demand (nomem_util.h): before an enqueue or a
+ * map the test makes the k-th allocation of its own thread (the planner's:
+ * engine threads are never failed) fail with ENOMEM. Whatever k hits (validation, the
  * instances, the pooled commands, a migration's segments, a dependency
  * list, a fixup, the map record), the call either succeeds or returns
  * -ENOMEM, and:
@@ -28,74 +25,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "coh_util.h"
 #include "memtrack/coherence.h"
 #include "mt_test.h"
-
-/* ---- allocation failures on demand ---------------------------------------------------- */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void *__real_aligned_alloc(size_t a, size_t n);
-int __real_posix_memalign(void **p, size_t a, size_t n);
-void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_aligned_alloc(size_t a, size_t n);
-int __wrap_posix_memalign(void **p, size_t a, size_t n);
-void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
-
-static _Thread_local long t_countdown; /* > 0: the countdown-th allocation fails */
-static _Thread_local int t_fired, t_sticky; /* sticky: and every later one */
-
-/* 1 when this allocation is the one to fail. */
-static int fail_now(void)
-{
-    if (t_countdown <= 0)
-        return 0;
-    if (t_countdown > 1) {
-        t_countdown--;
-        return 0;
-    }
-    if (!t_sticky)
-        t_countdown = 0;
-    t_fired = 1;
-    errno = ENOMEM;
-    return 1;
-}
-
-void *__wrap_malloc(size_t n) { return fail_now() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t m) { return fail_now() ? NULL : __real_calloc(n, m); }
-void *__wrap_realloc(void *p, size_t n) { return fail_now() ? NULL : __real_realloc(p, n); }
-void *__wrap_aligned_alloc(size_t a, size_t n) { return fail_now() ? NULL : __real_aligned_alloc(a, n); }
-
-int __wrap_posix_memalign(void **p, size_t a, size_t n)
-{
-    return fail_now() ? ENOMEM : __real_posix_memalign(p, a, n);
-}
-
-void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-    return fail_now() ? MAP_FAILED : __real_mmap(addr, len, prot, flags, fd, off);
-}
-
-static void arm(long k)
-{
-    t_countdown = k;
-    t_fired = 0;
-}
-
-static int disarm(void)
-{
-    t_countdown = 0;
-    t_sticky = 0;
-    return t_fired;
-}
+#include "nomem_util.h"
 
 /* ---- the program and its model -------------------------------------------------------- */
 
@@ -178,9 +113,9 @@ static void step_enqueue(void)
     mt_coh_command cmd = {.fn = tk_run, .user = &k, .args = a, .nargs = k.nargs};
     mt_coh_event *ev = NULL;
     int armed = mt_test_below(&rng, 5) != 0; /* most steps fail an allocation */
-    arm(armed ? 1 + (long)mt_test_below(&rng, 4) : 0);
+    nomem_arm(armed ? 1 + (long)mt_test_below(&rng, 4) : 0, 0);
     int rc = mt_coh_enqueue(q[dev], &cmd, &ev);
-    int fired = disarm();
+    int fired = nomem_disarm();
     n_fired += (unsigned)fired;
     if (rc) {
         /* MT_EDEVMEM: no room on the device even after eviction (what is
@@ -219,9 +154,9 @@ static void step_map(void)
     void *p = NULL;
     mt_coh_event *ev = NULL;
     uint32_t dev = (uint32_t)mt_test_below(&rng, NDEV) + 1;
-    arm(1 + (long)mt_test_below(&rng, 4));
+    nomem_arm(1 + (long)mt_test_below(&rng, 4), 0);
     int rc = mt_coh_map(q[dev], &a, NULL, 0, &p, &ev);
-    int fired = disarm();
+    int fired = nomem_disarm();
     n_fired += (unsigned)fired;
     if (rc) {
         if (rc != MT_EDEVMEM && (rc != -ENOMEM || !fired)) {
@@ -241,9 +176,9 @@ static void step_map(void)
     }
     /* The unmap too: one that fails leaves the map as it was. (It rarely
      * allocates: its marker comes from the command pool.) */
-    arm(1 + (long)mt_test_below(&rng, 2));
+    nomem_arm(1 + (long)mt_test_below(&rng, 2), 0);
     rc = mt_coh_unmap(q[dev], p, NULL);
-    fired = disarm();
+    fired = nomem_disarm();
     if (rc) {
         MT_CHECK(rc == -ENOMEM && fired);
         n_unmaps_failed++;
@@ -260,21 +195,21 @@ static void make_buffer(int b)
     int rc;
     long k = 1; /* the first allocation fails, then the second, ... */
     do {
-        arm(k++);
+        nomem_arm(k++, 0);
         rc = mt_coh_buffer_create(cl, BUFSZ, NULL, &buf[b]);
-        MT_CHECK(rc == 0 || (rc == -ENOMEM && disarm()));
+        MT_CHECK(rc == 0 || (rc == -ENOMEM && nomem_disarm()));
         n_creates_failed += rc != 0;
     } while (rc);
-    disarm();
+    nomem_disarm();
     for (int s = 0; s < NSUB; s++) {
         k = 1;
         do {
-            arm(k++);
+            nomem_arm(k++, 0);
             rc = mt_coh_subbuffer_create(cl, buf[b], sub_off[s], sub_size[s], 0, &sub[b][s]);
-            MT_CHECK(rc == 0 || (rc == -ENOMEM && disarm()));
+            MT_CHECK(rc == 0 || (rc == -ENOMEM && nomem_disarm()));
             n_creates_failed += rc != 0;
         } while (rc);
-        disarm();
+        nomem_disarm();
     }
     mt_coh_arg a = {.buf = buf[b], .size = BUFSZ, .access = MT_COH_WRITE};
     void *p;
@@ -336,10 +271,9 @@ static void free_in_flight(uint32_t hostdev, int rounds)
         mt_coh_event *run;
         MT_CHECK_OK(mt_coh_enqueue(q[hostdev], &cmd, &run));
         MT_CHECK_OK(mt_coh_flush(q[hostdev]));
-        t_sticky = 1;
-        arm(1);
+        nomem_arm(1, 1);
         int rc = mt_coh_buffer_free(cl, x);
-        int fired = disarm();
+        int fired = nomem_disarm();
         MT_CHECK_OK(rc);
         n_free_fired += (unsigned)fired;
         /* The next buffer, written on the host and read on the device. */

@@ -186,6 +186,23 @@ static void step_map(void)
     }
 }
 
+/* Writes `size` bytes of buffer b on the host (a writing map on q), filled
+ * with `pattern`; `copy` (if not NULL) gets them. */
+static void write_whole(mt_coh_queue *wq, mt_coh_buf b, uint64_t size, uint64_t pattern,
+                        uint8_t *copy)
+{
+    mt_coh_arg a = {.buf = b, .size = size, .access = MT_COH_WRITE};
+    void *p;
+    mt_coh_event *ev;
+    MT_CHECK_OK(mt_coh_map(wq, &a, NULL, 0, &p, &ev));
+    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
+    mt_coh_event_release(ev);
+    tk_fill(p, size, pattern);
+    if (copy)
+        memcpy(copy, p, size);
+    MT_CHECK_OK(mt_coh_unmap(wq, p, NULL));
+}
+
 /* A fresh buffer (and sub-buffers) in slot b, with known content: its
  * instances are made again, on the devices the next commands use. */
 static void make_buffer(int b)
@@ -211,15 +228,7 @@ static void make_buffer(int b)
         } while (rc);
         nomem_disarm();
     }
-    mt_coh_arg a = {.buf = buf[b], .size = BUFSZ, .access = MT_COH_WRITE};
-    void *p;
-    mt_coh_event *ev;
-    MT_CHECK_OK(mt_coh_map(q[1], &a, NULL, 0, &p, &ev));
-    MT_CHECK_OK(mt_coh_event_wait(ev, -1));
-    mt_coh_event_release(ev);
-    tk_fill(p, BUFSZ, mt_test_rand(&rng));
-    memcpy(model[b], p, BUFSZ);
-    MT_CHECK_OK(mt_coh_unmap(q[1], p, NULL));
+    write_whole(q[1], buf[b], BUFSZ, mt_test_rand(&rng), model[b]);
 }
 
 static void free_buffer(int b)
@@ -256,17 +265,9 @@ static void free_in_flight(uint32_t hostdev, int rounds)
     for (int round = 0; round < rounds; round++) {
         mt_coh_buf x, y;
         MT_CHECK_OK(mt_coh_buffer_create(cl, SZ, NULL, &x));
-        mt_coh_arg a = {.buf = x, .size = SZ, .access = MT_COH_WRITE};
-        void *p;
-        mt_coh_event *ev;
-        MT_CHECK_OK(mt_coh_map(q[hostdev], &a, NULL, 0, &p, &ev));
-        MT_CHECK_OK(mt_coh_event_wait(ev, -1));
-        mt_coh_event_release(ev);
-        tk_fill(p, SZ, 0x1111111111111111ull * (uint64_t)(round % 15 + 1));
-        memcpy(want, p, SZ);
-        MT_CHECK_OK(mt_coh_unmap(q[hostdev], p, NULL));
+        write_whole(q[hostdev], x, SZ, 0x1111111111111111ull * (uint64_t)(round % 15 + 1), want);
         slow_read k = {0};
-        a.access = MT_COH_READ;
+        mt_coh_arg a = {.buf = x, .size = SZ, .access = MT_COH_READ};
         mt_coh_command cmd = {.fn = slow_read_run, .user = &k, .args = &a, .nargs = 1};
         mt_coh_event *run;
         MT_CHECK_OK(mt_coh_enqueue(q[hostdev], &cmd, &run));
@@ -278,14 +279,9 @@ static void free_in_flight(uint32_t hostdev, int rounds)
         n_free_fired += (unsigned)fired;
         /* The next buffer, written on the host and read on the device. */
         MT_CHECK_OK(mt_coh_buffer_create(cl, SZ, NULL, &y));
-        mt_coh_arg b = {.buf = y, .size = SZ, .access = MT_COH_WRITE};
-        MT_CHECK_OK(mt_coh_map(q[hostdev], &b, NULL, 0, &p, &ev));
-        MT_CHECK_OK(mt_coh_event_wait(ev, -1));
-        mt_coh_event_release(ev);
-        tk_fill(p, SZ, 0xdeadbeefcafef00dull);
-        MT_CHECK_OK(mt_coh_unmap(q[hostdev], p, NULL));
+        write_whole(q[hostdev], y, SZ, 0xdeadbeefcafef00dull, NULL);
         tk_cmd k2 = {.nargs = 1, .access = {MT_COH_READ}};
-        b.access = MT_COH_READ;
+        mt_coh_arg b = {.buf = y, .size = SZ, .access = MT_COH_READ};
         mt_coh_command cmd2 = {.fn = tk_run, .user = &k2, .args = &b, .nargs = 1};
         MT_CHECK_OK(mt_coh_enqueue(q[hostdev], &cmd2, NULL));
         MT_CHECK_OK(mt_coh_event_wait(run, -1));

@@ -105,23 +105,47 @@ ffmpeg -hide_banner -loglevel error -f lavfi -i testsrc2=duration=3:size=1280x72
 # the layer (screenshots, frame hashes).
 has_output() { case $1 in vkcube|vkcube-layers|vkd3d-gears) return 1 ;; esac; return 0; }
 
-# The application $1 without the layer, its output under $2. mpv's gpu-next
-# on lavapipe dies of SIGSEGV now and then with nothing of memtrack loaded
-# (seen once in four CI runs): a reference run killed by a signal is run again,
-# up to twice, and said. The recorded runs below get no such retry.
+# Every application runs in a directory of its own ($TMP/wd), so that a
+# crash leaves its core there. The cores tell lavapipe's own crash
+# (lavapipe-crash.sh: a NULL dereference inside libvulkan_lvp.so, which mpv's
+# gpu-next meets in about 1 run in 130 with nothing of memtrack loaded) from
+# anything else: a run that died of that is run again, up to twice, and said,
+# with or without the layer. Any other crash fails. Where the system pipes
+# cores elsewhere (core_pattern "|..."), none is seen and every crash fails.
+ulimit -c unlimited 2>/dev/null || true
+case $(cat /proc/sys/kernel/core_pattern 2>/dev/null) in
+  "|"*) echo "note: cores go to a program (core_pattern), so lavapipe's own crashes cannot be told apart" >&2 ;;
+esac
+WD=$TMP/wd
+fresh_wd() { rm -rf "$WD" && mkdir "$WD"; }
+# Whether the last run's core is lavapipe's own crash; CRASH says what any
+# core it left says (empty without one). The cores are removed either way.
+lavapipe_crashed() {
+  local c rc=1
+  CRASH=
+  for c in "$WD"/core*; do
+    [ -f "$c" ] && [ $rc -ne 0 ] || continue
+    CRASH=$("$HERE/lavapipe-crash.sh" "$c") && rc=0
+  done
+  rm -f "$WD"/core*
+  return $rc
+}
+
+# The application $1 without the layer, its output under $2.
 run_ref() {
   local try rc
   for try in 1 2 3; do
-    rm -rf "$2" && mkdir -p "$2"
+    rm -rf "$2" && mkdir -p "$2" && fresh_wd
     set +e
-    eval "$(app_cmd $1 "$2")" >"$TMP/ref.log" 2>&1
+    (cd "$WD" && eval "$(app_cmd $1 "$2")") >"$TMP/ref.log" 2>&1
     rc=$?
     set -e
     [ $rc -eq 0 ] && return 0
-    [ $rc -ge 128 ] && [ $try -lt 3 ] || break
-    echo "note: $1 without the layer died with exit $rc (its own crash): running it again" >&2
+    lavapipe_crashed && [ $try -lt 3 ] || break
+    echo "note: $1 without the layer died with exit $rc, $CRASH: running it again" >&2
   done
   cat "$TMP/ref.log"
+  [ -z "$CRASH" ] || echo "$CRASH"
   return 1
 }
 
@@ -148,20 +172,28 @@ for app in $apps; do
     trace=$out.mtrace
     # xvfb-run itself fails now and then to remove its temporary directory
     # after the application ended (its exit 5 hides the application's
-    # status; seen once in the CI, vkd3d-gears): only then, run again, said.
-    for try in 1 2; do
+    # status; seen once in the CI, vkd3d-gears): only then, or after
+    # lavapipe's own crash (above), run again, said.
+    want=0
+    [ $app = vkd3d-gears ] && want=124 # it ends by the SIGTERM of its timeout
+    for try in 1 2 3; do
+      fresh_wd
       set +e
-      eval "\"$MEMTRACK\" record --quiet -o \"$trace\" --mode $mode --backend $backend --verify -- $(app_cmd $app "$out")" >"$out.log" 2>&1
+      (cd "$WD" && eval "\"$MEMTRACK\" record --quiet -o \"$trace\" --mode $mode --backend $backend --verify -- $(app_cmd $app "$out")") >"$out.log" 2>&1
       rc=$?
       set -e
-      grep -q "^xvfb-run: error: problem while cleaning up temporary directory" "$out.log" && [ $try = 1 ] || break
-      echo "note: $app ($tag): xvfb-run could not clean up its temporary directory: running it again" >&2
+      CRASH=
+      if [ $rc -ne $want ] && lavapipe_crashed && [ $try -lt 3 ]; then
+        echo "note: $app ($tag): the application died with exit $rc, $CRASH: running it again" >&2
+      elif grep -q "^xvfb-run: error: problem while cleaning up temporary directory" "$out.log" && [ $try -lt 3 ]; then
+        echo "note: $app ($tag): xvfb-run could not clean up its temporary directory: running it again" >&2
+      else
+        break
+      fi
       rm -rf "$out" "$trace" && mkdir -p "$out"
     done
-    # vkd3d-gears ends by the SIGTERM of its timeout (status 124).
-    want=0
-    [ $app = vkd3d-gears ] && want=124
-    [ $rc -eq $want ] || { bad "$app ($tag): record exited $rc"; tail -5 "$out.log" >&2; line="$line $tag=FAIL"; continue; }
+    rm -f "$WD"/core*
+    [ $rc -eq $want ] || { bad "$app ($tag): record exited $rc${CRASH:+ ($CRASH)}"; tail -5 "$out.log" >&2; line="$line $tag=FAIL"; continue; }
     if has_output $app && ! diff -r "$ref" "$out" >/dev/null; then
       bad "$app ($tag): output differs from the run without the layer"
       diff -r "$ref" "$out" 2>&1 | head -3 >&2

@@ -71,6 +71,10 @@ void lt_process_init(void)
     g_pid = getpid();
     pthread_atfork(NULL, NULL, on_fork_child);
     mt_track_set_last_words(last_words);
+    /* A recorded application that dies of a fault gets one line on stderr
+     * saying where, and whether the address was memory memtrack tracks:
+     * the first question of anyone whose application crashed under it. */
+    mt_track_set_fault_report(STDERR_FILENO);
     /* An application that never destroys its instance still gets a complete
      * trace (index and trailer) when it exits normally. The layer is linked
      * -z nodelete, so this handler stays valid. */

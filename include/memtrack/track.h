@@ -338,6 +338,21 @@ enum { MT_TRACK_LAST_EXEC = 0, MT_TRACK_LAST_EXIT = -1 };
 typedef void (*mt_track_last_words_fn)(int why);
 MT_API void mt_track_set_last_words(mt_track_last_words_fn fn);
 
+/* Where to say how the process dies when a fault the kernel raised
+ * (SIGSEGV, SIGBUS) reaches memtrack's handler, is not a tracked write, and
+ * is about to take its default action: one line is written to fd just
+ * before, with the signal and its cause, the faulting address and whether
+ * it lies in memory a tracker covers, and the instruction as the file it
+ * was loaded from and its offset there (from /proc/self/maps; no symbol
+ * lookup), e.g.
+ *   memtrack: the process dies of SIGSEGV (address not mapped) at address
+ *   0x8, outside any memory memtrack tracks; instruction at 0x7f3e1a2d66fd
+ *   in libvulkan_lvp.so+0xd66fd
+ * (one line). It answers "did memtrack cause this?" where no core is kept.
+ * A fault the application's own handler takes is not reported. -1 (the
+ * default) turns it off. Async-signal-safe; any thread. */
+MT_API void mt_track_set_fault_report(int fd);
+
 /* Puts memtrack's handler back on top of whatever the application installed,
  * keeping the application's handler as the next in the chain (re-entry from
  * it is detected, so a handler that chains back to memtrack's does not loop).

@@ -436,6 +436,10 @@ void mti_fork_note_write(const mt_range *r);
 /* Whether a descendant told that it may write r (shared memory). */
 int mti_fork_inherited(const mt_range *r);
 
+/* Writes the line mt_track_set_fault_report asked for, if any, on a fault
+ * about to take its default action. Async-signal-safe (fault_report.c). */
+void mti_fault_report(int sig, const siginfo_t *si, const void *uctx);
+
 /* Calls the function mt_track_set_last_words registered, if any.
  * Async-signal-safe (sigchain.c). */
 void mti_last_words_call(int why);

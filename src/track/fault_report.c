@@ -1,0 +1,236 @@
+/* One line on a fault that is about to kill the process
+ * (mt_track_set_fault_report): which signal and why, the address, whether it
+ * lies in memory a tracker covers, and the instruction as module+offset.
+ *
+ * Why: a process that dies of SIGSEGV while memtrack write-protects its
+ * pages raises the question whether memtrack caused it. The kernel's core
+ * answers it where cores are kept; this line answers it everywhere, before
+ * the default action erases the evidence.
+ *
+ * Async-signal-safe: a stack buffer, open/read/write/close, no allocation,
+ * no stdio, no dladdr (it takes the loader's lock, which the faulting
+ * thread may hold). The module comes from /proc/self/maps. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static _Atomic int g_report_fd = -1;
+
+void mt_track_set_fault_report(int fd)
+{
+    atomic_store_explicit(&g_report_fd, fd < 0 ? -1 : fd, memory_order_relaxed);
+}
+
+typedef struct line {
+    char s[640];
+    size_t n;
+} line;
+
+static void put(line *l, const char *t)
+{
+    while (*t && l->n < sizeof l->s - 1)
+        l->s[l->n++] = *t++;
+}
+
+static void put_hex(line *l, uintptr_t v)
+{
+    char d[2 + 2 * sizeof v];
+    int k = (int)sizeof d;
+    do {
+        d[--k] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v && k > 2);
+    d[--k] = 'x';
+    d[--k] = '0';
+    for (; k < (int)sizeof d && l->n < sizeof l->s - 1; k++)
+        l->s[l->n++] = d[k];
+}
+
+static const char *code_text(int sig, int code)
+{
+    if (code <= 0)
+        return "sent by a process";
+    if (sig == SIGSEGV)
+        switch (code) {
+        case SEGV_MAPERR: return "address not mapped";
+        case SEGV_ACCERR: return "access not allowed by the page's protection";
+#ifdef SEGV_PKUERR
+        case SEGV_PKUERR: return "protection key";
+#endif
+        default: break;
+        }
+    if (sig == SIGBUS)
+        switch (code) {
+        case BUS_ADRALN: return "misaligned address";
+        case BUS_ADRERR: return "no such physical address (a file mapped past its end?)";
+        case BUS_OBJERR: return "object-specific hardware error";
+        default: break;
+        }
+    return "other cause";
+}
+
+static uintptr_t fault_pc(const void *uctx)
+{
+    if (!uctx)
+        return 0;
+    const ucontext_t *uc = uctx;
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__i386__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.pc;
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+static const char *parse_hex(const char *p, const char *end, uintptr_t *v)
+{
+    uintptr_t x = 0;
+    const char *s = p;
+    for (; p < end; p++) {
+        char c = *p;
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                                            : 16;
+        if (d == 16)
+            break;
+        x = x << 4 | d;
+    }
+    *v = x;
+    return p == s ? NULL : p;
+}
+
+static const char *spaces(const char *p, const char *e)
+{
+    while (p < e && *p == ' ')
+        p++;
+    return p;
+}
+
+/* Past the next space-separated field. */
+static const char *field(const char *p, const char *e)
+{
+    p = spaces(p, e);
+    while (p < e && *p != ' ')
+        p++;
+    return p;
+}
+
+/* One line of /proc/self/maps ("start-end perms offset dev inode path"):
+ * when it holds pc, appends "name+0xoffset" (the file's base name, what a
+ * reader matches against its libraries, and the file offset of pc) to out
+ * and returns 1. */
+static int match_line(const char *b, const char *e, uintptr_t pc, line *out)
+{
+    uintptr_t start, end, off;
+    const char *p = parse_hex(b, e, &start);
+    if (!p || p >= e || *p != '-' || !(p = parse_hex(p + 1, e, &end)) || pc < start || pc >= end)
+        return 0;
+    p = field(p, e); /* perms */
+    if (!(p = parse_hex(spaces(p, e), e, &off)))
+        return 0;
+    p = spaces(field(field(p, e), e), e); /* dev, inode */
+    const char *name = p;
+    for (const char *q = p; q < e; q++)
+        if (*q == '/')
+            name = q + 1;
+    if (name == e) {
+        put(out, "an anonymous mapping"); /* generated code: no offset means anything */
+        return 1;
+    }
+    while (name < e && out->n < sizeof out->s - 1)
+        out->s[out->n++] = *name++;
+    put(out, "+");
+    put_hex(out, pc - start + off);
+    return 1;
+}
+
+/* Appends where pc is, as module+offset, from /proc/self/maps. */
+static void put_module(line *l, uintptr_t pc)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        put(l, "(/proc/self/maps unreadable)");
+        return;
+    }
+    char buf[4096];
+    size_t have = 0;
+    int found = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + have, sizeof buf - have);
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+        size_t used = 0;
+        for (size_t i = 0; i < have && !found; i++)
+            if (buf[i] == '\n') {
+                found = match_line(buf + used, buf + i, pc, l);
+                used = i + 1;
+            }
+        if (found)
+            break;
+        /* A line longer than the buffer is cut: its start is what counts. */
+        if (used == 0)
+            used = have;
+        memmove(buf, buf + used, have - used);
+        have -= used;
+    }
+    close(fd);
+    if (!found)
+        put(l, "(in no mapping)");
+}
+
+/* Whether addr lies in a range some tracker covers. */
+static int in_tracked(uintptr_t addr)
+{
+    const mt_sig_entry *e;
+    uint32_t n;
+    unsigned tok = mti_sigtable_enter(&e, &n);
+    uint32_t i = mti_sigtable_first_ending_after(e, n, addr);
+    int in = i < n && e[i].start <= addr;
+    mti_sigtable_leave(tok);
+    return in;
+}
+
+void mti_fault_report(int sig, const siginfo_t *si, const void *uctx)
+{
+    int fd = atomic_load_explicit(&g_report_fd, memory_order_relaxed);
+    if (fd < 0 || !si)
+        return;
+    int saved = errno;
+    line l = {.n = 0};
+    put(&l, "memtrack: the process dies of ");
+    put(&l, sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : "a fault");
+    put(&l, " (");
+    put(&l, code_text(sig, si->si_code));
+    put(&l, ") at address ");
+    uintptr_t addr = (uintptr_t)si->si_addr;
+    put_hex(&l, addr);
+    put(&l, in_tracked(addr) ? ", inside memory memtrack tracks (not a tracked write)"
+                             : ", outside any memory memtrack tracks");
+    uintptr_t pc = fault_pc(uctx);
+    if (pc) {
+        put(&l, "; instruction at ");
+        put_hex(&l, pc);
+        put(&l, " in ");
+        put_module(&l, pc);
+    }
+    put(&l, "\n");
+    for (size_t done = 0; done < l.n;) {
+        ssize_t w = write(fd, l.s + done, l.n - done);
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    errno = saved;
+}

@@ -341,7 +341,7 @@ MT_API void mt_track_set_last_words(mt_track_last_words_fn fn);
 /* Where to say how the process dies when a fault the kernel raised
  * (SIGSEGV, SIGBUS) reaches memtrack's handler, is not a tracked write, and
  * is about to take its default action: one line is written to fd just
- * before, with the signal and its cause, the faulting address and whether
+ * before (after the last words, mt_track_set_last_words), with the signal and its cause, the faulting address and whether
  * it lies in memory a tracker covers, and the instruction as the file it
  * was loaded from and its offset there (from /proc/self/maps; no symbol
  * lookup), e.g.

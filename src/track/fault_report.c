@@ -29,7 +29,7 @@ void mt_track_set_fault_report(int fd)
 }
 
 typedef struct line {
-    char s[640];
+    char s[512];
     size_t n;
 } line;
 
@@ -163,7 +163,7 @@ static void put_module(line *l, uintptr_t pc)
         put(l, "(/proc/self/maps unreadable)");
         return;
     }
-    char buf[4096];
+    char buf[1024]; /* small: this may run on a small alternate signal stack */
     size_t have = 0;
     int found = 0;
     for (;;) {

@@ -397,11 +397,12 @@ void mti_chain_call(int slot, int sig, siginfo_t *si, void *uctx)
          * a fault re-executes on return and kills the process with the
          * original context (so the core shows the faulting instruction); a
          * sent signal is re-sent and delivered once we return. */
-        /* The process dies now: said where (a fault), and its owner may
-         * want to say its last words (make a trace complete) first. */
+        /* The process dies now: its owner may want to say its last words
+         * (make a trace complete) first; then where it died (a fault),
+         * after them so that nothing the report does can cost the trace. */
+        mti_last_words_call(sig);
         if (from_kernel)
             mti_fault_report(sig, si, uctx);
-        mti_last_words_call(sig);
         reset_to_default(sig);
         if (!from_kernel)
             raise(sig);

@@ -225,7 +225,7 @@ void mti_fault_report(int sig, const siginfo_t *si, const void *uctx)
         put(&l, " in ");
         put_module(&l, pc);
     }
-    put(&l, "\n");
+    l.s[l.n++] = '\n'; /* put keeps a byte for it */
     for (size_t done = 0; done < l.n;) {
         ssize_t w = write(fd, l.s + done, l.n - done);
         if (w <= 0)

@@ -10,8 +10,9 @@
 # now and then with nothing of memtrack loaded: 4 of 530 runs here, every
 # one in a lavapipe queue thread writing through a NULL list pointer
 # (libvulkan_lvp.so+0xd66fd, address 0x8). A recorded run that dies of that
-# is not memtrack's doing: memtrack's own faults are write-protection faults
-# (SEGV_ACCERR) on mapped pages, and it never hands lavapipe a pointer.
+# is taken for lavapipe's own: the same crash happens without memtrack, and
+# the faults memtrack causes are write-protection faults (SEGV_ACCERR) on
+# mapped pages, not NULL dereferences.
 set -euo pipefail
 core=$1
 command -v gdb >/dev/null || exit 1

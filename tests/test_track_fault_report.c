@@ -10,7 +10,9 @@
  *      PROT_NONE before it was tracked: SIGSEGV, not allowed by the
  *      protection, inside tracked memory;
  *  (c) a file mapping read past the file's end: SIGBUS;
- *  (d) the report turned off (-1): the same death as (a), nothing written. */
+ *  (d) the report turned off (-1): the same death as (a), nothing written;
+ *  (e) the report written into a pipe nobody reads: the child still dies
+ *      of SIGSEGV, not of the SIGPIPE the write raised. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <sys/resource.h>
@@ -18,7 +20,7 @@
 
 #include "track_util.h"
 
-enum { NULL_STORE, APP_PROT_NONE, PAST_EOF, REPORT_OFF };
+enum { NULL_STORE, APP_PROT_NONE, PAST_EOF, REPORT_OFF, BROKEN_PIPE };
 
 static void child(int how, int fd)
 {
@@ -37,6 +39,12 @@ static void child(int how, int fd)
     MT_CHECK_OK(mt_tracker_create(&o, &t));
     mt_range_id id;
     MT_CHECK_OK(mt_tracker_add(t, m, 4 * ps, NULL, &id));
+    if (how == BROKEN_PIPE) {
+        int p[2];
+        MT_CHECK_OK(pipe(p));
+        close(p[0]);
+        fd = p[1];
+    }
     mt_track_set_fault_report(how == REPORT_OFF ? -1 : fd);
     m[0] = 1; /* tracked writes: handled, not reported */
     m[ps] = 2;
@@ -44,7 +52,8 @@ static void child(int how, int fd)
     MT_CHECK(mt_tracker_collect(t, id, runs, 4) == 1);
     switch (how) {
     case NULL_STORE:
-    case REPORT_OFF: {
+    case REPORT_OFF:
+    case BROKEN_PIPE: {
         volatile int *volatile p = (volatile int *)8;
         *p = 1;
         break;
@@ -128,6 +137,9 @@ int main(int argc, char **argv)
     has(s, here);
 
     run(REPORT_OFF, SIGSEGV, s, sizeof s);
+    MT_CHECK(s[0] == 0);
+
+    run(BROKEN_PIPE, SIGSEGV, s, sizeof s);
     MT_CHECK(s[0] == 0);
     printf("test_track_fault_report: ok\n");
     return 0;

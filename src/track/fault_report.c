@@ -7,7 +7,8 @@
  * answers it where cores are kept; this line answers it everywhere, before
  * the default action erases the evidence.
  *
- * Async-signal-safe: a stack buffer, open/read/write/close, no allocation,
+ * Async-signal-safe: a stack buffer, open/read/write/close (sigpending and
+ * sigtimedwait for SIGPIPE, write_quietly), no allocation,
  * no stdio, no dladdr (it takes the loader's lock, which the faulting
  * thread may hold). The module comes from /proc/self/maps. */
 #define _GNU_SOURCE
@@ -202,6 +203,29 @@ static int in_tracked(uintptr_t addr)
     return in;
 }
 
+/* Writes what it can of s. A write into a pipe nobody reads raises SIGPIPE,
+ * held pending while memtrack's handler runs (its sa_mask blocks every
+ * asynchronous signal): one raised here is taken back, so that the process
+ * still dies of its fault, with the status its parent would have seen. */
+static void write_quietly(int fd, const char *s, size_t n)
+{
+    sigset_t before, after;
+    int had_pipe = sigpending(&before) != 0 || sigismember(&before, SIGPIPE);
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(fd, s + done, n - done);
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    if (had_pipe || sigpending(&after) != 0 || !sigismember(&after, SIGPIPE))
+        return;
+    sigset_t pipe_only;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    struct timespec now = {0, 0};
+    sigtimedwait(&pipe_only, NULL, &now);
+}
+
 void mti_fault_report(int sig, const siginfo_t *si, const void *uctx)
 {
     int fd = atomic_load_explicit(&g_report_fd, memory_order_relaxed);
@@ -226,11 +250,6 @@ void mti_fault_report(int sig, const siginfo_t *si, const void *uctx)
         put_module(&l, pc);
     }
     l.s[l.n++] = '\n'; /* put keeps a byte for it */
-    for (size_t done = 0; done < l.n;) {
-        ssize_t w = write(fd, l.s + done, l.n - done);
-        if (w <= 0)
-            break;
-        done += (size_t)w;
-    }
+    write_quietly(fd, l.s, l.n);
     errno = saved;
 }

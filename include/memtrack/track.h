@@ -341,10 +341,10 @@ MT_API void mt_track_set_last_words(mt_track_last_words_fn fn);
 /* Where to say how the process dies when a fault the kernel raised
  * (SIGSEGV, SIGBUS) reaches memtrack's handler, is not a tracked write, and
  * is about to take its default action: one line is written to fd just
- * before (after the last words, mt_track_set_last_words), with the signal and its cause, the faulting address and whether
- * it lies in memory a tracker covers, and the instruction as the file it
- * was loaded from and its offset there (from /proc/self/maps; no symbol
- * lookup), e.g.
+ * before (after the last words, mt_track_set_last_words), with the signal
+ * and its cause, the faulting address and whether it lies in memory a
+ * tracker covers, and the instruction as the file it was loaded from and
+ * its offset there (from /proc/self/maps; no symbol lookup), e.g.
  *   memtrack: the process dies of SIGSEGV (address not mapped) at address
  *   0x8, outside any memory memtrack tracks; instruction at 0x7f3e1a2d66fd
  *   in libvulkan_lvp.so+0xd66fd

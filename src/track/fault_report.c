@@ -7,13 +7,12 @@
  * answers it where cores are kept; this line answers it everywhere, before
  * the default action erases the evidence.
  *
- * Async-signal-safe: a stack buffer, open/read/write/close (sigpending and
- * sigtimedwait for SIGPIPE, write_quietly), no allocation,
- * no stdio, no dladdr (it takes the loader's lock, which the faulting
- * thread may hold). The module comes from /proc/self/maps. */
+ * Async-signal-safe: stack buffers, system calls (sigpending and
+ * sigtimedwait for SIGPIPE, write_quietly), no allocation, no stdio, no
+ * dladdr (it takes the loader's lock, which the faulting thread may hold).
+ * The module comes from /proc/self/maps (mti_vma_at). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -94,101 +93,29 @@ static uintptr_t fault_pc(const void *uctx)
 #endif
 }
 
-static const char *parse_hex(const char *p, const char *end, uintptr_t *v)
-{
-    uintptr_t x = 0;
-    const char *s = p;
-    for (; p < end; p++) {
-        char c = *p;
-        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
-                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                                            : 16;
-        if (d == 16)
-            break;
-        x = x << 4 | d;
-    }
-    *v = x;
-    return p == s ? NULL : p;
-}
-
-static const char *spaces(const char *p, const char *e)
-{
-    while (p < e && *p == ' ')
-        p++;
-    return p;
-}
-
-/* Past the next space-separated field. */
-static const char *field(const char *p, const char *e)
-{
-    p = spaces(p, e);
-    while (p < e && *p != ' ')
-        p++;
-    return p;
-}
-
-/* One line of /proc/self/maps ("start-end perms offset dev inode path"):
- * when it holds pc, appends "name+0xoffset" (the file's base name, what a
- * reader matches against its libraries, and the file offset of pc) to out
- * and returns 1. */
-static int match_line(const char *b, const char *e, uintptr_t pc, line *out)
-{
-    uintptr_t start, end, off;
-    const char *p = parse_hex(b, e, &start);
-    if (!p || p >= e || *p != '-' || !(p = parse_hex(p + 1, e, &end)) || pc < start || pc >= end)
-        return 0;
-    p = field(p, e); /* perms */
-    if (!(p = parse_hex(spaces(p, e), e, &off)))
-        return 0;
-    p = spaces(field(field(p, e), e), e); /* dev, inode */
-    const char *name = p;
-    for (const char *q = p; q < e; q++)
-        if (*q == '/')
-            name = q + 1;
-    if (name == e) {
-        put(out, "an anonymous mapping"); /* generated code: no offset means anything */
-        return 1;
-    }
-    while (name < e && out->n < sizeof out->s - 1)
-        out->s[out->n++] = *name++;
-    put(out, "+");
-    put_hex(out, pc - start + off);
-    return 1;
-}
-
-/* Appends where pc is, as module+offset, from /proc/self/maps. */
+/* Appends where pc is, as the base name of the file mapped there and pc's
+ * offset in it (mti_vma_at reads /proc/self/maps). */
 static void put_module(line *l, uintptr_t pc)
 {
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    char path[256];
+    uint64_t off;
+    int rc = mti_vma_at(pc, &off, path, sizeof path);
+    if (rc == -ENOENT) {
+        put(l, "(in no mapping)");
+        return;
+    }
+    if (rc) {
         put(l, "(/proc/self/maps unreadable)");
         return;
     }
-    char buf[1024]; /* small: this may run on a small alternate signal stack */
-    size_t have = 0;
-    int found = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + have, sizeof buf - have);
-        if (r <= 0)
-            break;
-        have += (size_t)r;
-        size_t used = 0;
-        for (size_t i = 0; i < have && !found; i++)
-            if (buf[i] == '\n') {
-                found = match_line(buf + used, buf + i, pc, l);
-                used = i + 1;
-            }
-        if (found)
-            break;
-        /* A line longer than the buffer is cut: its start is what counts. */
-        if (used == 0)
-            used = have;
-        memmove(buf, buf + used, have - used);
-        have -= used;
+    if (!path[0]) {
+        put(l, "an anonymous mapping"); /* generated code: no offset means anything */
+        return;
     }
-    close(fd);
-    if (!found)
-        put(l, "(in no mapping)");
+    const char *name = strrchr(path, '/');
+    put(l, name ? name + 1 : path);
+    put(l, "+");
+    put_hex(l, (uintptr_t)off);
 }
 
 /* Whether addr lies in a range some tracker covers. */

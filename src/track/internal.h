@@ -66,6 +66,11 @@ int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx);
  * /proc/self/mem at the wrong offsets (NVIDIA's PCI BAR mappings once split,
  * vmaprot.c), 0 when not, or a negative errno. */
 int mti_vma_misread(uintptr_t start, uintptr_t end);
+/* The mapping that holds addr: the file offset addr has there, and its path
+ * (its last cap-1 bytes when longer; "" for anonymous memory), NUL-ended in
+ * name. 0, -ENOENT when nothing is mapped there, or a negative errno.
+ * Async-signal-safe: system calls and a stack buffer (vmaprot.c). */
+int mti_vma_at(uintptr_t addr, uint64_t *file_off, char *name, size_t cap);
 /* The hooks' note of a protection just set by the application (mprotect,
  * mmap(MAP_FIXED); mremap passes 0): one that forbids reads moves the count
  * mt_track_readable's answers depend on (readable.c). */

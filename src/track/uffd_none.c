@@ -53,6 +53,12 @@ int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
     return MT_EUNSUPPORTED;
 }
 
+int mti_vma_at(uintptr_t addr, uint64_t *file_off, char *name, size_t cap)
+{
+    (void)addr; (void)file_off; (void)name; (void)cap;
+    return MT_EUNSUPPORTED;
+}
+
 /* No list of mappings: nothing can be said about the memory. */
 int mt_track_aliasable(const void *addr, size_t len)
 {

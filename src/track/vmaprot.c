@@ -279,3 +279,37 @@ int mti_vma_misread(uintptr_t start, uintptr_t end)
     syscall(SYS_close, fd);
     return rc < 0 ? rc : found;
 }
+
+typedef struct at_ctx {
+    uintptr_t addr;
+    uint64_t *file_off;
+    char *name;
+    size_t cap;
+    int found;
+} at_ctx;
+
+static int at_line(const maps_line *l, uintptr_t start, uintptr_t end, void *ctx)
+{
+    (void)start, (void)end;
+    at_ctx *c = ctx;
+    *c->file_off = c->addr - l->lo + l->offset;
+    /* A path too long keeps its end: the file's name is what a reader wants. */
+    size_t n = l->name_len < c->cap - 1 ? l->name_len : c->cap - 1;
+    memcpy(c->name, l->name + (l->name_len - n), n);
+    c->name[n] = 0;
+    c->found = 1;
+    return 1;
+}
+
+int mti_vma_at(uintptr_t addr, uint64_t *file_off, char *name, size_t cap)
+{
+    if (!cap)
+        return -EINVAL;
+    int fd = sys_open_maps();
+    if (fd < 0)
+        return -errno;
+    at_ctx c = {addr, file_off, name, cap, 0};
+    int rc = by_text(fd, addr, addr + 1, at_line, &c);
+    syscall(SYS_close, fd);
+    return rc < 0 ? rc : c.found ? 0 : -ENOENT;
+}

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "hv.h"
+#include "../hang_dump.h"
 
 const char *hv_argv0 = "memtrack-hostile";
 
@@ -340,12 +341,8 @@ int hv_wait_status(int pid, int code, const char *what)
     }
     fprintf(stderr, "%s: %s: child still running after 30 s (hung)\n", hv_argv0, what);
     /* HV_HANG_DUMP=1: where every thread of the hung child is (gdb). */
-    if (getenv("HV_HANG_DUMP")) {
-        char cmd[160];
-        snprintf(cmd, sizeof cmd, "gdb -batch -p %d -ex 'thread apply all bt' 1>&2 2>/dev/null", pid);
-        if (system(cmd) != 0)
-            fprintf(stderr, "%s: gdb could not dump the child\n", hv_argv0);
-    }
+    if (getenv("HV_HANG_DUMP"))
+        mt_hang_dump(pid, hv_argv0);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     return 1;

@@ -38,8 +38,9 @@ if [ -n "${HOSTILE_LAYERS_BELOW:-}" ]; then
         { echo "SKIPPED: gfxreconstruct's capture layer is not installed (scripts/deps.sh installs it)"; exit 77; } ;;
   esac
   export VK_INSTANCE_LAYERS="$HOSTILE_LAYERS_BELOW${VK_INSTANCE_LAYERS:+:$VK_INSTANCE_LAYERS}"
-  # gfxreconstruct's capture, where it is one of them: in the run's folder.
-  export GFXRECON_CAPTURE_FILE=$TMP/below.gfxr
+  # gfxreconstruct's capture, where it is one of them: beside each run's
+  # trace (run, below), named after it.
+  gfxr=1
 fi
 HOSTILE=$BUILD/bin/memtrack-hostile
 frames=${FRAMES:-3}
@@ -101,10 +102,17 @@ run() {
   trace=$out/$name-$mode-$backend.mtrace
   log=$out/$name-$mode-$backend.log
   set +e
+  if [ "${gfxr:-0}" = 1 ]; then export GFXRECON_CAPTURE_FILE=$out/$name-$mode-$backend.gfxr; fi
   "$MEMTRACK" record --quiet -o "$trace" --mode "$mode" --backend "$backend" --verify "$@" >"$log" 2>&1
   rc=$?
   set -e
 }
+
+# tidy NAME MODE BACKEND: a run that passed leaves its log only. Its traces
+# (a child's too) and gfxreconstruct's captures take up to hundreds of MB
+# each, a whole matrix gigabytes: on a shared disk that is how other tests
+# meet a full file system. A failed run keeps everything.
+tidy() { rm -f "$out/$1-$2-$3".*mtrace* "$out/$1-$2-$3"*.gfxr; }
 
 submits_of() { "$MEMTRACK" info "$1" 2>/dev/null | sed -n 's/^submits *\([0-9]*\),.*/\1/p'; }
 verify_rc() { set +e; "$MEMTRACK" verify "$1" >"$1.verify" 2>&1; local v=$?; set -e; echo $v; }
@@ -147,7 +155,7 @@ behaviour_group() { # backend mode
         bad "$what: the exec'd child wrote a trace without --follow-children"
       fi
     fi
-    if [ "$(nfail)" = "$nfail_before" ]; then row "$b" "$mode" "$backend" ok
+    if [ "$(nfail)" = "$nfail_before" ]; then row "$b" "$mode" "$backend" ok; tidy "$b" "$mode" "$backend"
     else row "$b" "$mode" "$backend" FAIL; fi
   done
 }
@@ -175,7 +183,7 @@ exit_group() { # backend mode
     else
       bad "$what: no trace"
     fi
-    if [ "$(nfail)" = "$nfail_before" ]; then row "exit-$way" "$mode" "$backend" ok
+    if [ "$(nfail)" = "$nfail_before" ]; then row "exit-$way" "$mode" "$backend" ok; tidy "exit-$way" "$mode" "$backend"
     else row "exit-$way" "$mode" "$backend" FAIL; fi
   done
 }

@@ -440,12 +440,13 @@ static void *tagged_appender(void *arg)
     return NULL;
 }
 
-/* 1 when one of errs[0, n) says the file system has no room for the trace. */
+/* The first of errs[0, n) that says the file system has no room for the
+ * trace (a negated errno), or 0. */
 static int no_space(const int *errs, int n)
 {
     for (int i = 0; i < n; i++)
         if (errs[i] == -ENOSPC || errs[i] == -EDQUOT || errs[i] == -EFBIG)
-            return 1;
+            return errs[i];
     return 0;
 }
 
@@ -493,9 +494,10 @@ static void test_signal_while_appending(int rounds)
                     WEXITSTATUS(st), errs[0], errs[1]);
         /* A full file system (the CI's disk is shared) is not the writer's
          * fault: the round runs again, a few times, after a pause. */
-        if (no_space(errs, 3) && no_space_retries < 10) {
-            fprintf(stderr, "trace crash: round %d: the file system is full (%s): again in 1 s\n", k,
-                    strerror(ENOSPC));
+        int full = no_space(errs, 3);
+        if (full && no_space_retries < 10) {
+            fprintf(stderr, "trace crash: round %d: no room for the trace (%s): again in 1 s\n", k,
+                    strerror(-full));
             no_space_retries++;
             sleep_us(1000000);
             k--;

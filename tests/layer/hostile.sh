@@ -191,6 +191,7 @@ exit_group() { # backend mode
 disk_full_group() { # backend mode
   local backend=$1 mode=$2 rc
   set +e
+  if [ "${gfxr:-0}" = 1 ]; then export GFXRECON_CAPTURE_FILE=$out/full-$mode.gfxr; fi
   (ulimit -f 64; trap '' XFSZ; exec "$MEMTRACK" record --quiet -o "$out/full-$mode.mtrace" --mode "$mode" \
      --backend "$backend" --verify -- "$HOSTILE" baseline --frames 12) >"$out/full-$mode.log" 2>&1
   rc=$?
@@ -200,7 +201,7 @@ disk_full_group() { # backend mode
   grep -q "baseline: ok" "$out/full-$mode.log" || bad "disk full ($mode, $backend): the application failed"
   [ $rc -eq 1 ] || bad "disk full ($mode, $backend): record exited $rc, not 1"
   grep -q "writing the trace failed" "$out/full-$mode.log" || bad "disk full ($mode, $backend): no message about the trace"
-  if [ "$(nfail)" = "$nfail_before" ]; then row disk-full "$mode" "$backend" ok
+  if [ "$(nfail)" = "$nfail_before" ]; then row disk-full "$mode" "$backend" ok; rm -f "$out/full-$mode".*mtrace* "$out/full-$mode"*.gfxr
   else row disk-full "$mode" "$backend" FAIL; fi
 }
 

@@ -17,6 +17,7 @@ packages=(
   chromium groff-base man-db            # the report test (headless browser) and realapps; man pages
   gstreamer1.0-tools gstreamer1.0-plugins-bad # realapps: GStreamer's Vulkan elements
   gdb                                   # realapps: reads the cores of crashed runs
+  renderdoc unzip                       # realapps: RenderDoc capturing a frame under ours
 )
 
 missing=()

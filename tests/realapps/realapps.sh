@@ -29,6 +29,9 @@
 #   chromium-webgl   headless Chromium, WebGL through ANGLE on Vulkan in its
 #                    GPU process: webgl.html's uploads, draws and read-backs;
 #                    the page's digest of what it read back
+#   vkcube-renderdoc vkcube under RenderDoc's capture layer (above ours),
+#                    frame 30 captured by number (vkcube-renderdoc.sh): the
+#                    capture's thumbnail and the hashes of its data blobs
 #   gst-vulkan       GStreamer's Vulkan elements: a moving pattern teed into
 #                    two streaming threads that upload, convert and read back
 #                    frames (gst-vulkan.sh); the frames read back
@@ -50,14 +53,14 @@ case "${MT_SANITIZE:-}" in
     # from the instrumented sample and hostile applications.
     echo "SKIPPED under sanitizers: the real applications are not instrumented"; exit 77 ;;
 esac
-for tool in vkcube gfxrecon-replay mpv ffmpeg xvfb-run vkd3d-gears glmark2 chromium gst-launch-1.0; do
+for tool in vkcube gfxrecon-replay mpv ffmpeg xvfb-run vkd3d-gears glmark2 chromium gst-launch-1.0 renderdoccmd unzip; do
   command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (scripts/deps.sh installs it)" >&2; exit 1; }
 done
 export XDG_RUNTIME_DIR=$TMP/xdg
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 modes=${REALAPPS_MODES:-auto guard shadow scan copy}
 signal_modes=${REALAPPS_SIGNAL_MODES-auto guard shadow}
-apps=${REALAPPS_APPS:-vkcube gfxrecon mpv-gpu-next mpv-gpu ffmpeg-scale ffmpeg-libplacebo vkcube-layers vkd3d-gears glmark2-zink chromium-webgl vkcube-gfxrecon gst-vulkan}
+apps=${REALAPPS_APPS:-vkcube gfxrecon mpv-gpu-next mpv-gpu ffmpeg-scale ffmpeg-libplacebo vkcube-layers vkd3d-gears glmark2-zink chromium-webgl vkcube-gfxrecon vkcube-renderdoc gst-vulkan}
 for f in /usr/share/vulkan/implicit_layer.d/MangoHud.json /usr/share/vulkan/implicit_layer.d/vkBasalt.json; do
   [ -e $f ] || { echo "FAIL: $f is not installed (scripts/deps.sh installs mangohud and vkbasalt)" >&2; exit 1; }
 done
@@ -94,6 +97,7 @@ app_cmd() {
                 xvfb-run -a -s "\"-screen 0 640x480x24\"" "$HERE/glmark2-validate.sh" "$out" ;;
     chromium-webgl) echo "$HERE/chromium-webgl.sh" "$out" ;;
     vkcube-gfxrecon) echo "$HERE/vkcube-gfxrecon.sh" "$out" ;;
+    vkcube-renderdoc) echo "$HERE/vkcube-renderdoc.sh" "$out" "$BUILD/lib" ;;
     gst-vulkan) echo "$HERE/gst-vulkan.sh" "$out" ;;
   esac
 }

@@ -48,7 +48,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL present(VkQueue queue, const VkPresentInfo
     VkResult res = g_next_present(queue, info);
     long n = atomic_fetch_add(&g_presents, 1) + 1;
     const char *want = getenv("MT_RD_FRAME");
-    if (want && n == atol(want) - 1) {
+    long frame = want ? atol(want) : 0; /* 0: no capture asked */
+    if (frame && n == frame - 1) {
         void **api = renderdoc_api();
         if (api) {
             const char *path = getenv("MT_RD_CAPTURE");
@@ -58,7 +59,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL present(VkQueue queue, const VkPresentInfo
             fprintf(stderr, "renderdoc-trigger: capture of frame %ld asked\n", n + 1);
         }
     }
-    if (want && n == atol(want) + 1) {
+    if (frame && n == frame + 1) {
         void **api = renderdoc_api();
         if (api)
             fprintf(stderr, "renderdoc-trigger: %u captures\n",

@@ -14,6 +14,13 @@
  *    wrong offsets, and reads its first piece: checked with a file of that
  *    name in a private mount namespace (root; said and not checked
  *    elsewhere);
+ *  - the descriptors of /proc/self/mem and /proc/self/maps kept open for
+ *    that (procfd.c): after an application closed them and got their numbers
+ *    back for files of its own (/dev/zero here), the reads still return the
+ *    memory's bytes and the application's files stay open; under a seccomp
+ *    filter that refuses every open, reads and the list of mappings still
+ *    work, and a fork child there gets an error rather than its parent's
+ *    memory;
  *  - aliasable: 0 for private anonymous memory (and unmapped gaps), 1 where
  *    any part is mapped shared (anonymous, memfd, System V) or backed by a
  *    file (also privately: the file's writes show through), for a range
@@ -31,7 +38,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -163,6 +175,141 @@ static void test_read_guarded(void)
     munmap(p, NP * PS);
 }
 
+/* The numbers of this process's descriptors of /proc/PID/<file>. */
+static int kept_fds(const char *file, int *out, int cap)
+{
+    char want[64], link[128], path[64];
+    snprintf(want, sizeof want, "/proc/%d/%s", (int)getpid(), file);
+    int n = 0;
+    for (int fd = 3; fd < 1 << 16 && n < cap; fd++) {
+        if (fcntl(fd, F_GETFD) < 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t len = readlink(path, link, sizeof link - 1);
+        if (len > 0) {
+            link[len] = 0;
+            if (strcmp(link, want) == 0)
+                out[n++] = fd;
+        }
+    }
+    return n;
+}
+
+/* Reads p's guarded page 1 and checks it holds `v`; 0 or the error. */
+static int read_page1(unsigned char *p, unsigned char v)
+{
+    static unsigned char c[NP * PS];
+    mt_track_span s = {PS, PS};
+    int rc = mt_track_read_guarded(c, p, &s, 1);
+    if (rc)
+        return rc;
+    for (int i = 0; i < PS; i++)
+        if (c[PS + i] != v)
+            return -EIO;
+    return 0;
+}
+
+/* Every open refused with EPERM from now on, in this process (a child). */
+static void refuse_opens(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_open, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+        _exit(77);
+}
+
+static int sandbox_child(unsigned char *p)
+{
+    uint64_t seen = 0;
+    /* Its own descriptors first, while it may open. */
+    if (read_page1(p, 0x11) != 0 || mt_track_readable(p, PS, &seen) != 1)
+        return 2;
+    refuse_opens();
+    if (open("/proc/self/maps", O_RDONLY) >= 0)
+        return 3; /* the filter does not work */
+    memset(p, 0x22, PS);
+    mprotect(p + PS, PS, PROT_READ | PROT_WRITE);
+    memset(p + PS, 0x22, PS);
+    mprotect(p + PS, PS, PROT_NONE);
+    if (read_page1(p, 0x22) != 0)
+        return 4;
+    uint64_t seen0 = 0, seen1 = 0; /* one cache per memory asked about */
+    if (mt_track_readable(p, PS, &seen0) != 1 || mt_track_readable(p + PS, PS, &seen1) != 0)
+        return 5;
+    /* A fork child there cannot open its own: an error, never the bytes
+     * of the parent's memory through the parent's descriptor. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        mprotect(p + PS, PS, PROT_READ | PROT_WRITE);
+        memset(p + PS, 0x33, PS);
+        mprotect(p + PS, PS, PROT_NONE);
+        int rc = read_page1(p, 0x33);
+        _exit(rc == -EPERM ? 0 : rc == 0 ? 7 : 8);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        return 6;
+    return WEXITSTATUS(st);
+}
+
+static void test_kept_descriptors(void)
+{
+    unsigned char *p = fresh();
+    memset(p + PS, 0x11, PS);
+    MT_CHECK_INT_EQ(mprotect(p + PS, PS, PROT_NONE), 0);
+    uint64_t seen = 0;
+    MT_CHECK_INT_EQ(read_page1(p, 0x11), 0);
+    MT_CHECK_INT_EQ(mt_track_readable(p, 2 * PS, &seen), 0);
+    /* Kept: one of each. */
+    int mem[4], maps[4];
+    MT_CHECK_INT_EQ(kept_fds("mem", mem, 4), 1);
+    MT_CHECK_INT_EQ(kept_fds("maps", maps, 4), 1);
+    /* The application closes them and gets the numbers back for /dev/zero. */
+    int keep[2] = {mem[0], maps[0]};
+    for (int i = 0; i < 2; i++) {
+        int z = open("/dev/zero", O_RDONLY);
+        MT_CHECK(z >= 0);
+        MT_CHECK(dup2(z, keep[i]) == keep[i]);
+        close(z);
+    }
+    MT_CHECK_INT_EQ(read_page1(p, 0x11), 0); /* not /dev/zero's bytes */
+    seen = 0;
+    MT_CHECK_INT_EQ(mt_track_readable(p, PS, &seen), 1);
+    seen = 0;
+    MT_CHECK_INT_EQ(mt_track_readable(p + PS, PS, &seen), 0);
+    char link[64], path[64];
+    for (int i = 0; i < 2; i++) { /* the application's files stay open */
+        snprintf(path, sizeof path, "/proc/self/fd/%d", keep[i]);
+        ssize_t len = readlink(path, link, sizeof link - 1);
+        MT_CHECK(len > 0);
+        link[len] = 0;
+        MT_CHECK(strcmp(link, "/dev/zero") == 0);
+        close(keep[i]);
+    }
+    /* A child sandboxed after its start. */
+    pid_t pid = fork();
+    MT_CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(sandbox_child(p));
+    int st;
+    MT_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+    if (WEXITSTATUS(st) == 77) {
+        printf("kept descriptors: seccomp unavailable, the sandbox not checked\n");
+    } else {
+        if (WEXITSTATUS(st) != 0)
+            printf("kept descriptors: sandboxed child failed at step %d\n", WEXITSTATUS(st));
+        MT_CHECK(WEXITSTATUS(st) == 0);
+    }
+    munmap(p, NP * PS);
+    printf("kept descriptors: ok\n");
+}
+
 static void test_aliasable(void)
 {
     unsigned char *p = fresh();
@@ -280,6 +427,7 @@ int main(void)
     test_readable(hooked);
     test_read_guarded();
     test_nvidia_split();
+    test_kept_descriptors();
     test_aliasable();
     printf("ok\n");
     return 0;

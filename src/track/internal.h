@@ -62,6 +62,17 @@ typedef void (*mti_vma_fn)(void *ctx, uintptr_t lo, uintptr_t hi, unsigned prot)
 #define MTI_VMA_SHARED 0x100u /* mapped shared (MAP_SHARED, System V memory) */
 #define MTI_VMA_FILE 0x200u   /* backed by a file (memfd and hugetlb memory too) */
 int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx);
+
+/* /proc/self/maps and /proc/self/mem, kept open for the process
+ * (procfd.c): an application that sandboxes itself later (seccomp) may
+ * refuse opens. mti_procfd_get returns a descriptor of this process's file
+ * (or a negative errno) to use with pread or ioctl only, and sets *priv when
+ * it is the call's own, which mti_procfd_put closes. Async-signal-safe.
+ * mti_procfd_warm opens them (the first tracker's start). */
+enum { MTI_PROCFD_MAPS, MTI_PROCFD_MEM, MTI_PROCFD_KINDS };
+int mti_procfd_get(int kind, int *priv);
+void mti_procfd_put(int fd, int priv);
+void mti_procfd_warm(void);
 /* 1 when part of [start, end) is device memory whose driver serves
  * /proc/self/mem at the wrong offsets (NVIDIA's PCI BAR mappings once split,
  * vmaprot.c), 0 when not, or a negative errno. */

@@ -94,13 +94,13 @@ int mt_track_read_guarded(void *dst, const void *src, const mt_track_span *spans
         }
     if (lo < hi && mti_vma_misread(lo, hi) > 0)
         return MT_EUNSUPPORTED;
-    /* Opened for each call: a descriptor kept open would go on naming the
-     * parent's memory in a forked child. System calls go past libc's
+    /* Kept open for the process (procfd.c: a sandboxed application may
+     * refuse opens; a fork child gets its own). System calls go past libc's
      * wrappers, as in vmaprot.c (the interposer watches the application's
      * own use of /proc/self/mem). */
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    int priv, fd = mti_procfd_get(MTI_PROCFD_MEM, &priv);
     if (fd < 0)
-        return -errno;
+        return fd;
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         size_t done = 0, len = spans[i].length;
@@ -117,6 +117,6 @@ int mt_track_read_guarded(void *dst, const void *src, const mt_track_span *spans
             done += (size_t)got;
         }
     }
-    syscall(SYS_close, fd);
+    mti_procfd_put(fd, priv);
     return rc;
 }

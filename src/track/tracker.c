@@ -74,6 +74,9 @@ int mt_tracker_create(const mt_tracker_opts *opts, mt_tracker **out)
     if (o.helper_threads && o.backend != MT_TRACK_SIGNAL && mti_uffd_probe() &&
         mti_uffd_open(t) == 0)
         (void)mti_helper_start(t, o.helper_threads);
+    /* The list of mappings and /proc/self/mem, opened while the application
+     * can still open files (procfd.c). */
+    mti_procfd_warm();
     mti_fork_register(t);
     *out = t;
     return 0;

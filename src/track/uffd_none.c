@@ -59,6 +59,9 @@ int mti_vma_at(uintptr_t addr, uint64_t *file_off, char *name, size_t cap)
     return MT_EUNSUPPORTED;
 }
 
+/* No /proc to keep open. */
+void mti_procfd_warm(void) {}
+
 /* No list of mappings: nothing can be said about the memory. */
 int mt_track_aliasable(const void *addr, size_t len)
 {

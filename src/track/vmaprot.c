@@ -11,7 +11,8 @@
  * such a page is armed as it was and its faults reach the layer's handler.
  *
  * PROCMAP_QUERY (Linux 6.11) answers per mapping with one ioctl; before it,
- * /proc/self/maps is read as far as the range. System calls go through
+ * /proc/self/maps is read as far as the range, from a descriptor kept open
+ * (procfd.c: a sandboxed application may refuse opens). System calls go through
  * syscall(), past libc's open/read wrappers (and so past the interposer's
  * descriptor and /proc/self/mem handling); the interposer's syscall() only
  * brackets the read into this stack buffer like any other. */
@@ -55,11 +56,6 @@ struct procmap_query {
 #ifndef PROCMAP_QUERY_VMA_SHARED
 #define PROCMAP_QUERY_VMA_SHARED 0x08
 #endif
-
-static int sys_open_maps(void)
-{
-    return (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-}
 
 static unsigned query_prot(const struct procmap_query *q)
 {
@@ -184,14 +180,18 @@ static int prot_line(const maps_line *l, uintptr_t start, uintptr_t end, void *c
 }
 
 /* /proc/self/maps in address order, read until past the range. A line
- * longer than the buffer (a path name) is skipped to its end. */
+ * longer than the buffer (a path name) is skipped to its end. By pread from
+ * the start: the descriptor is kept and shared (procfd.c). */
 static int by_text(int fd, uintptr_t start, uintptr_t end, line_fn fn, void *ctx)
 {
     char buf[4096];
     size_t have = 0;
+    off_t at = 0;
     int skipping = 0;
     for (;;) {
-        ssize_t n = syscall(SYS_read, fd, buf + have, sizeof buf - have);
+        ssize_t n = syscall(SYS_pread64, fd, buf + have, sizeof buf - have, at);
+        if (n > 0)
+            at += n;
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -224,9 +224,9 @@ static int by_text(int fd, uintptr_t start, uintptr_t end, line_fn fn, void *ctx
 
 int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
 {
-    int fd = sys_open_maps();
+    int priv, fd = mti_procfd_get(MTI_PROCFD_MAPS, &priv);
     if (fd < 0)
-        return -errno;
+        return fd;
     int rc = by_query(fd, start, end, fn, ctx);
     if (rc == 0) {
         prot_ctx c = {fn, ctx};
@@ -234,7 +234,7 @@ int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
     } else if (rc == 1) {
         rc = 0;
     }
-    syscall(SYS_close, fd);
+    mti_procfd_put(fd, priv);
     return rc;
 }
 
@@ -271,12 +271,12 @@ static int misread_line(const maps_line *l, uintptr_t start, uintptr_t end, void
 
 int mti_vma_misread(uintptr_t start, uintptr_t end)
 {
-    int fd = sys_open_maps();
+    int priv, fd = mti_procfd_get(MTI_PROCFD_MAPS, &priv);
     if (fd < 0)
-        return -errno;
+        return fd;
     int found = 0;
     int rc = by_text(fd, start, end, misread_line, &found);
-    syscall(SYS_close, fd);
+    mti_procfd_put(fd, priv);
     return rc < 0 ? rc : found;
 }
 
@@ -305,11 +305,11 @@ int mti_vma_at(uintptr_t addr, uint64_t *file_off, char *name, size_t cap)
 {
     if (!cap)
         return -EINVAL;
-    int fd = sys_open_maps();
+    int priv, fd = mti_procfd_get(MTI_PROCFD_MAPS, &priv);
     if (fd < 0)
-        return -errno;
+        return fd;
     at_ctx c = {addr, file_off, name, cap, 0};
     int rc = by_text(fd, addr, addr + 1, at_line, &c);
-    syscall(SYS_close, fd);
+    mti_procfd_put(fd, priv);
     return rc < 0 ? rc : c.found ? 0 : -ENOENT;
 }

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../src/common/fdpark.h"
 #include "process.h"
 #include "session.h"
 
@@ -68,6 +69,41 @@ void lt_warn_once(const char *key, const char *fmt, ...)
     fprintf(stderr, "memtrack: %s\n", msg);
 }
 
+/* The status file, opened at the first line and kept: an application may
+ * sandbox itself once it runs (seccomp, as browsers' GPU processes do) and
+ * refuse opens, and the line that says the trace was closed comes at its
+ * exit. A fork child shares it (appends, each line with its pid). Checked
+ * with fstat before each use: the application may have closed the number
+ * and got it back for a file of its own (that one is never written or
+ * closed; the status file is opened again). Lock-free: two threads that
+ * open it at once keep one descriptor, the other is closed. */
+static _Atomic int g_status_fd = -1;
+static _Atomic uint64_t g_status_dev, g_status_ino;
+
+static int status_fd(void)
+{
+    int fd = atomic_load(&g_status_fd);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == atomic_load(&g_status_dev) &&
+        (uint64_t)st.st_ino == atomic_load(&g_status_ino))
+        return fd;
+    int nfd = open(g_cfg.status_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (nfd < 0)
+        return -1;
+    nfd = mti_fd_park(nfd); /* out of the application's numbers */
+    if (fstat(nfd, &st) != 0) {
+        close(nfd);
+        return -1;
+    }
+    atomic_store(&g_status_dev, (uint64_t)st.st_dev);
+    atomic_store(&g_status_ino, (uint64_t)st.st_ino);
+    if (!atomic_compare_exchange_strong(&g_status_fd, &fd, nfd)) {
+        close(nfd); /* another thread's is kept: appends through either are the same */
+        return fd;
+    }
+    return nfd;
+}
+
 /* One line for `memtrack record` (MEMTRACK_STATUS): appended, so that every
  * process of a session leaves its own. */
 static void status_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -84,12 +120,11 @@ static void status_line(const char *fmt, ...)
     if (n >= (int)sizeof line - 1)
         n = (int)sizeof line - 2;
     line[n++] = '\n';
-    int fd = open(g_cfg.status_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    int fd = status_fd();
     if (fd < 0)
         return;
     ssize_t w = write(fd, line, (size_t)n); /* one append: lines of processes never interleave */
     (void)w;
-    close(fd);
 }
 
 static const char *env_get(const char *name, void *arg)

@@ -109,6 +109,11 @@ int hv_init(hv *h, const hv_opts *o)
         fprintf(stderr, "%s: no usable queue or coherent memory type\n", hv_argv0);
         return 3;
     }
+    return hv_init_device(h, o);
+}
+
+int hv_init_device(hv *h, const hv_opts *o)
+{
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     if (o && o->timeline) {
         VkPhysicalDeviceVulkan12Features have = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
@@ -159,7 +164,7 @@ int hv_init(hv *h, const hv_opts *o)
     return 0;
 }
 
-void hv_fini(hv *h)
+void hv_fini_device(hv *h)
 {
     if (!h->dev)
         return;
@@ -167,8 +172,15 @@ void hv_fini(hv *h)
     vkDestroyFence(h->dev, h->fence, NULL);
     vkDestroyCommandPool(h->dev, h->pool, NULL);
     vkDestroyDevice(h->dev, NULL);
-    vkDestroyInstance(h->inst, NULL);
     h->dev = VK_NULL_HANDLE;
+}
+
+void hv_fini(hv *h)
+{
+    if (!h->dev)
+        return;
+    hv_fini_device(h);
+    vkDestroyInstance(h->inst, NULL);
 }
 
 void hv_alloc_ex(hv *h, hv_mem *m, VkDeviceSize size, VkBufferUsageFlags usage, const void *pnext,

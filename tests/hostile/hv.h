@@ -53,6 +53,10 @@ typedef struct hv_opts {
  * HV_SKIP when an extension or feature is missing, 3 without Vulkan. */
 int hv_init(hv *h, const hv_opts *o);
 void hv_fini(hv *h);
+/* Another device on h's instance and physical device (copied from a set-up
+ * hv into a fresh one), and its end, leaving the instance. */
+int hv_init_device(hv *h, const hv_opts *o);
+void hv_fini_device(hv *h);
 
 /* A coherent memory of `size` bytes with a buffer of `usage` bound at 0,
  * zero-filled through the mapping, left mapped. Staging memories get

@@ -182,14 +182,13 @@ static int prot_line(const maps_line *l, uintptr_t start, uintptr_t end, void *c
 /* /proc/self/maps in address order, read until past the range. A line
  * longer than the buffer (a path name) is skipped to its end. By pread from
  * the start: the descriptor is kept and shared (procfd.c). */
-static int by_text(int fd, uintptr_t start, uintptr_t end, line_fn fn, void *ctx)
+static int by_text(int fd, uintptr_t start, uintptr_t end, line_fn fn, void *ctx, char *buf, size_t cap)
 {
-    char buf[4096];
     size_t have = 0;
     off_t at = 0;
     int skipping = 0;
     for (;;) {
-        ssize_t n = syscall(SYS_pread64, fd, buf + have, sizeof buf - have, at);
+        ssize_t n = syscall(SYS_pread64, fd, buf + have, cap - have, at);
         if (n > 0)
             at += n;
         if (n < 0) {
@@ -210,7 +209,7 @@ static int by_text(int fd, uintptr_t start, uintptr_t end, line_fn fn, void *ctx
         }
         if (n == 0)
             return 0;
-        if (used == 0 && have == sizeof buf) { /* no end of line in a full buffer */
+        if (used == 0 && have == cap) { /* no end of line in a full buffer */
             if (!skipping && line(buf, buf + have, start, end, fn, ctx))
                 return 0; /* its start and protection come first: parsed */
             skipping = 1;
@@ -230,7 +229,8 @@ int mti_vma_prot(uintptr_t start, uintptr_t end, mti_vma_fn fn, void *ctx)
     int rc = by_query(fd, start, end, fn, ctx);
     if (rc == 0) {
         prot_ctx c = {fn, ctx};
-        rc = by_text(fd, start, end, prot_line, &c);
+        char buf[4096];
+        rc = by_text(fd, start, end, prot_line, &c, buf, sizeof buf);
     } else if (rc == 1) {
         rc = 0;
     }
@@ -275,7 +275,8 @@ int mti_vma_misread(uintptr_t start, uintptr_t end)
     if (fd < 0)
         return fd;
     int found = 0;
-    int rc = by_text(fd, start, end, misread_line, &found);
+    char buf[4096];
+    int rc = by_text(fd, start, end, misread_line, &found, buf, sizeof buf);
     mti_procfd_put(fd, priv);
     return rc < 0 ? rc : found;
 }
@@ -309,7 +310,12 @@ int mti_vma_at(uintptr_t addr, uint64_t *file_off, char *name, size_t cap)
     if (fd < 0)
         return fd;
     at_ctx c = {addr, file_off, name, cap, 0};
-    int rc = by_text(fd, addr, addr + 1, at_line, &c);
+    /* Small: this runs in the crash report's handler, maybe on an
+     * application's alternate stack of 8 KiB (Rust's) whose kernel frame
+     * takes 3 (test_track_altstack). A longer line keeps its start, where
+     * the address range and offset are; a long path loses its end. */
+    char buf[640];
+    int rc = by_text(fd, addr, addr + 1, at_line, &c, buf, sizeof buf);
     mti_procfd_put(fd, priv);
     return rc < 0 ? rc : c.found ? 0 : -ENOENT;
 }

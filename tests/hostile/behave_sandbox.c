@@ -9,10 +9,14 @@
  *   seccomp-eperm  every other call fails with EPERM (a sandbox that
  *                  refuses quietly, or a broker that refuses the path):
  *                  memtrack must fall back, never lose a write
+ *                  (skipped where the driver itself cannot allocate so:
+ *                  NVIDIA's opens its device nodes)
  *   seccomp-trap   every other call raises SIGSYS, as in Chromium, whose
  *                  handler crashes the process; here the handler notes the
  *                  call and the object that made it, and makes it return
- *                  EPERM; one made by memtrack's objects fails the run. A
+ *                  EPERM; one made by memtrack's objects fails the run. Opens
+ *                  of paths under /dev/ are brokered, as Chromium's broker
+ *                  opens the GPU's device nodes: the handler opens them. A
  *                  thread that blocks SIGSYS (most of memtrack's do) is
  *                  killed by it, as in Chromium. So a capture must make no
  *                  call a GPU sandbox refuses once the application runs:
@@ -35,6 +39,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -114,9 +119,36 @@ static void find_maker(char *out, size_t size)
     }
 }
 
+/* The broker (seccomp-trap): as Chromium's opens the GPU's device nodes
+ * for its sandboxed GPU process, the handler opens paths under /dev/ (the
+ * driver's: NVIDIA's opens /dev/nvidia* for each allocation) through this
+ * system call, the one the filter allows by its address. */
+extern const char hv_broker_after[];
+__attribute__((noinline, noclone)) static long broker_openat(const char *path, long flags, long mode)
+{
+    long ret;
+    register long r10 __asm__("r10") = mode;
+    __asm__ volatile("syscall\n"
+                     ".globl hv_broker_after\n"
+                     "hv_broker_after:\n"
+                     : "=a"(ret)
+                     : "0"((long)SYS_openat), "D"((long)AT_FDCWD), "S"(path), "d"(flags), "r"(r10)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
 static void on_sigsys(int sig, siginfo_t *si, void *ctx)
 {
     (void)sig;
+    greg_t *r = ((ucontext_t *)ctx)->uc_mcontext.gregs;
+    if (si->si_syscall == SYS_openat || si->si_syscall == SYS_open) {
+        int at = si->si_syscall == SYS_openat;
+        const char *path = (const char *)(at ? r[REG_RSI] : r[REG_RDI]);
+        if (path && strncmp(path, "/dev/", 5) == 0 && (!at || path[0] == '/')) {
+            r[REG_RAX] = broker_openat(path, at ? r[REG_RDX] : r[REG_RSI], at ? r[REG_R10] : r[REG_RDX]);
+            return;
+        }
+    }
     int n = atomic_fetch_add(&g_ntrapped, 1);
     if (n < MAX_TRAPPED) {
         g_trapped[n].nr = si->si_syscall;
@@ -131,11 +163,22 @@ static int sandbox(int trap)
 {
     enum { NALLOWED = sizeof g_allowed / sizeof g_allowed[0] };
     const unsigned refuse = trap ? SECCOMP_RET_TRAP : SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
-    struct sock_filter f[2 * NALLOWED + 16];
+    struct sock_filter f[2 * NALLOWED + 32];
     unsigned n = 0;
     f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
     f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
     f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    /* The broker's own call, known by its address (trap only). */
+    if (trap) {
+        uint64_t ip = (uint64_t)(uintptr_t)hv_broker_after;
+        f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                              offsetof(struct seccomp_data, instruction_pointer));
+        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)ip, 0, 3);
+        f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                              offsetof(struct seccomp_data, instruction_pointer) + 4);
+        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(ip >> 32), 0, 1);
+        f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    }
     f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
     /* clone, as Chromium's policy has it: a thread is allowed, a fork (no
      * CLONE_VM) refused with EPERM in both variants, anything else (a
@@ -155,6 +198,8 @@ static int sandbox(int trap)
         f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     }
     f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, refuse);
+    if (n > sizeof f / sizeof f[0])
+        abort(); /* written past f: make f larger */
     struct sock_fprog prog = {.len = (unsigned short)n, .filter = f};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
         syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0) {
@@ -180,6 +225,23 @@ static int sandboxed(hv *h, int trap)
     if ((rc = sandbox(trap)) != 0) {
         hv_fini(h);
         return rc;
+    }
+    /* A driver that opens files to allocate (NVIDIA's /dev/nvidia*) cannot
+     * work in a sandbox that refuses every open without a broker: that is
+     * the driver's need, not memtrack's (seccomp-trap brokers /dev/). */
+    if (!trap) {
+        VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                    .allocationSize = 1u << 16,
+                                    .memoryTypeIndex = h->host_type};
+        VkDeviceMemory probe;
+        if (vkAllocateMemory(h->dev, &mai, NULL, &probe) != VK_SUCCESS) {
+            fprintf(stderr, "%s: the driver cannot allocate memory where every open is refused (it opens "
+                            "device nodes): skipped; seccomp-trap brokers them\n",
+                    hv_argv0);
+            hv_fini(h);
+            return HV_SKIP;
+        }
+        vkFreeMemory(h->dev, probe, NULL);
     }
     /* Inside: new memories, mapped, written, submitted; a second device. */
     bad |= hv_frames_of_work(h, 100, "GPU copy in the sandbox");

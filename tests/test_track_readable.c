@@ -20,7 +20,9 @@
  *    memory's bytes and the application's files stay open; under a seccomp
  *    filter that refuses every open, reads and the list of mappings still
  *    work, and a fork child there gets an error rather than its parent's
- *    memory;
+ *    memory; four threads reading through them while the process forks
+ *    children that read their own copies get the right bytes, and one
+ *    descriptor of each file is kept at the end;
  *  - aliasable: 0 for private anonymous memory (and unmapped gaps), 1 where
  *    any part is mapped shared (anonymous, memfd, System V) or backed by a
  *    file (also privately: the file's writes show through), for a range
@@ -31,6 +33,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -310,6 +314,63 @@ static void test_kept_descriptors(void)
     printf("kept descriptors: ok\n");
 }
 
+/* Many threads reading through the kept descriptors at once, while the
+ * process forks children that read their own copy: every read returns the
+ * right bytes, and one descriptor of each file is kept in the end. */
+typedef struct reader_arg {
+    unsigned char *p;
+    _Atomic int *stop;
+    int bad;
+} reader_arg;
+
+static void *reader(void *arg)
+{
+    reader_arg *a = arg;
+    while (!atomic_load(a->stop)) {
+        uint64_t seen = 0;
+        if (read_page1(a->p, 0x44) != 0 || mt_track_readable(a->p + PS, PS, &seen) != 0)
+            a->bad++;
+    }
+    return NULL;
+}
+
+static void test_kept_concurrent(void)
+{
+    unsigned char *p = fresh();
+    memset(p + PS, 0x44, PS);
+    MT_CHECK_INT_EQ(mprotect(p + PS, PS, PROT_NONE), 0);
+    _Atomic int stop = 0;
+    enum { NT = 4 };
+    reader_arg a[NT];
+    pthread_t th[NT];
+    for (int i = 0; i < NT; i++) {
+        a[i] = (reader_arg){p, &stop, 0};
+        MT_CHECK(pthread_create(&th[i], NULL, reader, &a[i]) == 0);
+    }
+    for (int k = 0; k < 20; k++) {
+        pid_t pid = fork();
+        MT_CHECK(pid >= 0);
+        if (pid == 0) {
+            mprotect(p + PS, PS, PROT_READ | PROT_WRITE);
+            memset(p + PS, 0x55, PS);
+            mprotect(p + PS, PS, PROT_NONE);
+            _exit(read_page1(p, 0x55) == 0 ? 0 : 1);
+        }
+        int st;
+        MT_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < NT; i++) {
+        MT_CHECK(pthread_join(th[i], NULL) == 0);
+        MT_CHECK_INT_EQ(a[i].bad, 0);
+    }
+    int fds[4];
+    MT_CHECK_INT_EQ(kept_fds("mem", fds, 4), 1);
+    MT_CHECK_INT_EQ(kept_fds("maps", fds, 4), 1);
+    munmap(p, NP * PS);
+    printf("kept descriptors, 4 threads and 20 forks: ok\n");
+}
+
 static void test_aliasable(void)
 {
     unsigned char *p = fresh();
@@ -428,6 +489,7 @@ int main(void)
     test_read_guarded();
     test_nvidia_split();
     test_kept_descriptors();
+    test_kept_concurrent();
     test_aliasable();
     printf("ok\n");
     return 0;

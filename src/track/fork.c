@@ -208,6 +208,7 @@ static void child(void)
     mti_chain_fork_child();
     mti_kw_fork_child();
     mti_sigtable_fork_child();
+    mti_procfd_fork_child();
     child_shared_ranges();
     mti_sigtable_unlock();
     for (mt_tracker *t = g_trackers; t; t = t->next_registered)

@@ -73,6 +73,9 @@ enum { MTI_PROCFD_MAPS, MTI_PROCFD_MEM, MTI_PROCFD_KINDS };
 int mti_procfd_get(int kind, int *priv);
 void mti_procfd_put(int fd, int priv);
 void mti_procfd_warm(void);
+/* In a fork child (fork.c): a replacement another thread of the parent had
+ * under way is nobody's now. */
+void mti_procfd_fork_child(void);
 /* 1 when part of [start, end) is device memory whose driver serves
  * /proc/self/mem at the wrong offsets (NVIDIA's PCI BAR mappings once split,
  * vmaprot.c), 0 when not, or a negative errno. */

@@ -124,3 +124,9 @@ void mti_procfd_warm(void)
         mti_procfd_put(fd, priv);
     }
 }
+
+void mti_procfd_fork_child(void)
+{
+    for (int kind = 0; kind < MTI_PROCFD_KINDS; kind++)
+        atomic_flag_clear(&g_kept[kind].busy);
+}

@@ -61,6 +61,7 @@ int mti_vma_at(uintptr_t addr, uint64_t *file_off, char *name, size_t cap)
 
 /* No /proc to keep open. */
 void mti_procfd_warm(void) {}
+void mti_procfd_fork_child(void) {}
 
 /* No list of mappings: nothing can be said about the memory. */
 int mt_track_aliasable(const void *addr, size_t len)

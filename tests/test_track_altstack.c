@@ -42,16 +42,7 @@
 
 /* Sanitizers' runtimes put their own frames into every handler and grow
  * memtrack's: their builds print the figures and check the rest. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+#define SANITIZED TU_SANITIZED
 
 /* What memtrack may add to the alternate stack, beyond the kernel's frame:
  * its handler for a tracked write, or its frames below a chained handler. */

@@ -43,16 +43,7 @@
 
 #include "kw_env.h"
 
-#if TC_TSAN || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+#define SANITIZED TU_SANITIZED
 
 /* glibc's entry points for programs built with _FORTIFY_SOURCE. */
 int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);

@@ -11,6 +11,19 @@
 #include "memtrack/track.h"
 #include "mt_test.h"
 
+/* 1 in an AddressSanitizer or ThreadSanitizer build, whose runtimes put
+ * frames and system calls of their own where tests measure. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TU_SANITIZED 1
+#endif
+#endif
+#ifndef TU_SANITIZED
+#define TU_SANITIZED 0
+#endif
+
 static inline size_t tu_page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
 static inline void *tu_map(size_t bytes)

@@ -95,6 +95,10 @@ struct mt_trace_writer {
     pid_t pid;         /* the process that opened it, and the fork generation */
     unsigned fork_gen; /* then: a forked child's copy never waits (writer_fork.c) */
     int regular; /* a regular file: a checkpoint's index is truncated before appending */
+    /* What fd names (fstat at open): an application that closed the number
+     * and got it back for a file of its own must not have trace bytes
+     * written into it, nor that file closed (mti_wfile_ours). */
+    uint64_t fd_dev, fd_ino;
     uint32_t flags;
     int level;    /* zstd level; compress == 0: stored raw */
     int level_behind; /* != level: the level of a chunk that finds half the
@@ -223,6 +227,10 @@ void mti_wpool_stop(mt_trace_writer *w);
  * -EBUSY (another open file holds the lock), -ESPIPE (not a regular file),
  * or -errno. */
 int mti_wfile_open(const char *path);
+/* Whether w->fd still names the file the writer opened (fstat; the
+ * application may close descriptors it does not own and reuse the number).
+ * Async-signal-safe. */
+int mti_wfile_ours(const mt_trace_writer *w);
 
 /* Takes the file token for the calling thread. Returns 0, or -ECANCELED
  * when the emergency flush holds it for good. */

@@ -178,7 +178,8 @@ void mt_trace_writer_abandon(mt_trace_writer *w)
      * release the parent's). Threads, mutexes and buffers belong to the
      * parent's image: left as they are. */
     if (w && w->fd >= 0) {
-        close(w->fd);
+        if (mti_wfile_ours(w))
+            close(w->fd);
         w->fd = -1;
     }
 }

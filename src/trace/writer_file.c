@@ -63,6 +63,13 @@ int mti_wfile_open(const char *path)
     return fd;
 }
 
+int mti_wfile_ours(const mt_trace_writer *w)
+{
+    struct stat st;
+    return w->fd >= 0 && fstat(w->fd, &st) == 0 && (uint64_t)st.st_dev == w->fd_dev &&
+           (uint64_t)st.st_ino == w->fd_ino;
+}
+
 /* Acquire pairs with the release in mti_wfile_leave(): the new holder sees
  * file_off, the index and everything the previous holder wrote. Normal
  * holders do not contend (compressors write one at a time under `writing`,
@@ -100,6 +107,8 @@ int mti_wfile_append(mt_trace_writer *w, const mt_chunk_header *h, const void *a
 {
     if (w->nindex >= w->index_cap)
         return -ENOMEM; /* the spare room ran out: growing failed repeatedly */
+    if (!mti_wfile_ours(w))
+        return -EBADF; /* the number is not the trace's any more: write nothing there */
     /* A checkpoint's index lies here: cut it off first, so that a crash
      * during this write leaves complete chunks and then at most a part of
      * this one, never the old trailer after it. */
@@ -160,6 +169,8 @@ int mti_wfile_write_index(mt_trace_writer *w, uint32_t end_reason)
                          .end_reason = end_reason};
     h.payload_hash = XXH3_64bits(w->index_buf + MT_CHUNK_HEADER_SIZE, len);
     mti_chunk_header_put(w->index_buf, &h);
+    if (!mti_wfile_ours(w))
+        return -EBADF;
     uint8_t tr[MT_TRAILER_SIZE];
     mti_trailer_put(tr, w->file_off, w->nindex, w->submits_written);
     uint64_t at = w->file_off + MT_CHUNK_HEADER_SIZE + len;

@@ -48,7 +48,7 @@ static void writer_free(mt_trace_writer *w)
     pthread_mutex_destroy(&w->qlock);
     pthread_cond_destroy(&w->work);
     pthread_cond_destroy(&w->space);
-    if (w->fd >= 0)
+    if (w->fd >= 0 && mti_wfile_ours(w))
         close(w->fd);
     free(w);
 }
@@ -72,7 +72,9 @@ int mt_trace_writer_close(mt_trace_writer *w)
         rc = atomic_load_explicit(&w->emergency_rc, memory_order_relaxed);
     }
     mti_wpool_stop(w);
-    if (close(w->fd) < 0 && rc == 0)
+    if (!mti_wfile_ours(w)) /* the application's now: not ours to close */
+        rc = rc ? rc : -EBADF;
+    else if (close(w->fd) < 0 && rc == 0)
         rc = -errno;
     w->fd = -1;
     writer_free(w);
@@ -169,7 +171,10 @@ int mt_trace_writer_open_fd(int fd, const mt_trace_writer_opts *opts, mt_trace_w
     w->fd = fd = mti_fd_park(fd);
     mti_writer_fork_init(w);
     struct stat st;
-    w->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    int known = fstat(fd, &st) == 0;
+    w->regular = known && S_ISREG(st.st_mode);
+    w->fd_dev = known ? (uint64_t)st.st_dev : UINT64_MAX;
+    w->fd_ino = known ? (uint64_t)st.st_ino : UINT64_MAX;
     configure(w, &o);
     pthread_mutex_init(&w->lock, NULL);
     pthread_mutex_init(&w->qlock, NULL);

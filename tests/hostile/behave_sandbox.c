@@ -29,8 +29,9 @@
  *                  backtrace.)
  *
  * The allow list is what such a sandbox gives a GPU process: memory, threads
- * (clone with CLONE_THREAD only; a fork gets EPERM, clone3 ENOSYS so that
- * glibc falls back to clone), futexes, signals, time, I/O on descriptors it
+ * (clone with CLONE_THREAD; a fork gets EPERM, a spawn, CLONE_VM without
+ * CLONE_THREAD, is refused as the variant refuses, clone3 gets ENOSYS so
+ * that glibc falls back to clone), futexes, signals, time, I/O on descriptors it
  * already has, every ioctl (the GPU's), memfd_create and ftruncate (shared
  * memory). Refused: opening files (Chromium's broker opens only the paths
  * its policy lists), fork/exec, userfaultfd, pidfd_open, sockets,

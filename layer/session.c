@@ -359,10 +359,15 @@ static void trace_failed(int rc)
     int open = S_OPEN;
     if (!atomic_compare_exchange_strong(&g_state, &open, S_FAILED))
         return;
+    /* The writer's -EBADF: the number no longer names the trace (the
+     * application closed it and opened a file of its own there). */
+    const char *why = rc == -EBADF ? "the application closed the trace's descriptor; nothing was written "
+                                     "into the file that now has its number"
+                                   : mt_strerror(rc);
     lt_warn_once("trace-error", "writing the trace failed (%s): capture stopped, the trace holds "
                                 "what was written before; the application is not affected",
-                 mt_strerror(rc));
-    status_line("error writing the trace failed: %s", mt_strerror(rc));
+                 why);
+    status_line("error writing the trace failed: %s", why);
 }
 
 /* Takes the writer for one record; NULL when not tracing (no lock held). */

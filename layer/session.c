@@ -83,20 +83,19 @@ static _Atomic uint64_t g_status_dev, g_status_ino;
 static int status_fd(void)
 {
     int fd = atomic_load(&g_status_fd);
-    struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == atomic_load(&g_status_dev) &&
-        (uint64_t)st.st_ino == atomic_load(&g_status_ino))
+    if (mti_fd_names(fd, atomic_load(&g_status_dev), atomic_load(&g_status_ino)))
         return fd;
     int nfd = open(g_cfg.status_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (nfd < 0)
         return -1;
     nfd = mti_fd_park(nfd); /* out of the application's numbers */
-    if (fstat(nfd, &st) != 0) {
+    uint64_t dev, ino;
+    if (mti_fd_identity(nfd, &dev, &ino) != 0) {
         close(nfd);
         return -1;
     }
-    atomic_store(&g_status_dev, (uint64_t)st.st_dev);
-    atomic_store(&g_status_ino, (uint64_t)st.st_ino);
+    atomic_store(&g_status_dev, dev);
+    atomic_store(&g_status_ino, ino);
     if (!atomic_compare_exchange_strong(&g_status_fd, &fd, nfd)) {
         close(nfd); /* another thread's is kept: appends through either are the same */
         return fd;

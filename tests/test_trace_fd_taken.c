@@ -11,37 +11,16 @@
  * opened its path and one handed a descriptor (mt_trace_writer_open_fd).
  * Usage: test_trace_fd_taken. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fd_util.h"
 #include "memtrack/trace.h"
 #include "mt_test.h"
 #include "trace_util.h"
-
-/* The number of this process's descriptor of `path`, or -1. */
-static int fd_of(const char *path)
-{
-    DIR *d = opendir("/proc/self/fd");
-    MT_CHECK(d);
-    int found = -1;
-    struct dirent *e;
-    while ((e = readdir(d)) && found < 0) {
-        char link[512], p[300];
-        snprintf(p, sizeof p, "/proc/self/fd/%s", e->d_name);
-        ssize_t n = readlink(p, link, sizeof link - 1);
-        if (n > 0) {
-            link[n] = 0;
-            if (strcmp(link, path) == 0)
-                found = atoi(e->d_name);
-        }
-    }
-    closedir(d);
-    return found;
-}
 
 static void write_submits(mt_trace_writer *w, int from, int to)
 {
@@ -73,8 +52,8 @@ static void run(int by_fd)
     /* The application closes the trace's number and takes it back. */
     char real[512];
     MT_CHECK(realpath(path, real));
-    int num = fd_of(real);
-    MT_CHECK(num >= 0);
+    int num;
+    MT_CHECK_INT_EQ(fd_numbers_naming(real, &num, 1), 1);
     MT_CHECK(close(num) == 0);
     int mine = open(other, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     MT_CHECK(mine >= 0);

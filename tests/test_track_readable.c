@@ -51,6 +51,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fd_util.h"
 #include "memtrack/track.h"
 #include "mt_test.h"
 
@@ -182,21 +183,9 @@ static void test_read_guarded(void)
 /* The numbers of this process's descriptors of /proc/PID/<file>. */
 static int kept_fds(const char *file, int *out, int cap)
 {
-    char want[64], link[128], path[64];
+    char want[64];
     snprintf(want, sizeof want, "/proc/%d/%s", (int)getpid(), file);
-    int n = 0;
-    for (int fd = 3; fd < 1 << 16 && n < cap; fd++) {
-        if (fcntl(fd, F_GETFD) < 0)
-            continue;
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        ssize_t len = readlink(path, link, sizeof link - 1);
-        if (len > 0) {
-            link[len] = 0;
-            if (strcmp(link, want) == 0)
-                out[n++] = fd;
-        }
-    }
-    return n;
+    return fd_numbers_naming(want, out, cap);
 }
 
 /* Reads p's guarded page 1 and checks it holds `v`; 0 or the error. */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -64,4 +65,22 @@ int mti_fd_park(int fd)
     close(fd);
     errno = saved;
     return nfd;
+}
+
+/* fstat by system call: the interposer brackets libc's calls that write
+ * into the caller's memory. */
+int mti_fd_identity(int fd, uint64_t *dev, uint64_t *ino)
+{
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0)
+        return -errno;
+    *dev = (uint64_t)st.st_dev;
+    *ino = (uint64_t)st.st_ino;
+    return 0;
+}
+
+int mti_fd_names(int fd, uint64_t dev, uint64_t ino)
+{
+    uint64_t d, i;
+    return fd >= 0 && mti_fd_identity(fd, &d, &i) == 0 && d == dev && i == ino;
 }

@@ -2,6 +2,8 @@
 #ifndef MT_COMMON_FDPARK_H
 #define MT_COMMON_FDPARK_H
 
+#include <stdint.h>
+
 /* Moves `fd` (one memtrack keeps open inside an application: a trace file,
  * a userfaultfd, /proc/self/pagemap, the helper's shared memory) to a
  * number above the ones the application uses, and closes the original.
@@ -22,5 +24,15 @@
  * Not async-signal-safe in intent (it changes a process-wide limit for a
  * moment); call it where the descriptor is opened. */
 int mti_fd_park(int fd);
+
+/* A kept descriptor's file, as (device, inode): 0, or -errno. */
+int mti_fd_identity(int fd, uint64_t *dev, uint64_t *ino);
+
+/* Whether `fd` still names the file mti_fd_identity gave (dev, ino). An
+ * application may close descriptors it did not open (closefrom,
+ * close_range) and get the number back for a file of its own: a kept
+ * descriptor is checked before it is written, read or closed.
+ * Async-signal-safe (one fstat). */
+int mti_fd_names(int fd, uint64_t dev, uint64_t ino);
 
 #endif

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "../common/fdpark.h"
 #include "writer.h"
 
 long mti_wfile_tid(void) { return (long)syscall(SYS_gettid); }
@@ -63,12 +64,7 @@ int mti_wfile_open(const char *path)
     return fd;
 }
 
-int mti_wfile_ours(const mt_trace_writer *w)
-{
-    struct stat st;
-    return w->fd >= 0 && fstat(w->fd, &st) == 0 && (uint64_t)st.st_dev == w->fd_dev &&
-           (uint64_t)st.st_ino == w->fd_ino;
-}
+int mti_wfile_ours(const mt_trace_writer *w) { return mti_fd_names(w->fd, w->fd_dev, w->fd_ino); }
 
 /* Acquire pairs with the release in mti_wfile_leave(): the new holder sees
  * file_off, the index and everything the previous holder wrote. Normal

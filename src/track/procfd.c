@@ -27,7 +27,6 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -51,13 +50,6 @@ static int sys_open(int kind)
     return fd < 0 ? -errno : fd;
 }
 
-/* Whether `fd` names the file (dev, ino). */
-static int names(int fd, uint64_t dev, uint64_t ino)
-{
-    struct stat st;
-    return syscall(SYS_fstat, fd, &st) == 0 && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
-}
-
 static uint64_t pack(int fd, long pid) { return (uint32_t)fd | (uint64_t)(uint32_t)pid << 32; }
 
 /* Opens the kept descriptor anew for process `pid`; `old` is the word it
@@ -72,16 +64,16 @@ static int replace(kept *k, int kind, uint64_t old, long pid)
     int fd = sys_open(kind);
     fd = fd >= 0 ? mti_fd_park(fd) : fd;
     if (fd >= 0) {
-        struct stat st;
-        if (syscall(SYS_fstat, fd, &st) != 0) {
+        uint64_t dev, ino;
+        if (mti_fd_identity(fd, &dev, &ino) != 0) {
             syscall(SYS_close, fd);
             fd = -EIO;
         } else {
             if (old && (long)(old >> 32) != pid &&
-                names((int)(uint32_t)old, atomic_load(&k->dev), atomic_load(&k->ino)))
+                mti_fd_names((int)(uint32_t)old, atomic_load(&k->dev), atomic_load(&k->ino)))
                 syscall(SYS_close, (int)(uint32_t)old);
-            atomic_store(&k->dev, (uint64_t)st.st_dev);
-            atomic_store(&k->ino, (uint64_t)st.st_ino);
+            atomic_store(&k->dev, dev);
+            atomic_store(&k->ino, ino);
             atomic_store_explicit(&k->word, pack(fd, pid), memory_order_release);
         }
     }
@@ -97,7 +89,7 @@ int mti_procfd_get(int kind, int *priv)
     uint64_t w = atomic_load_explicit(&k->word, memory_order_acquire);
     if (w && (long)(w >> 32) == pid) {
         int fd = (int)(uint32_t)w;
-        if (names(fd, atomic_load(&k->dev), atomic_load(&k->ino)) &&
+        if (mti_fd_names(fd, atomic_load(&k->dev), atomic_load(&k->ino)) &&
             atomic_load_explicit(&k->word, memory_order_acquire) == w)
             return fd;
     }

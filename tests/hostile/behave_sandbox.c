@@ -145,7 +145,7 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx)
     if (si->si_syscall == SYS_openat || si->si_syscall == SYS_open) {
         int at = si->si_syscall == SYS_openat;
         const char *path = (const char *)(at ? r[REG_RSI] : r[REG_RDI]);
-        if (path && strncmp(path, "/dev/", 5) == 0 && (!at || path[0] == '/')) {
+        if (path && strncmp(path, "/dev/", 5) == 0) { /* absolute: openat's dirfd plays no part */
             r[REG_RAX] = broker_openat(path, at ? r[REG_RDX] : r[REG_RSI], at ? r[REG_R10] : r[REG_RDX]);
             return;
         }
@@ -156,7 +156,7 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx)
         find_maker(g_trapped[n].maker, sizeof g_trapped[n].maker);
     }
     /* The refused call returns EPERM, as the other variant's. */
-    ((ucontext_t *)ctx)->uc_mcontext.gregs[REG_RAX] = -EPERM;
+    r[REG_RAX] = -EPERM;
 }
 
 /* Installs the filter on every thread. `trap`: SIGSYS instead of EPERM. */

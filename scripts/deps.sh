@@ -18,6 +18,7 @@ packages=(
   gstreamer1.0-tools gstreamer1.0-plugins-bad # realapps: GStreamer's Vulkan elements
   gdb                                   # realapps: reads the cores of crashed runs
   renderdoc unzip                       # realapps: RenderDoc capturing a frame under ours
+  piglit                                # realapps: piglit's OpenGL tests through zink
 )
 
 missing=()

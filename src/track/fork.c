@@ -175,11 +175,10 @@ static void child_tracker(mt_tracker *t)
         pthread_rwlock_unlock(&t->lock);
     }
     mti_helper_fork_child(t);
-    if (t->uffd >= 0)
-        close(t->uffd);
-    if (t->pagemap_fd >= 0)
-        close(t->pagemap_fd);
-    t->uffd = t->pagemap_fd = -1;
+    /* Closed only where the numbers are still ours: the parent's
+     * application may have taken them for files of its own, which the
+     * child inherited. */
+    mti_uffd_close(t);
 }
 
 /* The shared ranges this child has (every tracker's, from the table of all

@@ -225,6 +225,10 @@ struct mt_tracker {
     uint32_t nsorted;
     int uffd;       /* -1 until the first uffd range; -1 again in a fork child */
     int pagemap_fd; /* -1 until the first uffd range */
+    /* The files the two name (mti_fd_identity), checked before each use
+     * that could act on another file at the same number (uffd_linux.c). */
+    uint64_t uffd_dev, uffd_ino, pagemap_dev, pagemap_ino;
+    _Atomic uint32_t uffd_lost; /* times they were found taken (stats) */
     /* Set in a fork child when another thread held the lock at the fork:
      * the tracker's tables may be half-updated, every call fails. */
     _Atomic int poisoned;
@@ -366,9 +370,14 @@ void mti_chain_fork_parent(void);
 void mti_chain_fork_child(void);
 
 /* ---- uffd backend (uffd_linux.c) -------------------------------------- */
-/* Opens the tracker's userfaultfd and pagemap fds if not open yet. */
+/* Opens the tracker's userfaultfd and pagemap fds if not open yet, or
+ * again when the application took their numbers (write lock, or creation). */
 int mti_uffd_open(mt_tracker *t);
+/* Closes them where they are still ours. */
 void mti_uffd_close(mt_tracker *t);
+/* Whether both still name the files opened (one fstat each; async-signal-
+ * safe). */
+int mti_uffd_kept(const mt_tracker *t);
 /* Registers and write-protects r's span; pages shared with the tracker's
  * other uffd ranges are handed over without losing their written state. */
 int mti_uffd_arm_range(mt_tracker *t, mt_range *r);

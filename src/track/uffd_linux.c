@@ -57,10 +57,42 @@ static int open_uffd(void)
     return fd;
 }
 
+int mti_uffd_kept(const mt_tracker *t)
+{
+    return t->uffd >= 0 && mti_fd_names(t->uffd, t->uffd_dev, t->uffd_ino) &&
+           mti_fd_names(t->pagemap_fd, t->pagemap_dev, t->pagemap_ino);
+}
+
+/* The application may close descriptors it did not open (closefrom,
+ * close_range, a dup2 onto the number) and get the number back for a file
+ * of its own, even a userfaultfd of its own. memtrack's ioctls must never
+ * reach that file: registering a range there would send its write faults
+ * to the application's reader, unprotecting or unregistering would change
+ * the application's registrations. So every register, write-protect and
+ * unregister first checks that the number still names our userfaultfd;
+ * where it does not, both numbers are forgotten (not closed: they are the
+ * application's now) and the next range opens a new pair. Ranges armed
+ * through the lost userfaultfd lose their registration once the kernel
+ * releases it (their pages are no longer write-protected): their scans
+ * fail from then on, so each collect reports them whole (collect.c), exact
+ * and counted in degradations. Scans need no check: PAGEMAP_SCAN on any
+ * other file fails (ENOTTY), and on a pagemap of the application's own it
+ * reads the same page tables. */
+static int uffd_usable(mt_tracker *t)
+{
+    if (t->uffd < 0)
+        return 0;
+    if (mti_uffd_kept(t))
+        return 1;
+    atomic_fetch_add_explicit(&t->uffd_lost, 1, memory_order_relaxed);
+    return 0;
+}
+
 int mti_uffd_open(mt_tracker *t)
 {
-    if (t->uffd >= 0)
+    if (uffd_usable(t))
         return 0;
+    t->uffd = t->pagemap_fd = -1;
     int fd = open_uffd();
     if (fd < 0)
         return fd;
@@ -71,17 +103,30 @@ int mti_uffd_open(mt_tracker *t)
         return err;
     }
     /* Kept for the tracker's life: out of the application's numbers. */
-    t->uffd = mti_fd_park(fd);
-    t->pagemap_fd = mti_fd_park(pm);
+    fd = mti_fd_park(fd);
+    pm = mti_fd_park(pm);
+    /* Each userfaultfd has an inode of its own (on the kernels with
+     * asynchronous write protection, 6.7 and later), unlike eventfds, which
+     * share one: the identity tells ours from the application's. */
+    int rc = mti_fd_identity(fd, &t->uffd_dev, &t->uffd_ino);
+    if (rc == 0)
+        rc = mti_fd_identity(pm, &t->pagemap_dev, &t->pagemap_ino);
+    if (rc != 0) {
+        close(fd);
+        close(pm);
+        return rc;
+    }
+    t->uffd = fd;
+    t->pagemap_fd = pm;
     return 0;
 }
 
 void mti_uffd_close(mt_tracker *t)
 {
-    if (t->uffd >= 0)
+    if (mti_uffd_kept(t)) {
         close(t->uffd);
-    if (t->pagemap_fd >= 0)
         close(t->pagemap_fd);
+    }
     t->uffd = t->pagemap_fd = -1;
 }
 
@@ -103,6 +148,10 @@ int mti_uffd_scan(mt_tracker *t, uintptr_t start, uintptr_t end, unsigned page_s
 
 int mti_uffd_unprotect(mt_tracker *t, uintptr_t start, uintptr_t end)
 {
+    /* Under the read lock: the numbers are only checked here, never
+     * forgotten (that needs the write lock, mti_uffd_open). */
+    if (!mti_uffd_kept(t))
+        return -EBADF;
     return writeprotect(t->uffd, start, end, 0);
 }
 
@@ -180,8 +229,9 @@ int mti_uffd_arm_range(mt_tracker *t, mt_range *r)
 void mti_uffd_disarm_range(mt_tracker *t, mt_range *r)
 {
     /* In a fork child the descriptor belongs to the parent's address space
-     * (fork.c closed it): there is nothing of ours to unregister. */
-    if (t->uffd < 0 || atomic_load_explicit(&r->whole, memory_order_relaxed))
+     * (fork.c closed it): there is nothing of ours to unregister. Nor where
+     * the application took the number (uffd_usable). */
+    if (atomic_load_explicit(&r->whole, memory_order_relaxed) || !uffd_usable(t))
         return;
     size_t ps = (size_t)1 << r->page_shift;
     uintptr_t s = r->span_start, e = r->span_end;

@@ -69,3 +69,4 @@ int mt_track_aliasable(const void *addr, size_t len)
     (void)addr; (void)len;
     return MT_EUNSUPPORTED;
 }
+int mti_uffd_kept(const mt_tracker *t) { (void)t; return 0; }

@@ -12,7 +12,11 @@
  *    in-process, exactly;
  *  - a missing helper program: -ENOENT, exact in-process collection;
  *  - fork of the application: the child forgets the helper, the parent
- *    keeps it and its own child is waited for as usual. */
+ *    keeps it and its own child is waited for as usual;
+ *  - the application takes the number of memtrack's pidfd of the helper
+ *    for a pidfd of its own child: a fork child's clean-up and the
+ *    tracker's destruction (which kills the helper by pidfd) neither kill
+ *    the application's child nor close its descriptor. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <pthread.h>
@@ -21,8 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
+#include "fd_util.h"
 #include "track_util.h"
 
 #define NP (5 * 4096 + 7) /* five windows and a bit */
@@ -343,6 +350,46 @@ static void test_fork(uint64_t seed)
     free(seen);
 }
 
+/* Last: the helper whose pidfd was taken is not killed; it exits with
+ * this process, which it watches. */
+static void test_pidfd_taken(void)
+{
+    mt_tracker *t = helper_tracker(2);
+    await_running(t);
+    int num[4];
+    MT_CHECK_INT_EQ(fd_numbers_naming("anon_inode:[pidfd]", num, 4), 1);
+    pid_t child = fork();
+    MT_CHECK(child >= 0);
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    int cfd = (int)syscall(SYS_pidfd_open, child, 0);
+    MT_CHECK(cfd >= 0);
+    MT_CHECK(dup2(cfd, num[0]) == num[0]);
+    close(cfd);
+    struct stat was, now;
+    MT_CHECK(fstat(num[0], &was) == 0);
+
+    /* A fork child forgets the helper without closing the number. */
+    pid_t fc = fork();
+    MT_CHECK(fc >= 0);
+    if (fc == 0)
+        _exit(fstat(num[0], &now) == 0 && now.st_ino == was.st_ino ? 0 : 1);
+    int status;
+    MT_CHECK(waitpid(fc, &status, 0) == fc);
+    MT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    mt_tracker_destroy(t);
+    MT_CHECK(fstat(num[0], &now) == 0 && now.st_dev == was.st_dev && now.st_ino == was.st_ino);
+    sleep_ms(50);
+    MT_CHECK(waitpid(child, &status, WNOHANG) == 0); /* still alive */
+    MT_CHECK(kill(child, SIGKILL) == 0);
+    MT_CHECK(waitpid(child, &status, 0) == child);
+    MT_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(num[0]);
+}
+
 int main(int argc, char **argv)
 {
     if (!mt_track_backend_available(MT_TRACK_UFFD)) {
@@ -354,6 +401,7 @@ int main(int argc, char **argv)
     test_invisible_and_death(seed);
     test_missing_program(seed);
     test_fork(seed);
+    test_pidfd_taken();
     printf("ok\n");
     return 0;
 }

@@ -58,6 +58,7 @@
 struct mt_helper {
     mth_shm *shm;
     int pidfd; /* the helper's (not our child: see spawn_middle) */
+    uint64_t pidfd_dev, pidfd_ino; /* its file (mti_fd_identity), see pidfd_ours */
     /* 0 while usable; else why collection is in-process (negative). */
     _Atomic int err;
     pthread_mutex_t lock; /* posting, the free slots, reaping */
@@ -209,8 +210,12 @@ int mti_helper_start(mt_tracker *t, unsigned threads)
             rc = -err;
         else if (sa.pidfd < 0)
             rc = -ECHILD;
-        else
-            h->pidfd = mti_fd_park(sa.pidfd); /* kept: out of the application's numbers */
+        else if ((h->pidfd = mti_fd_park(sa.pidfd)) >= 0 && /* kept: out of the application's numbers */
+                 (rc = mti_fd_identity(h->pidfd, &h->pidfd_dev, &h->pidfd_ino)) != 0) {
+            syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
+            close(h->pidfd);
+            h->pidfd = -1;
+        }
     }
     if (stk != MAP_FAILED)
         mti_sys_munmap(stk, 2 * stack);
@@ -225,29 +230,45 @@ int mti_helper_start(mt_tracker *t, unsigned threads)
 
 /* ---- failure ---------------------------------------------------------------------------- */
 
+/* Whether h->pidfd still names the helper's pidfd. The application may
+ * close descriptors it did not open and get the number back for a file of
+ * its own, a pidfd of one of its processes even: memtrack must then never
+ * signal, poll or close it (killing a stuck helper would kill the
+ * application's process). Since Linux 6.9 (pidfs) a pidfd's inode is its
+ * process's, so the check is exact; on 6.7 and 6.8 pidfds share the
+ * anonymous inode with eventfds, epoll and timer descriptors, and it tells
+ * ours only from every other kind of file. */
+static int pidfd_ours(const mt_helper *h)
+{
+    return h->pidfd >= 0 && mti_fd_names(h->pidfd, h->pidfd_dev, h->pidfd_ino);
+}
+
 /* The helper is unusable from now on: kill it (a stuck one too; whoever
- * adopted it reaps it), and keep `why` for mt_tracker_helper_status(). */
+ * adopted it reaps it), and keep `why` for mt_tracker_helper_status().
+ * Where its pidfd's number was taken, it is forgotten: the helper, which
+ * watches this process, exits with it. */
 static void mark_dead(mt_helper *h, int why)
 {
     pthread_mutex_lock(&h->lock);
     if (atomic_load_explicit(&h->err, memory_order_relaxed) == 0)
         atomic_store_explicit(&h->err, why, memory_order_release);
-    if (h->pidfd >= 0) {
+    if (pidfd_ours(h)) {
         /* By pidfd: never another process that got its pid. */
         syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
         close(h->pidfd);
-        h->pidfd = -1;
     }
+    h->pidfd = -1;
     pthread_mutex_unlock(&h->lock);
 }
 
 /* Whether the helper exited (an exec failure, a crash, a kill): its pidfd
- * is readable then. */
+ * is readable then. A pidfd no longer ours counts as exited: the helper
+ * cannot be watched any more (mark_dead then leaves the number alone). */
 static int exited(mt_helper *h)
 {
     pthread_mutex_lock(&h->lock);
     struct pollfd p = {.fd = h->pidfd, .events = POLLIN};
-    int gone = h->pidfd >= 0 && poll(&p, 1, 0) > 0;
+    int gone = h->pidfd >= 0 && (!pidfd_ours(h) || poll(&p, 1, 0) > 0);
     pthread_mutex_unlock(&h->lock);
     return gone;
 }
@@ -457,7 +478,7 @@ void mti_helper_fork_child(mt_tracker *t)
         return;
     /* The helper serves the parent: never post to it, wait for it or kill
      * it from here. The child's uffd ranges are reported whole anyway. */
-    if (h->pidfd >= 0)
+    if (pidfd_ours(h))
         close(h->pidfd);
     if (h->shm)
         mti_sys_munmap(h->shm, sizeof *h->shm);

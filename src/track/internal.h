@@ -228,7 +228,6 @@ struct mt_tracker {
     /* The files the two name (mti_fd_identity), checked before each use
      * that could act on another file at the same number (uffd_linux.c). */
     uint64_t uffd_dev, uffd_ino, pagemap_dev, pagemap_ino;
-    _Atomic uint32_t uffd_lost; /* times they were found taken (stats) */
     /* Set in a fork child when another thread held the lock at the fork:
      * the tracker's tables may be half-updated, every call fails. */
     _Atomic int poisoned;

@@ -57,12 +57,6 @@ static int open_uffd(void)
     return fd;
 }
 
-int mti_uffd_kept(const mt_tracker *t)
-{
-    return t->uffd >= 0 && mti_fd_names(t->uffd, t->uffd_dev, t->uffd_ino) &&
-           mti_fd_names(t->pagemap_fd, t->pagemap_dev, t->pagemap_ino);
-}
-
 /* The application may close descriptors it did not open (closefrom,
  * close_range, a dup2 onto the number) and get the number back for a file
  * of its own, even a userfaultfd of its own. memtrack's ioctls must never
@@ -78,19 +72,15 @@ int mti_uffd_kept(const mt_tracker *t)
  * and counted in degradations. Scans need no check: PAGEMAP_SCAN on any
  * other file fails (ENOTTY), and on a pagemap of the application's own it
  * reads the same page tables. */
-static int uffd_usable(mt_tracker *t)
+int mti_uffd_kept(const mt_tracker *t)
 {
-    if (t->uffd < 0)
-        return 0;
-    if (mti_uffd_kept(t))
-        return 1;
-    atomic_fetch_add_explicit(&t->uffd_lost, 1, memory_order_relaxed);
-    return 0;
+    return t->uffd >= 0 && mti_fd_names(t->uffd, t->uffd_dev, t->uffd_ino) &&
+           mti_fd_names(t->pagemap_fd, t->pagemap_dev, t->pagemap_ino);
 }
 
 int mti_uffd_open(mt_tracker *t)
 {
-    if (uffd_usable(t))
+    if (mti_uffd_kept(t))
         return 0;
     t->uffd = t->pagemap_fd = -1;
     int fd = open_uffd();
@@ -230,8 +220,8 @@ void mti_uffd_disarm_range(mt_tracker *t, mt_range *r)
 {
     /* In a fork child the descriptor belongs to the parent's address space
      * (fork.c closed it): there is nothing of ours to unregister. Nor where
-     * the application took the number (uffd_usable). */
-    if (atomic_load_explicit(&r->whole, memory_order_relaxed) || !uffd_usable(t))
+     * the application took the number (mti_uffd_open). */
+    if (atomic_load_explicit(&r->whole, memory_order_relaxed) || !mti_uffd_kept(t))
         return;
     size_t ps = (size_t)1 << r->page_shift;
     uintptr_t s = r->span_start, e = r->span_end;

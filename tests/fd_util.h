@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mt_test.h"
@@ -31,6 +32,14 @@ static inline int fd_numbers_naming(const char *target, int *out, int cap)
     }
     closedir(d);
     return n;
+}
+
+/* Whether descriptor `fd` still names the file `was` describes (its
+ * device and inode, as fstat gave them). */
+static inline int fd_still_names(int fd, const struct stat *was)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == was->st_dev && st.st_ino == was->st_ino;
 }
 
 #endif

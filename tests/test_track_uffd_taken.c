@@ -71,12 +71,6 @@ static int app_uffd(void)
     return fd;
 }
 
-static int same_file(int fd, const struct stat *was)
-{
-    struct stat st;
-    return fstat(fd, &st) == 0 && st.st_dev == was->st_dev && st.st_ino == was->st_ino;
-}
-
 int main(void)
 {
     mt_tracker_opts o = {.backend = MT_TRACK_UFFD};
@@ -144,7 +138,7 @@ int main(void)
     pid_t pid = fork();
     MT_CHECK(pid >= 0);
     if (pid == 0)
-        _exit(same_file(mine, &app_st) ? 0 : 1);
+        _exit(fd_still_names(mine, &app_st) ? 0 : 1);
     int status;
     MT_CHECK(waitpid(pid, &status, 0) == pid);
     MT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -154,7 +148,7 @@ int main(void)
     mt_tracker_destroy(t);
     /* The application's userfaultfd: still open, still its own, and
      * nothing was sent to it. */
-    MT_CHECK(same_file(mine, &app_st));
+    MT_CHECK(fd_still_names(mine, &app_st));
     struct uffd_msg msg;
     MT_CHECK(read(mine, &msg, sizeof msg) < 0 && errno == EAGAIN);
     MT_CHECK_INT_EQ(fd_numbers_naming("anon_inode:[userfaultfd]", now, 4), 1);

@@ -35,6 +35,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "budget.h"
 #include "layer.h"
 #include "refcache.h"
 #include "slices.h"
@@ -586,20 +587,104 @@ static void shadow_stop(lt_memory *m)
     __atomic_sub_fetch(&m->dev->shadow_mapped, 1, __ATOMIC_RELAXED);
 }
 
+/* m is recorded whole from now on: no reference copy fits beside the
+ * application under a memory limit (budget.h). Said once on stderr, and in
+ * the trace for each memory. */
+static void budget_copy(lt_memory *m, const char *what, const char *why)
+{
+    m->budget_copy = 1;
+    m->auto_mode = 0;
+    m->pending_guard = 0;
+    lt_stat_add(LT_ST_FALLBACKS, 1);
+    lt_rec_note(m->id, "memory-budget", "memory %llu %s (%s): it is recorded whole (copy) at each submit "
+                "from now on (MEMTRACK_MEMORY_BUDGET=off keeps references regardless)",
+                (unsigned long long)m->id, what, why);
+}
+
 static int ensure_reference(lt_memory *m)
 {
     if (m->reference)
         return 0;
+    if (m->budget_copy)
+        return -ENOMEM;
     /* Zero-filled like replay's fresh image; only touched pages use memory.
-     * A freed memory's of the same size is reused, zeroed (refcache.c). */
+     * A freed memory's of the same size is reused, zeroed (refcache.c); a
+     * new one must fit under the memory limits, counted at the window's
+     * size (only exposed bytes are ever touched). */
     size_t bytes = lt_reference_bytes(m);
     void *p = lt_refcache_take(bytes);
-    if (!p)
+    if (!p) {
+        char why[200];
+        if (!lt_budget_admits((size_t)m->map_size, 2, why, sizeof why)) {
+            budget_copy(m, "gets no reference copy", why);
+            return -ENOMEM;
+        }
         p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    }
     if (p == MAP_FAILED)
         return -errno;
     m->reference = p;
     return 0;
+}
+
+/* Gives m's reference copy back to the system (a memory limit is near):
+ * m is recorded whole from its next capture on, which is exact whatever
+ * happened since the last one. Not for shadow memories (the application
+ * holds the shadow, which needs the reference). Returns the bytes the
+ * reference held. */
+static size_t give_back_reference(lt_memory *m, const char *why)
+{
+    size_t held = (size_t)(m->known_hi - m->known_lo + m->staged_hi - m->staged_lo);
+    guard_stop(m);
+    munmap(m->reference, lt_reference_bytes(m));
+    account(-(int64_t)held);
+    m->reference = NULL;
+    m->known_lo = m->known_hi = m->staged_lo = m->staged_hi = 0;
+    m->lag_lo = m->lag_hi = 0;
+    budget_copy(m, "gives its reference copy back", why);
+    if (m->mapped && m->mode != LT_OFF) {
+        m->mode = LT_COPY;
+        m->copied = 1;
+        lt_stat_add(LT_ST_MODE_SWITCHES, 1);
+        write_mode(m, "memory limit");
+    }
+    return held;
+}
+
+typedef struct shed_pick {
+    lt_memory *best;
+    size_t held;
+} shed_pick;
+
+static void pick_largest(void *val, void *arg)
+{
+    lt_memory *m = val;
+    shed_pick *p = arg;
+    size_t held = (size_t)(m->known_hi - m->known_lo + m->staged_hi - m->staged_lo);
+    if (m->reference && held > p->held && !(m->mapped && m->mode == LT_SHADOW)) {
+        p->best = m;
+        p->held = held;
+    }
+}
+
+/* The application grew toward a memory limit: the layer's copies give
+ * memory back, the kept references of freed memories first, then the
+ * references of this device's memories, the largest first (dev->lock held;
+ * before the submit's captures, which then write those memories whole). */
+static void budget_shed(lt_device *dev)
+{
+    char why[200];
+    size_t need = lt_budget_excess(why, sizeof why);
+    if (!need)
+        return;
+    size_t freed = lt_refcache_drop_all();
+    while (freed < need) {
+        shed_pick p = {NULL, 0};
+        lt_map_each(&dev->memories, pick_largest, &p);
+        if (!p.best)
+            break;
+        freed += give_back_reference(p.best, why);
+    }
 }
 
 size_t lt_reference_bytes(const lt_memory *m)
@@ -693,15 +778,27 @@ static void emit_whole(lt_memory *m)
  * holds the driver's pointer, so shadow is not possible). */
 static void start_capture(lt_memory *m, int reopen)
 {
-    m->mode = m->pinned ? LT_SCAN : initial_mode(m);
+    m->mode = m->budget_copy ? LT_COPY : m->pinned ? LT_SCAN : initial_mode(m);
     if (reopen && m->mode == LT_SHADOW)
         m->mode = LT_GUARD;
     const char *why = lt_capture_untrackable(m);
     if (why && m->mode != LT_SCAN && m->mode != LT_COPY)
         fall_back_to_scan(m, "external", why);
+    char budget_why[200];
+    /* Shadow needs two copies of the window: its mapping and the reference,
+     * neither of which can be given back while mapped. Where both do not
+     * fit with room to spare, in place (one, which can). */
+    if (m->mode == LT_SHADOW &&
+        !lt_budget_admits((m->reference ? 1 : 2) * (size_t)m->map_size, 4, budget_why, sizeof budget_why)) {
+        lt_rec_note(m->id, "memory-budget-shadow", "memory %llu is tracked in place (guard) instead of "
+                    "shadow: a second copy of its window does not fit (%s)", (unsigned long long)m->id,
+                    budget_why);
+        m->mode = LT_GUARD;
+    }
     if (m->mode != LT_COPY && ensure_reference(m) != 0) {
-        lt_rec_note(m->id, "reference", "cannot allocate a reference copy: memory %llu is copied "
-                    "whole at each submit", (unsigned long long)m->id);
+        if (!m->budget_copy)
+            lt_rec_note(m->id, "reference", "cannot allocate a reference copy: memory %llu is copied "
+                        "whole at each submit", (unsigned long long)m->id);
         m->mode = LT_COPY;
         m->auto_mode = 0;
     }
@@ -899,7 +996,8 @@ static void copy_to_bulk(lt_memory *m)
     read_live(m, m->reference, view(m, m->driver_ptr, NULL), size);
     emit(m, m->reference, 0, size);
     stale_consumed(m);
-    account((int64_t)size - (int64_t)(m->known_hi - m->known_lo));
+    account((int64_t)size - (int64_t)(m->known_hi - m->known_lo) - (int64_t)(m->staged_hi - m->staged_lo));
+    m->staged_lo = m->staged_hi = 0;
     m->known_lo = 0;
     m->known_hi = size;
     m->ref_stale = 0;
@@ -936,6 +1034,14 @@ void lt_capture_memory(lt_memory *m)
          * the trace writer's plain loads. */
         const unsigned char *live = view(m, m->driver_ptr, NULL);
         if ((lt_cfg()->verify || wc_memory(m)) && ensure_reference(m) == 0) {
+            VkDeviceSize lo = m->map_offset, hi = lo + m->map_size;
+            if (m->staged_lo < m->staged_hi) {
+                lo = lo < m->staged_lo ? lo : m->staged_lo;
+                hi = hi > m->staged_hi ? hi : m->staged_hi;
+            }
+            account((int64_t)((hi - lo) - (m->staged_hi - m->staged_lo)));
+            m->staged_lo = lo;
+            m->staged_hi = hi;
             read_live(m, m->reference + m->map_offset, live, (size_t)m->map_size);
             emit(m, m->reference, m->map_offset, m->map_size);
         } else {
@@ -1235,8 +1341,10 @@ void lt_capture_submit(lt_device *dev, VkQueue queue, const lt_submit *sub)
     window_sync(dev);
     uint64_t t0 = lt_now_ns();
     int tracing = lt_tracing() && dev->active;
-    if (tracing)
+    if (tracing) {
         check_handler();
+        budget_shed(dev);
+    }
     /* Every exposed memory's capture (and then its hash) is independent of
      * the others': in parallel (workers.c). All UPDATE records come before
      * any hash, every hash before the SUBMIT. */

@@ -141,6 +141,7 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
     c->mode = LT_AUTO;
     c->hot_pages = 1;
     c->fault_budget = 1;
+    c->memory_budget = 1;
     c->backend = MT_TRACK_AUTO;
     const char *v = value_of(&p, "MEMTRACK_MODE");
     if (v) {
@@ -169,6 +170,7 @@ int lt_config_parse(lt_config *c, lt_getenv_fn get, lt_config_warn_fn warn, void
     parse_bool_var(&p, "MEMTRACK_FOLLOW_CHILDREN", &c->follow_children);
     parse_bool_var(&p, "MEMTRACK_HOT_PAGES", &c->hot_pages);
     parse_bool_var(&p, "MEMTRACK_FAULT_BUDGET", &c->fault_budget);
+    parse_bool_var(&p, "MEMTRACK_MEMORY_BUDGET", &c->memory_budget);
     parse_bool_var(&p, "MEMTRACK_TEST_WC", &c->test_wc);
     uint64_t n;
     if ((v = value_of(&p, "MEMTRACK_MERGE_GAP"))) {

@@ -18,6 +18,10 @@
  *   MEMTRACK_FAULT_BUDGET      on/off (default on): signal-backend ranges take at most
  *                              max(64, pages/8) faults per submit, then open whole and
  *                              are diffed whole (a dense writer's first frames)
+ *   MEMTRACK_MEMORY_BUDGET     on/off (default on): reference copies and shadow mappings
+ *                              leave room under the process's memory limits (its cgroup's,
+ *                              the machine's); a memory they would not fit, or whose copy
+ *                              must give memory back, is recorded whole (copy)
  *   MEMTRACK_SESSION           set by `memtrack record`: the first process of the session
  *                              creates the trace, later ones are children (see docs/layer.md)
  *   MEMTRACK_FOLLOW_CHILDREN   on/off: a child process that uses Vulkan gets its own
@@ -65,6 +69,7 @@ typedef struct lt_config {
     int verify, progress, follow_children;
     int hot_pages; /* MT_RANGE_HOT_PAGES for guard and shadow ranges */
     int fault_budget; /* mt_range_opts.fault_budget for guard and shadow ranges */
+    int memory_budget; /* copies leave room under memory limits (budget.c) */
     int backend; /* mt_track_backend */
     int compression; /* mt_trace_compression */
     int capture_threads; /* 0: the default */

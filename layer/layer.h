@@ -161,11 +161,18 @@ struct lt_memory {
      * diffed at every capture). */
     unsigned char *reference;
     VkDeviceSize known_lo, known_hi;
+    /* Copy mode through the reference (verify, write-combined memory): the
+     * span of what it staged there, counted as the layer's memory besides
+     * [known_lo, known_hi) (empty: lo == hi). */
+    VkDeviceSize staged_lo, staged_hi;
 
     /* Capture state: changed only by capture.c. */
     lt_mode mode;      /* current mode of this memory */
     int auto_mode;     /* chosen by the autopilot */
     int pinned;        /* a fallback fixed the mode (scan): the autopilot stays out */
+    /* Under a memory limit its reference copy was refused or given back
+     * (budget.h): recorded whole (copy) at every capture from then on. */
+    int budget_copy;
     int pending_guard; /* auto: arm at the next capture, then scan once */
     mt_range_id range; /* tracker range (guard: driver_ptr; shadow: app_ptr), 0 if none */
     mt_track_backend backend;

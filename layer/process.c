@@ -21,6 +21,7 @@
 
 #include "layer.h"
 #include "process.h"
+#include "budget.h"
 #include "refcache.h"
 #include "workers.h"
 
@@ -33,6 +34,7 @@ static void on_fork_child(void)
     lt_registry_after_fork();
     lt_workers_after_fork();
     lt_refcache_after_fork();
+    lt_budget_after_fork();
 }
 
 static void at_exit(void) { lt_session_exit(); }

@@ -97,3 +97,24 @@ void lt_refcache_give(void *ref, size_t size)
     else
         munmap(ref, size);
 }
+
+size_t lt_refcache_drop_all(void)
+{
+    void *drop[SLOTS];
+    size_t dropsz[SLOTS], ndrop = 0, bytes = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < SLOTS; i++)
+        if (g_slot[i].ref) {
+            drop[ndrop] = g_slot[i].ref;
+            dropsz[ndrop++] = g_slot[i].size;
+            g_slot[i].ref = NULL;
+        }
+    g_bytes = 0;
+    pthread_mutex_unlock(&g_lock);
+    for (size_t i = 0; i < ndrop; i++) {
+        munmap(drop[i], dropsz[i]);
+        lt_stat_add(LT_ST_EXTRA_BYTES, -(int64_t)dropsz[i]);
+        bytes += dropsz[i];
+    }
+    return bytes;
+}

@@ -12,6 +12,10 @@ void *lt_refcache_take(size_t size);
  * ones) or unmapped. */
 void lt_refcache_give(void *ref, size_t size);
 
+/* Unmaps every kept reference (memory limits: budget.h); the bytes given
+ * back. */
+size_t lt_refcache_drop_all(void);
+
 /* A forked child (process.c). */
 void lt_refcache_after_fork(void);
 

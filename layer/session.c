@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../src/common/fdpark.h"
+#include "budget.h"
 #include "process.h"
 #include "session.h"
 
@@ -288,6 +289,9 @@ void lt_session_open(const mt_trace_kv *meta, size_t nmeta)
     pthread_rwlock_unlock(&g_wlock);
     atomic_store(&g_writer_raw, w);
     g_path = path;
+    /* Its descriptors are opened now, with the trace's: before any sandbox
+     * the application may put on later. */
+    lt_budget_init(g_cfg.memory_budget);
     atomic_store_explicit(&g_state, S_OPEN, memory_order_release);
     status_line("trace %s", path);
     if (g_cfg.progress) {
@@ -479,6 +483,8 @@ void lt_stat_max(uint64_t capture_ns)
 }
 
 static uint64_t stat_of(lt_stat s) { return atomic_load_explicit(&g_stats[s], memory_order_relaxed); }
+
+uint64_t lt_stat_get(lt_stat s) { return stat_of(s); }
 
 void lt_progress(void)
 {

@@ -97,6 +97,7 @@ typedef enum lt_stat {
     LT_ST_EXTRA_BYTES, LT_ST_MODE_SWITCHES, LT_ST_FALLBACKS, LT_ST_SYNC_IN_NS, LT_ST_SLICES, LT_ST_COUNT
 } lt_stat;
 void lt_stat_add(lt_stat s, int64_t v);
+uint64_t lt_stat_get(lt_stat s);
 void lt_stat_max(uint64_t capture_ns); /* capture_ns_max and the extra-bytes peak */
 void lt_progress(void);
 

@@ -129,5 +129,6 @@ extern const hv_behaviour hv_process_behaviours[];
 extern const hv_behaviour hv_sync_behaviours[];
 extern const hv_behaviour hv_explore_behaviours[];
 extern const hv_behaviour hv_sandbox_behaviours[];
+extern const hv_behaviour hv_limits_behaviours[];
 
 #endif

@@ -12,7 +12,7 @@
 
 static const hv_behaviour *const g_groups[] = {hv_process_behaviours, hv_kernel_behaviours,
                                                hv_signal_behaviours, hv_memory_behaviours, hv_explore_behaviours,
-                                               hv_sync_behaviours, hv_sandbox_behaviours};
+                                               hv_sync_behaviours, hv_sandbox_behaviours, hv_limits_behaviours};
 #define NGROUPS (sizeof g_groups / sizeof g_groups[0])
 
 static int usage(void)

@@ -154,6 +154,12 @@ behaviour_group() { # backend mode
       if [ "$b" = exec-child ] && ls "$out"/exec-child-$mode-$backend.*.mtrace >/dev/null 2>&1; then
         bad "$what: the exec'd child wrote a trace without --follow-children"
       fi
+      # Without the memory budget the references take it over its limit
+      # (killed: 137); the trace says where the budget acted.
+      if [ "$b" = memory-limit ] &&
+         ! "$MEMTRACK" info "$trace" 2>/dev/null | grep -qE "reference copy back|gets no reference copy"; then
+        bad "$what: the trace does not say that the memory budget acted"
+      fi
     fi
     if [ "$(nfail)" = "$nfail_before" ]; then row "$b" "$mode" "$backend" ok; tidy "$b" "$mode" "$backend"
     else row "$b" "$mode" "$backend" FAIL; fi

@@ -1,0 +1,216 @@
+/* Behaviours under resource limits: memory-limit (see hv.h).
+ *
+ * memory-limit: the application runs in a memory cgroup of its own (a
+ * container's or a systemd unit's limit) that leaves it little more than it
+ * needs: two 64 MiB memories the device copies between every frame, its
+ * models of them, and a heap it grows by 128 MiB over the frames. With a
+ * reference copy of each memory (or two copies, in shadow mode) memtrack
+ * would take it over its limit and the kernel would kill it; the layer
+ * must leave it room (layer/budget.c) and still record every byte. Makes
+ * its cgroup below its own (version 1, or version 2 where the controller
+ * can be enabled there), which needs root: skipped (77) where it cannot. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../src/common/cgroup.h"
+#include "hv.h"
+
+#define MIB ((size_t)1 << 20)
+
+typedef struct own_cgroup {
+    int v1;
+    char parent[PATH_MAX], dir[PATH_MAX + 32];
+} own_cgroup;
+
+static int write_file(const char *dir, const char *file, const char *text)
+{
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write(fd, text, strlen(text));
+    int rc = n == (ssize_t)strlen(text) ? 0 : n < 0 ? -errno : -EIO;
+    close(fd);
+    return rc;
+}
+
+static uint64_t read_u64(const char *dir, const char *file)
+{
+    char p[PATH_MAX + 64], buf[64] = "";
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n > 0 ? strtoull(buf, NULL, 10) : 0;
+}
+
+/* Cgroups earlier runs left (a run the kernel killed never left its own):
+ * removed where empty. */
+static void sweep(const char *parent)
+{
+    DIR *d = opendir(parent);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strncmp(e->d_name, "mt-hostile-", 11) == 0) {
+            char p[PATH_MAX + 300];
+            snprintf(p, sizeof p, "%s/%s", parent, e->d_name);
+            rmdir(p);
+        }
+    closedir(d);
+}
+
+static int enter(own_cgroup *c)
+{
+    mti_cgroup *cg = malloc(sizeof *cg);
+    if (!cg || mti_cgroup_find(cg) != 0) {
+        free(cg);
+        fprintf(stderr, "%s: no memory cgroup to be found (skipped)\n", hv_argv0);
+        return HV_SKIP;
+    }
+    memset(c, 0, sizeof *c);
+    c->v1 = cg->v1;
+    snprintf(c->parent, sizeof c->parent, "%s", cg->dir);
+    free(cg);
+    sweep(c->parent);
+    /* Version 2 puts a controller in a child only where the parent hands it
+     * down, which a cgroup with processes of its own (other than the root)
+     * cannot. */
+    if (!c->v1)
+        (void)write_file(c->parent, "cgroup.subtree_control", "+memory");
+    snprintf(c->dir, sizeof c->dir, "%s/mt-hostile-%d", c->parent, (int)getpid());
+    if (mkdir(c->dir, 0755) != 0) {
+        fprintf(stderr, "%s: cannot make a cgroup in %s: %s (skipped)\n", hv_argv0, c->parent, strerror(errno));
+        return HV_SKIP;
+    }
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    const char *limit_file = c->v1 ? "memory.limit_in_bytes" : "memory.max";
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s", c->dir, limit_file);
+    int rc = access(p, W_OK) == 0 ? write_file(c->dir, "cgroup.procs", pid) : -ENOENT;
+    if (rc) {
+        fprintf(stderr, "%s: cannot enter a memory cgroup of its own in %s: %s (skipped)\n", hv_argv0, c->parent,
+                strerror(-rc));
+        rmdir(c->dir);
+        return HV_SKIP;
+    }
+    return 0;
+}
+
+static void leave(own_cgroup *c)
+{
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    (void)write_file(c->parent, "cgroup.procs", pid);
+    /* The collection helper memtrack started in it may still be exiting. */
+    for (int i = 0; i < 100 && rmdir(c->dir) != 0 && errno == EBUSY; i++)
+        hv_sleep_ms(20);
+}
+
+static uint64_t usage(const own_cgroup *c)
+{
+    return read_u64(c->dir, c->v1 ? "memory.usage_in_bytes" : "memory.current");
+}
+
+static uint64_t peak(const own_cgroup *c)
+{
+    return read_u64(c->dir, c->v1 ? "memory.max_usage_in_bytes" : "memory.peak");
+}
+
+/* Limits the cgroup to `bytes`, swap included (with swap the kernel would
+ * page out instead of killing, and the test would prove nothing). */
+static int set_limit(const own_cgroup *c, uint64_t bytes)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)bytes);
+    if (c->v1) {
+        int rc = write_file(c->dir, "memory.limit_in_bytes", v);
+        (void)write_file(c->dir, "memory.memsw.limit_in_bytes", v); /* where swap is accounted */
+        return rc;
+    }
+    (void)write_file(c->dir, "memory.swap.max", "0");
+    return write_file(c->dir, "memory.max", v);
+}
+
+static int memory_limit(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* Their shadow memory and quarantine count against the limit too, in
+     * amounts this behaviour cannot plan for. */
+    fprintf(stderr, "%s: a sanitizer's own memory counts against the limit (skipped)\n", hv_argv0);
+    return HV_SKIP;
+#endif
+    own_cgroup c;
+    int rc = enter(&c);
+    if (rc)
+        return rc;
+    rc = hv_init(h, NULL);
+    if (rc) {
+        leave(&c);
+        return rc;
+    }
+    /* What the application itself will add from here: both memories and
+     * their models (4 x 64 MiB, all of it touched) and its heap; and room
+     * for the driver's and the capture's own allocations: memtrack's trace
+     * writer and capture threads take about 70 MiB here when each submit
+     * writes 128 MiB (docs/layer.md, "Memory limits"). Without the budget
+     * the references alone (2 x 64 MiB) take it over the limit. */
+    const size_t mem = 64 * MIB, heap = 128 * MIB, slack = 128 * MIB;
+    uint64_t base = usage(&c), limit = base + 4 * mem + heap + slack;
+    if (set_limit(&c, limit) != 0) {
+        fprintf(stderr, "%s: cannot set the cgroup's limit (skipped)\n", hv_argv0);
+        hv_fini(h);
+        leave(&c);
+        return HV_SKIP;
+    }
+    if (getenv("HV_VERBOSE"))
+        fprintf(stderr, "%s: cgroup %s (v%d): %llu MiB used, limit %llu MiB\n", hv_argv0, c.dir, c.v1 ? 1 : 2,
+                (unsigned long long)(base / MIB), (unsigned long long)(limit / MIB));
+    hv_mem src, rb;
+    hv_alloc(h, &src, mem, HV_SRC);
+    hv_alloc(h, &rb, mem, HV_DST);
+    int steps = h->frames > 6 ? h->frames : 6, bad = 0;
+    unsigned char **grown = calloc((size_t)steps, sizeof *grown);
+    if (!grown)
+        hv_die("out of memory");
+    for (int f = 0; f < steps && !bad; f++) {
+        /* Every byte of the staging memory changes each frame. */
+        hv_write(&src, 0, mem, 900 + (uint64_t)f);
+        bad |= hv_gpu_check(h, &src, &rb, "memory-limit: GPU copy");
+        /* The application grows toward its limit between frames. */
+        grown[f] = malloc(heap / (size_t)steps);
+        if (!grown[f])
+            hv_die("out of memory growing the heap");
+        memset(grown[f], 0x5a + f, heap / (size_t)steps);
+    }
+    if (getenv("HV_VERBOSE"))
+        fprintf(stderr, "%s: peak %llu MiB above the start, limit %llu MiB above it\n", hv_argv0,
+                (unsigned long long)((peak(&c) - base) / MIB), (unsigned long long)((limit - base) / MIB));
+    for (int f = 0; f < steps; f++)
+        free(grown[f]);
+    free(grown);
+    hv_free(h, &src);
+    hv_free(h, &rb);
+    hv_fini(h);
+    leave(&c);
+    return bad;
+}
+
+const hv_behaviour hv_limits_behaviours[] = {
+    {"memory-limit", "runs in a memory cgroup that leaves it little more than it needs, and grows its heap "
+     "toward the limit (where it can make a cgroup: root)", memory_limit},
+    {NULL, NULL, NULL},
+};

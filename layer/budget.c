@@ -38,7 +38,7 @@
 #include "budget.h"
 #include "session.h"
 
-#define NO_LIMIT UINT64_MAX
+#define NO_LIMIT LT_BUDGET_NO_LIMIT
 #define MAX_LEVELS 3 /* the process's cgroup and two limited ancestors */
 #define RECHECK_NS 2000000ull
 
@@ -96,20 +96,6 @@ static ssize_t kept_read(kept *k, char *buf, size_t size)
     return n;
 }
 
-/* A number, or NO_LIMIT for version 2's "max" (and for values so large
- * they mean no limit: version 1 writes one just under 2^63). */
-static uint64_t parse_limit(const char *s)
-{
-    if (strncmp(s, "max", 3) == 0)
-        return NO_LIMIT;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno)
-        return NO_LIMIT;
-    return v >= (1ull << 62) ? NO_LIMIT : (uint64_t)v;
-}
-
 static uint64_t read_value(kept *k, int *ok)
 {
     char buf[64];
@@ -118,19 +104,7 @@ static uint64_t read_value(kept *k, int *ok)
         return NO_LIMIT;
     }
     *ok = 1;
-    return parse_limit(buf);
-}
-
-/* `key`'s value in a "key value\n" file (memory.stat, /proc/meminfo;
- * meminfo's "Key:" form included), times `unit`; 0 when absent. */
-static uint64_t field(const char *text, const char *key, uint64_t unit)
-{
-    size_t kl = strlen(key);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncmp(p, key, kl) == 0 && (p[kl] == ' ' || p[kl] == ':'))
-            return strtoull(p + kl + 1, NULL, 10) * unit;
-    }
-    return 0;
+    return lt_budget_parse_limit(buf);
 }
 
 /* ---- finding the cgroup ---------------------------------------------------------- */
@@ -181,7 +155,7 @@ static int v2_ancestor_limited(const char *dir)
         close(fd);
         if (n > 0) {
             buf[n] = 0;
-            limited = parse_limit(buf) != NO_LIMIT;
+            limited = lt_budget_parse_limit(buf) != NO_LIMIT;
         }
     }
     return limited;
@@ -246,7 +220,7 @@ void lt_budget_after_fork(void)
 /* ---- reading the limits ------------------------------------------------------------ */
 
 typedef struct lim {
-    uint64_t limit, used;
+    lt_budget_limit l;
     char what[600];
 } lim;
 
@@ -261,38 +235,28 @@ static size_t read_limits(lim *out, size_t max)
         uint64_t cur = read_value(&lv->cur, &ok);
         if (!ok)
             continue;
-        uint64_t limit = NO_LIMIT, file = 0;
         int have_stat = kept_read(&lv->stat, text, sizeof text) > 0;
-        if (lv->v1) {
-            if (!have_stat)
-                continue;
-            limit = field(text, "hierarchical_memory_limit", 1);
-            if (!limit || limit >= (1ull << 62))
-                limit = NO_LIMIT;
-            uint64_t cache = field(text, "total_cache", 1), shmem = field(text, "total_shmem", 1);
-            file = cache > shmem ? cache - shmem : 0;
-        } else {
+        uint64_t limit = NO_LIMIT;
+        if (lv->v1)
+            limit = have_stat ? lt_budget_v1_limit(text) : NO_LIMIT;
+        else {
             uint64_t mx = read_value(&lv->max, &ok), hi = read_value(&lv->high, &ok);
             limit = mx < hi ? mx : hi;
-            if (have_stat) {
-                uint64_t f = field(text, "file", 1), shmem = field(text, "shmem", 1);
-                file = f > shmem ? f - shmem : 0;
-            }
         }
         if (limit == NO_LIMIT)
             continue;
         lim *l = &out[n++];
-        l->limit = limit;
-        l->used = cur > file ? cur - file : 0;
+        l->l.limit = limit;
+        l->l.used = lt_budget_cgroup_used(cur, have_stat ? text : NULL, lv->v1);
         snprintf(l->what, sizeof l->what, "the memory cgroup %s (%s)", lv->name,
                  lv->v1 ? "version 1" : "version 2");
     }
     if (n < max && kept_read(&g_meminfo, text, sizeof text) > 0) {
-        uint64_t total = field(text, "MemTotal", 1024), avail = field(text, "MemAvailable", 1024);
+        uint64_t total = lt_budget_field(text, "MemTotal", 1024), avail = lt_budget_field(text, "MemAvailable", 1024);
         if (total && avail <= total) {
             lim *l = &out[n++];
-            l->limit = total;
-            l->used = total - avail;
+            l->l.limit = total;
+            l->l.used = total - avail;
             snprintf(l->what, sizeof l->what, "the machine's available memory");
         }
     }
@@ -308,11 +272,20 @@ static uint64_t ours(void)
     return v >= (1ull << 62) ? 0 : v;
 }
 
-static void say(char *why, size_t why_len, const lim *l, uint64_t free_bytes)
+static void say(char *why, size_t why_len, const lim *l)
 {
+    uint64_t f = l->l.limit > l->l.used ? l->l.limit - l->l.used : 0;
     if (why && why_len)
-        snprintf(why, why_len, "%s: %llu MiB free of %llu MiB", l->what,
-                 (unsigned long long)(free_bytes >> 20), (unsigned long long)(l->limit >> 20));
+        snprintf(why, why_len, "%s: %llu MiB free of %llu MiB", l->what, (unsigned long long)(f >> 20),
+                 (unsigned long long)(l->l.limit >> 20));
+}
+
+/* lt_budget_limit's of `l`, for the rules. */
+static size_t plain(const lim *l, size_t n, lt_budget_limit *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = l[i].l;
+    return n;
 }
 
 int lt_budget_admits(size_t bytes, unsigned share, char *why, size_t why_len)
@@ -320,19 +293,14 @@ int lt_budget_admits(size_t bytes, unsigned share, char *why, size_t why_len)
     if (!atomic_load(&g_enabled))
         return 1;
     lim l[MAX_LEVELS + 1];
+    lt_budget_limit p[MAX_LEVELS + 1];
     pthread_mutex_lock(&g_lock);
     size_t n = read_limits(l, MAX_LEVELS + 1);
     pthread_mutex_unlock(&g_lock);
-    uint64_t mine = ours();
-    for (size_t i = 0; i < n; i++) {
-        uint64_t free_bytes = l[i].limit > l[i].used ? l[i].limit - l[i].used : 0;
-        /* (ours + bytes) <= (free - bytes) / share */
-        if (free_bytes < bytes || share * (mine + bytes) > free_bytes - bytes) {
-            say(why, why_len, &l[i], free_bytes);
-            return 0;
-        }
-    }
-    return 1;
+    int i = lt_budget_refuses(p, plain(l, n, p), ours(), bytes, share);
+    if (i >= 0)
+        say(why, why_len, &l[i]);
+    return i < 0;
 }
 
 size_t lt_budget_excess(char *why, size_t why_len)
@@ -348,16 +316,12 @@ size_t lt_budget_excess(char *why, size_t why_len)
         return 0;
     }
     lim l[MAX_LEVELS + 1];
+    lt_budget_limit p[MAX_LEVELS + 1];
     size_t n = read_limits(l, MAX_LEVELS + 1);
-    uint64_t mine = ours(), need = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t free_bytes = l[i].limit > l[i].used ? l[i].limit - l[i].used : 0;
-        /* Giving back s bytes leaves ours - s and frees s: ours - s <= free + s. */
-        if (mine > free_bytes && (mine - free_bytes + 1) / 2 > need) {
-            need = (mine - free_bytes + 1) / 2;
-            say(why, why_len, &l[i], free_bytes);
-        }
-    }
+    int which;
+    uint64_t need = lt_budget_need(p, plain(l, n, p), ours(), &which);
+    if (which >= 0)
+        say(why, why_len, &l[which]);
     g_checked_ns = need ? 0 : now;
     pthread_mutex_unlock(&g_lock);
     return (size_t)need;

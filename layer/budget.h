@@ -13,6 +13,7 @@
 #define LT_BUDGET_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Opens the files it reads (the memory cgroup's and /proc/meminfo) and
  * keeps them, so that checks made inside an application's sandbox open
@@ -38,5 +39,32 @@ size_t lt_budget_excess(char *why, size_t why_len);
  * parent, which is fine (reads at an offset), but the rate limit's clock
  * starts afresh. */
 void lt_budget_after_fork(void);
+
+/* ---- the rules and the files' text (budget_rules.c, pure) ---- */
+
+#define LT_BUDGET_NO_LIMIT UINT64_MAX
+
+typedef struct lt_budget_limit {
+    uint64_t limit, used;
+} lt_budget_limit;
+
+/* The first limit under which a new copy of `bytes` does not fit beside
+ * `ours` (lt_budget_admits' rule), or -1. */
+int lt_budget_refuses(const lt_budget_limit *l, size_t n, uint64_t ours, uint64_t bytes, unsigned share);
+/* What `ours` must give back (lt_budget_excess' rule), and in *which the
+ * limit that asks the most (-1: none). */
+uint64_t lt_budget_need(const lt_budget_limit *l, size_t n, uint64_t ours, int *which);
+
+/* `key`'s value in a "key value" or "Key: value" per line text (memory.stat,
+ * /proc/meminfo), times `unit`; 0 when absent. */
+uint64_t lt_budget_field(const char *text, const char *key, uint64_t unit);
+/* A version 2 limit file's value: a number, or LT_BUDGET_NO_LIMIT for "max"
+ * (and for version 1's near-2^63 "no limit"). */
+uint64_t lt_budget_parse_limit(const char *text);
+/* Version 1's limit from memory.stat (its ancestors' folded in). */
+uint64_t lt_budget_v1_limit(const char *stat);
+/* A cgroup's usage less the page cache it can drop (memory.stat's text;
+ * NULL: none known). */
+uint64_t lt_budget_cgroup_used(uint64_t current, const char *stat, int v1);
 
 #endif

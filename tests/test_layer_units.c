@@ -1,13 +1,16 @@
 /* The layer's pure parts, without a Vulkan device: the MEMTRACK_* parser,
  * the autopilot's policy, the cutting of big diffs into slices and which
  * objects the device may write. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../layer/autopilot.h"
+#include "../layer/budget.h"
 #include "../layer/config.h"
 #include "../layer/slices.h"
 #include "../layer/usage.h"
+#include "../src/common/cgroup.h"
 #include <signal.h>
 
 #include "memtrack/trace.h"
@@ -421,6 +424,95 @@ static void test_usage(void)
     MT_CHECK(lt_image_gpu_writable(&im));
 }
 
+/* ---- the memory budget (budget_rules.c, src/common/cgroup.c) ---------------- */
+
+#define MIB (1ull << 20)
+
+static void test_budget_cgroup_found(void)
+{
+    mti_cgroup cg;
+    /* Version 2 alone (Debian 12's default), a systemd service. */
+    const char *v2 = "0::/system.slice/app.service\n";
+    const char *mi2 = "24 30 0:22 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+                      "25 30 0:23 / /proc rw - proc proc rw\n";
+    MT_CHECK(mti_cgroup_parse(v2, mi2, &cg) == 0 && !cg.v1);
+    MT_CHECK(strcmp(cg.dir, "/sys/fs/cgroup/system.slice/app.service") == 0);
+    MT_CHECK(strcmp(cg.name, "/system.slice/app.service") == 0);
+    /* A container: its own cgroup is the root of its mount. */
+    const char *mi_ct = "40 30 0:22 /docker/abc /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n";
+    MT_CHECK(mti_cgroup_parse("0::/docker/abc\n", mi_ct, &cg) == 0 && strcmp(cg.dir, "/sys/fs/cgroup") == 0);
+    MT_CHECK(mti_cgroup_parse("0::/docker/abc/x\n", mi_ct, &cg) == 0 &&
+             strcmp(cg.dir, "/sys/fs/cgroup/x") == 0);
+    /* Not under the mount's root ("/docker/abcd" is not "/docker/abc"). */
+    MT_CHECK(mti_cgroup_parse("0::/docker/abcd\n", mi_ct, &cg) == -ENOENT);
+    /* Hybrid (this machine's kind): version 1's memory hierarchy wins. */
+    const char *hy = "9:name=systemd:/\n4:memory:/jobs/j1\n1:cpu,cpuacct:/\n0::/\n";
+    const char *mi_hy = "31 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n"
+                        "32 25 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+                        "33 25 0:29 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+    MT_CHECK(mti_cgroup_parse(hy, mi_hy, &cg) == 0 && cg.v1);
+    MT_CHECK(strcmp(cg.dir, "/sys/fs/cgroup/memory/jobs/j1") == 0);
+    /* "memory" as one of several controllers, and not as part of a name. */
+    const char *mi_co = "32 25 0:28 / /cg/mem rw - cgroup cgroup rw,memory,hugetlb\n"
+                        "33 25 0:29 / /cg/x rw - cgroup cgroup rw,memory_x\n";
+    MT_CHECK(mti_cgroup_parse("5:hugetlb,memory:/a\n", mi_co, &cg) == 0 && strcmp(cg.dir, "/cg/mem/a") == 0);
+    MT_CHECK(mti_cgroup_parse("5:memory_x:/a\n", mi_co, &cg) == -ENOENT);
+    /* Nothing mounted. */
+    MT_CHECK(mti_cgroup_parse("0::/a\n", "25 30 0:23 / /proc rw - proc proc rw\n", &cg) == -ENOENT);
+}
+
+static void test_budget_files(void)
+{
+    MT_CHECK(lt_budget_parse_limit("max\n") == LT_BUDGET_NO_LIMIT);
+    MT_CHECK(lt_budget_parse_limit("536870912\n") == 512 * MIB);
+    MT_CHECK(lt_budget_parse_limit("9223372036854771712\n") == LT_BUDGET_NO_LIMIT);
+    MT_CHECK(lt_budget_parse_limit("") == LT_BUDGET_NO_LIMIT);
+    const char *v1 = "cache 100\nrss 200\nshmem 5\nhierarchical_memory_limit 1073741824\n"
+                     "hierarchical_memsw_limit 9223372036854771712\ntotal_cache 4194304\ntotal_rss 9\n"
+                     "total_shmem 1048576\n";
+    MT_CHECK(lt_budget_v1_limit(v1) == 1024 * MIB);
+    MT_CHECK(lt_budget_v1_limit("hierarchical_memory_limit 9223372036854771712\n") == LT_BUDGET_NO_LIMIT);
+    /* 4 MiB of cache of which 1 MiB tmpfs/shared: 3 MiB can be dropped. */
+    MT_CHECK(lt_budget_cgroup_used(10 * MIB, v1, 1) == 7 * MIB);
+    const char *v2 = "anon 1000\nfile 6291456\nfile_mapped 77\nfile_dirty 88\nshmem 2097152\n";
+    MT_CHECK(lt_budget_field(v2, "file", 1) == 6 * MIB); /* not file_mapped's */
+    MT_CHECK(lt_budget_cgroup_used(10 * MIB, v2, 0) == 6 * MIB);
+    MT_CHECK(lt_budget_cgroup_used(3 * MIB, v2, 0) == 0);
+    MT_CHECK(lt_budget_cgroup_used(3 * MIB, NULL, 0) == 3 * MIB);
+    MT_CHECK(lt_budget_field("MemTotal:       24684084 kB\nMemFree: 1 kB\nMemAvailable:   24185316 kB\n",
+                             "MemAvailable", 1024) == 24185316ull * 1024);
+    MT_CHECK(lt_budget_field("MemTotal: 5 kB\n", "MemAvailable", 1024) == 0);
+}
+
+static void test_budget_rules(void)
+{
+    /* 512 MiB limit, 112 used: 400 free. */
+    lt_budget_limit l[2] = {{512 * MIB, 112 * MIB}, {24000 * MIB, 1000 * MIB}};
+    /* A reference of 64 MiB with none yet: 64 <= (400 - 64) / 2. */
+    MT_CHECK(lt_budget_refuses(l, 2, 0, 64 * MIB, 2) == -1);
+    /* With 100 MiB of copies already: 2 x (100 + 64) = 328 <= 336 fits;
+     * with 120, 368 > 336 does not. */
+    MT_CHECK(lt_budget_refuses(l, 2, 100 * MIB, 64 * MIB, 2) == -1);
+    MT_CHECK(lt_budget_refuses(l, 2, 120 * MIB, 64 * MIB, 2) == 0);
+    /* Shadow's quarter: 2 x 64 MiB with none yet: 4 x 128 > 272. */
+    MT_CHECK(lt_budget_refuses(l, 2, 0, 128 * MIB, 4) == 0);
+    MT_CHECK(lt_budget_refuses(l, 2, 0, 32 * MIB, 4) == -1);
+    /* More than is free at all. */
+    MT_CHECK(lt_budget_refuses(l, 2, 0, 500 * MIB, 2) == 0);
+    /* The second limit refusing. */
+    lt_budget_limit m[2] = {{LT_BUDGET_NO_LIMIT, 0}, {1000 * MIB, 900 * MIB}};
+    MT_CHECK(lt_budget_refuses(m, 2, 0, 64 * MIB, 2) == 1);
+    int which;
+    /* Copies at most what is free: nothing to give back. */
+    MT_CHECK(lt_budget_need(l, 2, 400 * MIB, &which) == 0 && which == -1);
+    /* 128 MiB of copies, 58 free: give back 35 (then 93 <= 93). */
+    lt_budget_limit t[1] = {{512 * MIB, 454 * MIB}};
+    MT_CHECK(lt_budget_need(t, 1, 128 * MIB, &which) == 35 * MIB && which == 0);
+    /* Over the limit already (nothing free): give back half, rounded up. */
+    lt_budget_limit o[2] = {{512 * MIB, 600 * MIB}, {512 * MIB, 500 * MIB}};
+    MT_CHECK(lt_budget_need(o, 2, 9, &which) == 5 && which == 0);
+}
+
 int main(void)
 {
     test_defaults();
@@ -436,6 +528,9 @@ int main(void)
     test_ignores_other_modes();
     test_slices();
     test_usage();
+    test_budget_cgroup_found();
+    test_budget_files();
+    test_budget_rules();
     printf("layer units: ok\n");
     return 0;
 }

@@ -76,38 +76,47 @@ static int cgroup_dir(const char *mountinfo, const char *path, int v2, char *out
     return -1;
 }
 
+int mti_cgroup_parse(const char *proc_cgroup, const char *mountinfo, mti_cgroup *out)
+{
+    memset(out, 0, sizeof *out);
+    char v1path[sizeof out->name] = "", v2path[sizeof out->name] = "";
+    /* "ID:CONTROLLERS:PATH" per line; version 2's is "0::PATH". */
+    for (const char *line = proc_cgroup; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        const char *c1 = memchr(line, ':', len);
+        const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
+        size_t plen = c2 ? len - (size_t)(c2 + 1 - line) : 0;
+        if (c2 && plen < sizeof v1path && (size_t)(c2 - c1 - 1) < 200) {
+            char list[208];
+            snprintf(list, sizeof list, ",%.*s,", (int)(c2 - c1 - 1), c1 + 1);
+            if (c1 == line + 1 && line[0] == '0' && c2 == c1 + 1) {
+                memcpy(v2path, c2 + 1, plen);
+                v2path[plen] = 0;
+            } else if (strstr(list, ",memory,")) {
+                memcpy(v1path, c2 + 1, plen);
+                v1path[plen] = 0;
+            }
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+    if (*v1path && cgroup_dir(mountinfo, v1path, 0, out->dir, sizeof out->dir) == 0) {
+        out->v1 = 1;
+        strcpy(out->name, v1path);
+        return 0;
+    }
+    if (*v2path && cgroup_dir(mountinfo, v2path, 1, out->dir, sizeof out->dir) == 0) {
+        strcpy(out->name, v2path);
+        return 0;
+    }
+    return -ENOENT;
+}
+
 int mti_cgroup_find(mti_cgroup *out)
 {
     memset(out, 0, sizeof *out);
     char *cg = slurp("/proc/self/cgroup"), *mi = cg ? slurp("/proc/self/mountinfo") : NULL;
-    int rc = -ENOMEM;
-    if (!cg || !mi)
-        goto done;
-    char v1path[sizeof out->name] = "", v2path[sizeof out->name] = "";
-    char *save = NULL;
-    for (char *line = strtok_r(cg, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2 || strlen(c2 + 1) >= sizeof v1path)
-            continue;
-        *c2 = 0;
-        const char *ctrls = c1 + 1, *path = c2 + 1;
-        char list[256];
-        snprintf(list, sizeof list, ",%s,", ctrls);
-        if (c1 == line + 1 && line[0] == '0' && *ctrls == 0)
-            strcpy(v2path, path);
-        else if (strstr(list, ",memory,"))
-            strcpy(v1path, path);
-    }
-    rc = -ENOENT;
-    if (*v1path && cgroup_dir(mi, v1path, 0, out->dir, sizeof out->dir) == 0) {
-        out->v1 = 1;
-        strcpy(out->name, v1path);
-        rc = 0;
-    } else if (*v2path && cgroup_dir(mi, v2path, 1, out->dir, sizeof out->dir) == 0) {
-        strcpy(out->name, v2path);
-        rc = 0;
-    }
-done:
+    int rc = cg && mi ? mti_cgroup_parse(cg, mi, out) : -ENOMEM;
     free(cg);
     free(mi);
     return rc;

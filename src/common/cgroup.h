@@ -18,4 +18,7 @@ typedef struct mti_cgroup {
  * cgroup), or -ENOMEM. Opens and reads files: not for a sandbox. */
 int mti_cgroup_find(mti_cgroup *out);
 
+/* The same from the two files' text (tests feed it made-up ones). */
+int mti_cgroup_parse(const char *proc_cgroup, const char *mountinfo, mti_cgroup *out);
+
 #endif

@@ -303,7 +303,7 @@ int lt_budget_admits(size_t bytes, unsigned share, char *why, size_t why_len)
     return i < 0;
 }
 
-size_t lt_budget_excess(char *why, size_t why_len)
+size_t lt_budget_excess(uint64_t coming, char *why, size_t why_len)
 {
     if (!atomic_load(&g_enabled))
         return 0;
@@ -311,18 +311,21 @@ size_t lt_budget_excess(char *why, size_t why_len)
     /* Only a "nothing to give back" is reused: after a give-back the next
      * call must see what it freed. */
     uint64_t now = mti_now_ns();
-    if (g_checked_ns && now - g_checked_ns < RECHECK_NS) {
+    if (!coming && g_checked_ns && now - g_checked_ns < RECHECK_NS) {
         pthread_mutex_unlock(&g_lock);
         return 0;
     }
     lim l[MAX_LEVELS + 1];
     lt_budget_limit p[MAX_LEVELS + 1];
     size_t n = read_limits(l, MAX_LEVELS + 1);
+    for (size_t i = 0; i < n; i++)
+        l[i].l.used += coming;
     int which;
     uint64_t need = lt_budget_need(p, plain(l, n, p), ours(), &which);
     if (which >= 0)
         say(why, why_len, &l[which]);
-    g_checked_ns = need ? 0 : now;
+    if (!coming)
+        g_checked_ns = need ? 0 : now;
     pthread_mutex_unlock(&g_lock);
     return (size_t)need;
 }

@@ -24,16 +24,18 @@ void lt_budget_init(int enabled);
 /* Whether a new copy that will use up to `bytes` of memory fits beside the
  * layer's others (`ours`: LT_ST_EXTRA_BYTES): under every limit, the
  * copies together with it stay at most 1/`share` of what is left free
- * after it (2 for references, which can be given back later; 4 for shadow
+ * after it (2 for references, which can be given back later; 8 for shadow
  * mappings, which cannot: the application holds their pointers). When
  * not, `why` (if not NULL) names the limit. */
 int lt_budget_admits(size_t bytes, unsigned share, char *why, size_t why_len);
 
 /* Bytes the layer's copies should give back now: 0 while, under every
- * limit, they are at most what is still free. After a "nothing" the
- * limits are read again only 2 ms later (calls in between answer 0); after
- * a give-back, at the next call. `why` as above. */
-size_t lt_budget_excess(char *why, size_t why_len);
+ * limit, they are at most what is still free. `coming`: bytes the
+ * application is about to take (a device memory it allocates in host
+ * memory), counted as used already. After a "nothing" with coming 0 the
+ * limits are read again only 2 ms later (such calls in between answer 0);
+ * after a give-back, or with coming > 0, at once. `why` as above. */
+size_t lt_budget_excess(uint64_t coming, char *why, size_t why_len);
 
 /* A forked child (process.c): the kept descriptors are shared with the
  * parent, which is fine (reads at an offset), but the rate limit's clock

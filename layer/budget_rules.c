@@ -63,10 +63,17 @@ uint64_t lt_budget_need(const lt_budget_limit *l, size_t n, uint64_t ours, int *
     uint64_t need = 0;
     *which = -1;
     for (size_t i = 0; i < n; i++) {
-        uint64_t f = free_of(&l[i]);
-        /* Giving back s bytes leaves ours - s and frees s: ours - s <= free + s. */
-        if (ours > f && (ours - f + 1) / 2 > need) {
-            need = (ours - f + 1) / 2;
+        /* Giving back s bytes leaves ours - s and frees s: ours - s <= free
+         * + s. Free may be below zero (what the application is about to
+         * take counted in): then more than half, at most all of ours. */
+        int64_t f = (int64_t)l[i].limit - (int64_t)l[i].used;
+        if (l[i].limit == LT_BUDGET_NO_LIMIT || (int64_t)ours <= f)
+            continue;
+        uint64_t s = (uint64_t)(((int64_t)ours - f + 1) / 2);
+        if (s > ours)
+            s = ours;
+        if (s > need) {
+            need = s;
             *which = (int)i;
         }
     }

@@ -671,10 +671,10 @@ static void pick_largest(void *val, void *arg)
  * memory back, the kept references of freed memories first, then the
  * references of this device's memories, the largest first (dev->lock held;
  * before the submit's captures, which then write those memories whole). */
-static void budget_shed(lt_device *dev)
+static void budget_shed(lt_device *dev, uint64_t coming)
 {
     char why[200];
-    size_t need = lt_budget_excess(why, sizeof why);
+    size_t need = lt_budget_excess(coming, why, sizeof why);
     if (!need)
         return;
     size_t freed = lt_refcache_drop_all();
@@ -786,10 +786,13 @@ static void start_capture(lt_memory *m, int reopen)
         fall_back_to_scan(m, "external", why);
     char budget_why[200];
     /* Shadow needs two copies of the window: its mapping and the reference,
-     * neither of which can be given back while mapped. Where both do not
-     * fit with room to spare, in place (one, which can). */
+     * neither of which can be given back while mapped (the application
+     * holds the shadow pointer), and most applications map a memory once
+     * and keep it mapped. So they must leave nearly all of what is free
+     * (7/8) to the application's growth; else in place (guard: one copy,
+     * which can be given back). */
     if (m->mode == LT_SHADOW &&
-        !lt_budget_admits((m->reference ? 1 : 2) * (size_t)m->map_size, 4, budget_why, sizeof budget_why)) {
+        !lt_budget_admits((m->reference ? 1 : 2) * (size_t)m->map_size, 8, budget_why, sizeof budget_why)) {
         lt_rec_note(m->id, "memory-budget-shadow", "memory %llu is tracked in place (guard) instead of "
                     "shadow: a second copy of its window does not fit (%s)", (unsigned long long)m->id,
                     budget_why);
@@ -849,6 +852,18 @@ static void start_capture(lt_memory *m, int reopen)
             m->known_hi = hi;
         }
     }
+}
+
+void lt_capture_make_room(lt_device *dev, VkDeviceSize bytes)
+{
+    /* Small ones are left to the next submit's check (each check reads the
+     * limits: about 13 us). */
+    if (!dev->capture || bytes < ((VkDeviceSize)1 << 20) || !lt_tracing())
+        return;
+    pthread_mutex_lock(&dev->lock);
+    if (dev->active)
+        budget_shed(dev, (uint64_t)bytes);
+    pthread_mutex_unlock(&dev->lock);
 }
 
 void lt_capture_expose(lt_memory *m)
@@ -1343,7 +1358,7 @@ void lt_capture_submit(lt_device *dev, VkQueue queue, const lt_submit *sub)
     int tracing = lt_tracing() && dev->active;
     if (tracing) {
         check_handler();
-        budget_shed(dev);
+        budget_shed(dev, 0);
     }
     /* Every exposed memory's capture (and then its hash) is independent of
      * the others': in parallel (workers.c). All UPDATE records come before

@@ -361,6 +361,10 @@ void lt_view_free(lt_memory *m);
 
 /* The length of m's reference copy's mapping (its size, page-rounded). */
 size_t lt_reference_bytes(const lt_memory *m);
+/* The application is about to allocate `bytes` of device memory that host
+ * memory backs: the layer's copies give back what a memory limit then
+ * needs (budget.h), before the allocation. Takes dev->lock. */
+void lt_capture_make_room(lt_device *dev, VkDeviceSize bytes);
 /* Sets a freshly exposed memory up for its mode and records its initial
  * content where replay does not know it yet. dev->lock held. */
 void lt_capture_expose(lt_memory *m);

@@ -68,10 +68,25 @@ static void expose_host_pointer(lt_device *dev, lt_memory *m, void *ptr)
                 (unsigned long long)m->id);
 }
 
+/* Whether memory of this type takes the host's memory: host-visible memory
+ * (system memory, or a CPU or integrated device's only heap), or a heap that
+ * is not the device's own. Memory mapped through a discrete GPU's PCI BAR
+ * counts too, which only makes the budget careful a little early. */
+static int host_backed(const lt_device *dev, uint32_t type_index)
+{
+    if (type_index >= dev->memprops.memoryTypeCount)
+        return 0;
+    const VkMemoryType *t = &dev->memprops.memoryTypes[type_index];
+    return (t->propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) ||
+           !(dev->memprops.memoryHeaps[t->heapIndex].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT);
+}
+
 LT_HOOK(VkResult, AllocateMemory, VkDevice device, const VkMemoryAllocateInfo *ai,
         const VkAllocationCallbacks *alloc, VkDeviceMemory *out)
 {
     lt_device *dev = lt_device_from(device);
+    if (dev->capture && host_backed(dev, ai->memoryTypeIndex))
+        lt_capture_make_room(dev, ai->allocationSize);
     VkResult res = dev->t.AllocateMemory(device, ai, alloc, out);
     if (res != VK_SUCCESS || !dev->capture)
         return res;

@@ -508,9 +508,16 @@ static void test_budget_rules(void)
     /* 128 MiB of copies, 58 free: give back 35 (then 93 <= 93). */
     lt_budget_limit t[1] = {{512 * MIB, 454 * MIB}};
     MT_CHECK(lt_budget_need(t, 1, 128 * MIB, &which) == 35 * MIB && which == 0);
-    /* Over the limit already (nothing free): give back half, rounded up. */
-    lt_budget_limit o[2] = {{512 * MIB, 600 * MIB}, {512 * MIB, 500 * MIB}};
-    MT_CHECK(lt_budget_need(o, 2, 9, &which) == 5 && which == 0);
+    /* What the application is about to take puts it 58 MiB over: 128 MiB
+     * of copies give back 93 (then 35 <= 35). */
+    lt_budget_limit a[1] = {{512 * MIB, 570 * MIB}};
+    MT_CHECK(lt_budget_need(a, 1, 128 * MIB, &which) == 93 * MIB && which == 0);
+    /* Further over than the copies hold: all of them. */
+    lt_budget_limit o[2] = {{512 * MIB, 500 * MIB}, {512 * MIB, 600 * MIB}};
+    MT_CHECK(lt_budget_need(o, 2, 9 * MIB, &which) == 9 * MIB && which == 1);
+    /* No limit asks nothing. */
+    lt_budget_limit u[1] = {{LT_BUDGET_NO_LIMIT, 600 * MIB}};
+    MT_CHECK(lt_budget_need(u, 1, 9 * MIB, &which) == 0 && which == -1);
 }
 
 int main(void)

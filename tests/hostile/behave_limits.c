@@ -1,4 +1,4 @@
-/* Behaviours under resource limits: memory-limit (see hv.h).
+/* Behaviours under resource limits (see hv.h).
  *
  * memory-limit: the application runs in a memory cgroup of its own (a
  * container's or a systemd unit's limit) that leaves it little more than it
@@ -6,9 +6,13 @@
  * models of them, and a heap it grows by 128 MiB over the frames. With a
  * reference copy of each memory (or two copies, in shadow mode) memtrack
  * would take it over its limit and the kernel would kill it; the layer
- * must leave it room (layer/budget.c) and still record every byte. Makes
- * its cgroup below its own (version 1, or version 2 where the controller
- * can be enabled there), which needs root: skipped (77) where it cannot. */
+ * must leave it room (layer/budget.c) and still record every byte.
+ * memory-limit-alloc: the same, growing by one 256 MiB device memory that
+ * it allocates and fills halfway through (the room must be made before the
+ * allocation: the next submit comes too late).
+ * Both make their cgroup below their own (version 1, or version 2 where
+ * the controller can be enabled there), which needs root: skipped (77)
+ * where they cannot. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -144,9 +148,11 @@ static int set_limit(const own_cgroup *c, uint64_t bytes)
     return write_file(c->dir, "memory.max", v);
 }
 
-static int memory_limit(hv *h, int argc, char **argv)
+/* Grows by `growth` bytes toward a limit that leaves `slack` beyond what it
+ * needs itself: its heap in steps between frames, or (`by_alloc`) one
+ * device memory allocated and filled halfway, as a game loading a level. */
+static int limited(hv *h, int by_alloc)
 {
-    (void)argc, (void)argv;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     /* Their shadow memory and quarantine count against the limit too, in
      * amounts this behaviour cannot plan for. */
@@ -162,14 +168,18 @@ static int memory_limit(hv *h, int argc, char **argv)
         leave(&c);
         return rc;
     }
-    /* What the application itself will add from here: both memories and
-     * their models (4 x 64 MiB, all of it touched) and its heap; and room
-     * for the driver's and the capture's own allocations: memtrack's trace
+    /* What the application itself adds from here: both memories and their
+     * models (4 x 64 MiB, all of it touched) and its growth; and room for
+     * the driver's and the capture's own allocations: memtrack's trace
      * writer and capture threads take about 70 MiB here when each submit
-     * writes 128 MiB (docs/layer.md, "Memory limits"). Without the budget
-     * the references alone (2 x 64 MiB) take it over the limit. */
-    const size_t mem = 64 * MIB, heap = 128 * MIB, slack = 128 * MIB;
-    uint64_t base = usage(&c), limit = base + 4 * mem + heap + slack;
+     * writes 128 MiB (docs/layer.md, "Memory limits").
+     *  - heap: 128 MiB in steps, 128 MiB of room. The references (2 x 64
+     *    MiB) take it over its limit unless given back as it grows.
+     *  - alloc: 256 MiB at once, 140 MiB of room. Before it, the references
+     *    fit; unless they are given back before the allocation (the next
+     *    submit is too late), the kernel kills it as it fills the memory. */
+    const size_t mem = 64 * MIB, growth = (by_alloc ? 256 : 128) * MIB, slack = (by_alloc ? 140 : 128) * MIB;
+    uint64_t base = usage(&c), limit = base + 4 * mem + growth + slack;
     if (set_limit(&c, limit) != 0) {
         fprintf(stderr, "%s: cannot set the cgroup's limit (skipped)\n", hv_argv0);
         hv_fini(h);
@@ -179,7 +189,7 @@ static int memory_limit(hv *h, int argc, char **argv)
     if (getenv("HV_VERBOSE"))
         fprintf(stderr, "%s: cgroup %s (v%d): %llu MiB used, limit %llu MiB\n", hv_argv0, c.dir, c.v1 ? 1 : 2,
                 (unsigned long long)(base / MIB), (unsigned long long)(limit / MIB));
-    hv_mem src, rb;
+    hv_mem src, rb, big = {0};
     hv_alloc(h, &src, mem, HV_SRC);
     hv_alloc(h, &rb, mem, HV_DST);
     int steps = h->frames > 6 ? h->frames : 6, bad = 0;
@@ -190,11 +200,17 @@ static int memory_limit(hv *h, int argc, char **argv)
         /* Every byte of the staging memory changes each frame. */
         hv_write(&src, 0, mem, 900 + (uint64_t)f);
         bad |= hv_gpu_check(h, &src, &rb, "memory-limit: GPU copy");
-        /* The application grows toward its limit between frames. */
-        grown[f] = malloc(heap / (size_t)steps);
-        if (!grown[f])
-            hv_die("out of memory growing the heap");
-        memset(grown[f], 0x5a + f, heap / (size_t)steps);
+        if (!by_alloc) {
+            grown[f] = malloc(growth / (size_t)steps);
+            if (!grown[f])
+                hv_die("out of memory growing the heap");
+            memset(grown[f], 0x5a + f, growth / (size_t)steps);
+        } else if (f == steps / 2) {
+            /* Filled straight (no model): what it holds is the trace's to
+             * check (verify), the device never reads it. */
+            hv_alloc(h, &big, growth, HV_SRC);
+            hv_pattern(big.ptr, growth, 77);
+        }
     }
     if (getenv("HV_VERBOSE"))
         fprintf(stderr, "%s: peak %llu MiB above the start, limit %llu MiB above it\n", hv_argv0,
@@ -202,6 +218,8 @@ static int memory_limit(hv *h, int argc, char **argv)
     for (int f = 0; f < steps; f++)
         free(grown[f]);
     free(grown);
+    if (big.mem)
+        hv_free(h, &big);
     hv_free(h, &src);
     hv_free(h, &rb);
     hv_fini(h);
@@ -209,8 +227,22 @@ static int memory_limit(hv *h, int argc, char **argv)
     return bad;
 }
 
+static int memory_limit(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return limited(h, 0);
+}
+
+static int memory_limit_alloc(hv *h, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return limited(h, 1);
+}
+
 const hv_behaviour hv_limits_behaviours[] = {
     {"memory-limit", "runs in a memory cgroup that leaves it little more than it needs, and grows its heap "
      "toward the limit (where it can make a cgroup: root)", memory_limit},
+    {"memory-limit-alloc", "the same, growing by one large device memory it allocates and fills at once",
+     memory_limit_alloc},
     {NULL, NULL, NULL},
 };

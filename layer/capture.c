@@ -670,7 +670,9 @@ static void pick_largest(void *val, void *arg)
 /* The application grew toward a memory limit: the layer's copies give
  * memory back, the kept references of freed memories first, then the
  * references of this device's memories, the largest first (dev->lock held;
- * before the submit's captures, which then write those memories whole). */
+ * before a submit's captures, which then write those memories whole, or
+ * before an allocation, `coming` its size). A memory exposed while the
+ * capture window is closed (mode off) goes to copy when the window opens. */
 static void budget_shed(lt_device *dev, uint64_t coming)
 {
     char why[200];
@@ -861,8 +863,7 @@ void lt_capture_make_room(lt_device *dev, VkDeviceSize bytes)
     if (!dev->capture || bytes < ((VkDeviceSize)1 << 20) || !lt_tracing())
         return;
     pthread_mutex_lock(&dev->lock);
-    if (dev->active)
-        budget_shed(dev, (uint64_t)bytes);
+    budget_shed(dev, (uint64_t)bytes);
     pthread_mutex_unlock(&dev->lock);
 }
 
@@ -1356,10 +1357,11 @@ void lt_capture_submit(lt_device *dev, VkQueue queue, const lt_submit *sub)
     window_sync(dev);
     uint64_t t0 = lt_now_ns();
     int tracing = lt_tracing() && dev->active;
-    if (tracing) {
+    if (tracing)
         check_handler();
+    /* Also while the capture window is closed: the references stay. */
+    if (lt_tracing())
         budget_shed(dev, 0);
-    }
     /* Every exposed memory's capture (and then its hash) is independent of
      * the others': in parallel (workers.c). All UPDATE records come before
      * any hash, every hash before the SUBMIT. */

@@ -85,7 +85,11 @@ LT_HOOK(VkResult, AllocateMemory, VkDevice device, const VkMemoryAllocateInfo *a
         const VkAllocationCallbacks *alloc, VkDeviceMemory *out)
 {
     lt_device *dev = lt_device_from(device);
-    if (dev->capture && host_backed(dev, ai->memoryTypeIndex))
+    void *host_ptr = NULL;
+    uint32_t external = external_kind(ai, &host_ptr);
+    /* An import takes no new memory: it was taken where it was made. */
+    if (dev->capture && !(external & (LT_EXT_IMPORTED | LT_EXT_HOST_PTR)) &&
+        host_backed(dev, ai->memoryTypeIndex))
         lt_capture_make_room(dev, ai->allocationSize);
     VkResult res = dev->t.AllocateMemory(device, ai, alloc, out);
     if (res != VK_SUCCESS || !dev->capture)
@@ -95,7 +99,6 @@ LT_HOOK(VkResult, AllocateMemory, VkDevice device, const VkMemoryAllocateInfo *a
         lt_rec_note(0, "oom-memory", "out of memory: a device memory is not captured");
         return res;
     }
-    void *host_ptr = NULL;
     m->handle = *out;
     m->id = lt_next_id();
     m->size = ai->allocationSize;
@@ -103,7 +106,7 @@ LT_HOOK(VkResult, AllocateMemory, VkDevice device, const VkMemoryAllocateInfo *a
     m->flags = ai->memoryTypeIndex < dev->memprops.memoryTypeCount
                    ? dev->memprops.memoryTypes[ai->memoryTypeIndex].propertyFlags
                    : 0;
-    m->external = external_kind(ai, &host_ptr);
+    m->external = external;
     /* Host memory whose other mappings (a second view, another process, a
      * forked child, write(2) to its file) write it: no fault is raised here
      * for those, so it cannot be tracked in place. Unknown counts as yes. */

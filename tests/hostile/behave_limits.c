@@ -10,9 +10,9 @@
  * memory-limit-alloc: the same, growing by one 256 MiB device memory that
  * it allocates and fills halfway through (the room must be made before the
  * allocation: the next submit comes too late).
- * Both make their cgroup below their own (version 1, or version 2 where
- * the controller can be enabled there), which needs root: skipped (77)
- * where they cannot. */
+ * Both make their cgroup below their own (version 1 or 2; with version 2
+ * below the nearest ancestor that hands the memory controller down where
+ * their own cannot), which needs root: skipped (77) where they cannot. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -31,7 +31,7 @@
 
 typedef struct own_cgroup {
     int v1;
-    char parent[PATH_MAX], dir[PATH_MAX + 32];
+    char home[PATH_MAX], dir[PATH_MAX + 32]; /* the cgroup it came from, its own */
 } own_cgroup;
 
 static int write_file(const char *dir, const char *file, const char *text)
@@ -75,6 +75,36 @@ static void sweep(const char *parent)
     closedir(d);
 }
 
+/* Makes c->dir below `where` and moves this process into it: 0, or -errno
+ * (nothing left behind). */
+static int make_below(own_cgroup *c, const char *where)
+{
+    snprintf(c->dir, sizeof c->dir, "%s/mt-hostile-%d", where, (int)getpid());
+    if (mkdir(c->dir, 0755) != 0)
+        return -errno;
+    char p[PATH_MAX + 64], pid[32];
+    /* Without the limit file the memory controller is not handed down. */
+    snprintf(p, sizeof p, "%s/%s", c->dir, c->v1 ? "memory.limit_in_bytes" : "memory.max");
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    int rc = access(p, W_OK) == 0 ? write_file(c->dir, "cgroup.procs", pid) : -ENOTSUP;
+    if (rc)
+        rmdir(c->dir);
+    return rc;
+}
+
+static int contains_memory(const char *dir)
+{
+    char p[PATH_MAX + 64], buf[512] = "";
+    snprintf(p, sizeof p, "%s/cgroup.subtree_control", dir);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    return strstr(buf, "memory") != NULL;
+}
+
 static int enter(own_cgroup *c)
 {
     mti_cgroup *cg = malloc(sizeof *cg);
@@ -85,29 +115,33 @@ static int enter(own_cgroup *c)
     }
     memset(c, 0, sizeof *c);
     c->v1 = cg->v1;
-    snprintf(c->parent, sizeof c->parent, "%s", cg->dir);
+    snprintf(c->home, sizeof c->home, "%s", cg->dir);
+    /* Where the hierarchy is mounted: the directory less the cgroup's path. */
+    size_t dl = strlen(cg->dir), nl = strcmp(cg->name, "/") == 0 ? 0 : strlen(cg->name);
+    size_t mount_len = dl >= nl ? dl - nl : 0;
     free(cg);
-    sweep(c->parent);
-    /* Version 2 puts a controller in a child only where the parent hands it
-     * down, which a cgroup with processes of its own (other than the root)
-     * cannot. */
+    sweep(c->home);
     if (!c->v1)
-        (void)write_file(c->parent, "cgroup.subtree_control", "+memory");
-    snprintf(c->dir, sizeof c->dir, "%s/mt-hostile-%d", c->parent, (int)getpid());
-    if (mkdir(c->dir, 0755) != 0) {
-        fprintf(stderr, "%s: cannot make a cgroup in %s: %s (skipped)\n", hv_argv0, c->parent, strerror(errno));
-        return HV_SKIP;
+        (void)write_file(c->home, "cgroup.subtree_control", "+memory");
+    int rc = make_below(c, c->home);
+    /* Version 2 hands a controller down only from a cgroup without
+     * processes of its own (or the root): where this one has some (a
+     * container's, a session's), below the nearest ancestor that does. */
+    char where[PATH_MAX];
+    snprintf(where, sizeof where, "%s", c->home);
+    while (rc && !c->v1) {
+        char *slash = strrchr(where, '/');
+        if (!slash || (size_t)(slash - where) < mount_len)
+            break;
+        *slash = 0;
+        if (contains_memory(where)) {
+            sweep(where);
+            rc = make_below(c, where);
+        }
     }
-    char pid[32];
-    snprintf(pid, sizeof pid, "%d", (int)getpid());
-    const char *limit_file = c->v1 ? "memory.limit_in_bytes" : "memory.max";
-    char p[PATH_MAX + 64];
-    snprintf(p, sizeof p, "%s/%s", c->dir, limit_file);
-    int rc = access(p, W_OK) == 0 ? write_file(c->dir, "cgroup.procs", pid) : -ENOENT;
     if (rc) {
-        fprintf(stderr, "%s: cannot enter a memory cgroup of its own in %s: %s (skipped)\n", hv_argv0, c->parent,
+        fprintf(stderr, "%s: cannot make a memory cgroup of its own below %s: %s (skipped)\n", hv_argv0, c->home,
                 strerror(-rc));
-        rmdir(c->dir);
         return HV_SKIP;
     }
     return 0;
@@ -117,7 +151,7 @@ static void leave(own_cgroup *c)
 {
     char pid[32];
     snprintf(pid, sizeof pid, "%d", (int)getpid());
-    (void)write_file(c->parent, "cgroup.procs", pid);
+    (void)write_file(c->home, "cgroup.procs", pid);
     /* The collection helper memtrack started in it may still be exiting. */
     for (int i = 0; i < 100 && rmdir(c->dir) != 0 && errno == EBUSY; i++)
         hv_sleep_ms(20);

@@ -55,6 +55,7 @@ static void test_defaults(void)
     MT_CHECK_INT_EQ(c.backend, MT_TRACK_AUTO);
     MT_CHECK_INT_EQ(c.hot_pages, 1);
     MT_CHECK_INT_EQ(c.fault_budget, 1);
+    MT_CHECK_INT_EQ(c.memory_budget, 1);
     MT_CHECK(strcmp(c.output, "memtrack-1234.mtrace") == 0);
     MT_CHECK(c.stats_path == NULL && c.session == NULL && c.status_path == NULL);
     MT_CHECK_INT_EQ(e.warnings, 0);
@@ -69,7 +70,8 @@ static void test_values(void)
                                      "MEMTRACK_FOLLOW_CHILDREN", "TRUE", "MEMTRACK_SESSION", "s1",
                                      "MEMTRACK_TEST_DROP_UPDATE", "7", "MEMTRACK_COMPRESSION", "fast",
                                      "MEMTRACK_FRAMES", "10-20", "MEMTRACK_TRIGGER", "SIGUSR2",
-                                     "MEMTRACK_HOT_PAGES", "off", "MEMTRACK_FAULT_BUDGET", "no", NULL};
+                                     "MEMTRACK_HOT_PAGES", "off", "MEMTRACK_FAULT_BUDGET", "no",
+                                     "MEMTRACK_MEMORY_BUDGET", "off", NULL};
     env e = {kv, 0, ""};
     lt_config c;
     MT_CHECK_INT_EQ(parse(&c, &e), 0);
@@ -95,6 +97,7 @@ static void test_values(void)
     MT_CHECK_INT_EQ(c.trigger, SIGUSR2);
     MT_CHECK_INT_EQ(c.hot_pages, 0);
     MT_CHECK_INT_EQ(c.fault_budget, 0);
+    MT_CHECK_INT_EQ(c.memory_budget, 0);
     MT_CHECK(strcmp(c.output, "/tmp/a.mtrace") == 0 && strcmp(c.session, "s1") == 0);
     MT_CHECK_INT_EQ(e.warnings, 0);
     lt_config_free(&c);

@@ -610,12 +610,14 @@ static int ensure_reference(lt_memory *m)
     /* Zero-filled like replay's fresh image; only touched pages use memory.
      * A freed memory's of the same size is reused, zeroed (refcache.c); a
      * new one must fit under the memory limits, counted at the window's
-     * size (only exposed bytes are ever touched). */
+     * size (only exposed bytes are ever touched). One below 1 MiB is not
+     * checked (reading the limits costs about 13 us): the next submit's
+     * check counts it with the others. */
     size_t bytes = lt_reference_bytes(m);
     void *p = lt_refcache_take(bytes);
     if (!p) {
         char why[200];
-        if (!lt_budget_admits((size_t)m->map_size, 2, why, sizeof why)) {
+        if (m->map_size >= ((VkDeviceSize)1 << 20) && !lt_budget_admits((size_t)m->map_size, 2, why, sizeof why)) {
             budget_copy(m, "gets no reference copy", why);
             return -ENOMEM;
         }

@@ -2,12 +2,12 @@
  *
  * memory-limit: the application runs in a memory cgroup of its own (a
  * container's or a systemd unit's limit) that leaves it little more than it
- * needs: two 64 MiB memories the device copies between every frame, its
+ * needs: two 96 MiB memories the device copies between every frame, its
  * models of them, and a heap it grows by 128 MiB over the frames. With a
  * reference copy of each memory (or two copies, in shadow mode) memtrack
  * would take it over its limit and the kernel would kill it; the layer
  * must leave it room (layer/budget.c) and still record every byte.
- * memory-limit-alloc: the same, growing by one 256 MiB device memory that
+ * memory-limit-alloc: the same, growing by one 384 MiB device memory that
  * it allocates and fills halfway through (the room must be made before the
  * allocation: the next submit comes too late).
  * Both make their cgroup below their own (version 1 or 2; with version 2
@@ -182,6 +182,20 @@ static int set_limit(const own_cgroup *c, uint64_t bytes)
     return write_file(c->dir, "memory.max", v);
 }
 
+/* Every page of m (and of its model, if `model`) gets a byte of its own
+ * for `round`: each round changes every byte, and the trace compresses it
+ * well (random bytes would make the compressors fall behind, and the trace
+ * writer's queue grow, by amounts that vary with the machine's load). */
+static void fill(hv_mem *m, unsigned round, int model)
+{
+    for (size_t off = 0; off < m->size; off += 4096) {
+        size_t n = m->size - off < 4096 ? m->size - off : 4096;
+        memset(m->ptr + off, (int)((round * 31 + off / 4096 * 7 + 1) & 0xff), n);
+        if (model)
+            memcpy(m->model + off, m->ptr + off, n);
+    }
+}
+
 /* Grows by `growth` bytes toward a limit that leaves `slack` beyond what it
  * needs itself: its heap in steps between frames, or (`by_alloc`) one
  * device memory allocated and filled halfway, as a game loading a level. */
@@ -203,16 +217,18 @@ static int limited(hv *h, int by_alloc)
         return rc;
     }
     /* What the application itself adds from here: both memories and their
-     * models (4 x 64 MiB, all of it touched) and its growth; and room for
-     * the driver's and the capture's own allocations: memtrack's trace
-     * writer and capture threads take about 70 MiB here when each submit
-     * writes 128 MiB (docs/layer.md, "Memory limits").
-     *  - heap: 128 MiB in steps, 128 MiB of room. The references (2 x 64
-     *    MiB) take it over its limit unless given back as it grows.
-     *  - alloc: 256 MiB at once, 140 MiB of room. Before it, the references
-     *    fit; unless they are given back before the allocation (the next
-     *    submit is too late), the kernel kills it as it fills the memory. */
-    const size_t mem = 64 * MIB, growth = (by_alloc ? 256 : 128) * MIB, slack = (by_alloc ? 140 : 128) * MIB;
+     * models (4 x 96 MiB, all of it touched) and its growth; and 160 MiB of
+     * room for the driver's and the capture's own allocations (memtrack's
+     * trace writer and capture threads take 30 to 90 MiB here, the more the
+     * further the compressors fall behind: docs/layer.md, "Memory limits").
+     * The references (2 x 96 MiB) exceed that room by far:
+     *  - heap: 128 MiB in steps. The references take it over its limit
+     *    unless given back as it grows.
+     *  - alloc: 384 MiB at once. Before it the references fit (384 + 160
+     *    - 192 - 90 MiB free, at least their 192); unless they are given
+     *    back before the allocation (the next submit is too late), the
+     *    kernel kills it as it fills the memory. */
+    const size_t mem = 96 * MIB, growth = (by_alloc ? 384 : 128) * MIB, slack = 160 * MIB;
     uint64_t base = usage(&c), limit = base + 4 * mem + growth + slack;
     if (set_limit(&c, limit) != 0) {
         fprintf(stderr, "%s: cannot set the cgroup's limit (skipped)\n", hv_argv0);
@@ -232,7 +248,7 @@ static int limited(hv *h, int by_alloc)
         hv_die("out of memory");
     for (int f = 0; f < steps && !bad; f++) {
         /* Every byte of the staging memory changes each frame. */
-        hv_write(&src, 0, mem, 900 + (uint64_t)f);
+        fill(&src, (unsigned)f, 1);
         bad |= hv_gpu_check(h, &src, &rb, "memory-limit: GPU copy");
         if (!by_alloc) {
             grown[f] = malloc(growth / (size_t)steps);
@@ -243,7 +259,7 @@ static int limited(hv *h, int by_alloc)
             /* Filled straight (no model): what it holds is the trace's to
              * check (verify), the device never reads it. */
             hv_alloc(h, &big, growth, HV_SRC);
-            hv_pattern(big.ptr, growth, 77);
+            fill(&big, 77, 0);
         }
     }
     if (getenv("HV_VERBOSE"))

@@ -128,19 +128,19 @@ static kept keep_in(const char *dir, const char *file)
     return join(p, dir, file) == 0 ? keep(p) : (kept){.fd = -1};
 }
 
-static void add_v2_level(const char *dir, const char *name, int with_stat)
+static void add_v2_level(const char *dir, const char *name)
 {
     level *lv = &g_lv[g_nlv++];
     memset(lv, 0, sizeof *lv);
     lv->max = keep_in(dir, "memory.max");
     lv->high = keep_in(dir, "memory.high");
     lv->cur = keep_in(dir, "memory.current");
-    lv->stat = with_stat ? keep_in(dir, "memory.stat") : (kept){.fd = -1};
+    lv->stat = keep_in(dir, "memory.stat");
     snprintf(lv->name, sizeof lv->name, "%s", name);
 }
 
 /* A version 2 ancestor whose limit is set now: watched. One without a
- * limit when the session opens is not (each watched level keeps three
+ * limit when the session opens is not (each watched level keeps four
  * descriptors in the application). */
 static int v2_ancestor_limited(const char *dir)
 {
@@ -182,7 +182,7 @@ static void find_cgroup(void)
         /* memory.current exists where the memory controller is on; the
          * root cgroup has none (and no limit). */
         if (exists(cg->dir, "memory.current"))
-            add_v2_level(cg->dir, cg->name, 1);
+            add_v2_level(cg->dir, cg->name);
         for (;;) {
             char *slash = strrchr(cg->name, '/'), *dslash = strrchr(cg->dir, '/');
             if (!slash || slash == cg->name || !dslash || g_nlv == MAX_LEVELS)
@@ -190,7 +190,7 @@ static void find_cgroup(void)
             *slash = 0;
             *dslash = 0;
             if (exists(cg->dir, "memory.current") && v2_ancestor_limited(cg->dir))
-                add_v2_level(cg->dir, cg->name, 1);
+                add_v2_level(cg->dir, cg->name);
         }
     }
     free(cg);

@@ -636,7 +636,7 @@ static int ensure_reference(lt_memory *m)
  * reference held. */
 static size_t give_back_reference(lt_memory *m, const char *why)
 {
-    size_t held = (size_t)(m->known_hi - m->known_lo + m->staged_hi - m->staged_lo);
+    size_t held = lt_reference_held(m);
     guard_stop(m);
     munmap(m->reference, lt_reference_bytes(m));
     account(-(int64_t)held);
@@ -662,7 +662,7 @@ static void pick_largest(void *val, void *arg)
 {
     lt_memory *m = val;
     shed_pick *p = arg;
-    size_t held = (size_t)(m->known_hi - m->known_lo + m->staged_hi - m->staged_lo);
+    size_t held = lt_reference_held(m);
     if (m->reference && held > p->held && !(m->mapped && m->mode == LT_SHADOW)) {
         p->best = m;
         p->held = held;
@@ -689,6 +689,11 @@ static void budget_shed(lt_device *dev, uint64_t coming)
             break;
         freed += give_back_reference(p.best, why);
     }
+}
+
+size_t lt_reference_held(const lt_memory *m)
+{
+    return (size_t)(m->known_hi - m->known_lo + m->staged_hi - m->staged_lo);
 }
 
 size_t lt_reference_bytes(const lt_memory *m)
@@ -1014,7 +1019,7 @@ static void copy_to_bulk(lt_memory *m)
     read_live(m, m->reference, view(m, m->driver_ptr, NULL), size);
     emit(m, m->reference, 0, size);
     stale_consumed(m);
-    account((int64_t)size - (int64_t)(m->known_hi - m->known_lo) - (int64_t)(m->staged_hi - m->staged_lo));
+    account((int64_t)size - (int64_t)lt_reference_held(m));
     m->staged_lo = m->staged_hi = 0;
     m->known_lo = 0;
     m->known_hi = size;

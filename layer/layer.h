@@ -361,6 +361,9 @@ void lt_view_free(lt_memory *m);
 
 /* The length of m's reference copy's mapping (its size, page-rounded). */
 size_t lt_reference_bytes(const lt_memory *m);
+/* What m's reference counts as the layer's memory (LT_ST_EXTRA_BYTES): the
+ * span replay knows and what copy mode staged there. */
+size_t lt_reference_held(const lt_memory *m);
 /* The application is about to allocate `bytes` of device memory that host
  * memory backs: the layer's copies give back what a memory limit then
  * needs (budget.h), before the allocation. Takes dev->lock. */

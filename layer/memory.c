@@ -150,7 +150,7 @@ static void forget_memory(lt_memory *m)
     if (m->reference) {
         /* Accounted off first: a kept reference counts again in the cache,
          * and the peak must not count it twice. */
-        lt_stat_add(LT_ST_EXTRA_BYTES, -(int64_t)(m->known_hi - m->known_lo + m->staged_hi - m->staged_lo));
+        lt_stat_add(LT_ST_EXTRA_BYTES, -(int64_t)lt_reference_held(m));
         lt_refcache_give(m->reference, lt_reference_bytes(m));
     }
     free(m);
